@@ -1,0 +1,41 @@
+# npuemu: `make run` runs the ported samples, `make test` the whole test suite,
+# `make bench` the benchmarks. Each target sets up .venv on its own first.
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+PIP    := $(PY) -m pip
+# PyTorch CPU is the optional reference of tests and benchmarks; TORCH=0 skips it.
+TORCH  ?= 1
+
+.PHONY: all setup install run test bench clean
+
+all: test
+
+$(VENV)/.created:
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install --quiet --upgrade pip
+	$(PIP) install --quiet "scikit-build-core>=0.10" "pybind11>=2.12" cmake ninja numpy "pytest>=7"
+	touch $@
+
+$(VENV)/.torch: $(VENV)/.created
+	@if [ "$(TORCH)" = "1" ]; then \
+	  $(PIP) install --quiet torch==2.13.0 || echo "npuemu: PyTorch unavailable; its cross-checks will be skipped"; \
+	fi
+	touch $@
+
+setup: $(VENV)/.created $(VENV)/.torch
+
+install: setup
+	$(PIP) install --quiet --no-build-isolation .
+
+run: install
+	@set -e; for s in samples/*.py; do echo "== $$s"; $(PY) $$s; done
+
+test: install
+	$(VENV)/bin/pytest
+
+bench: install
+	$(PY) bench/run.py
+
+clean:
+	rm -rf build $(VENV) .pytest_cache

@@ -1,0 +1,89 @@
+"""acl.util: host pointer helpers. Host pointers are real host addresses; device pointers are not
+dereferenceable, so these helpers refuse them with a message instead of crashing."""
+from __future__ import annotations
+
+import ctypes
+import sys
+from typing import Any, Optional
+
+import numpy as np
+
+from emulator import errors, status
+from emulator.memory import host_range_is_mapped
+from emulator.state import PROCESS
+
+# NumPy C type numbers used by pyACL's ptr_to_numpy (NPY_BOOL=0 ... NPY_HALF=23).
+NPY_TYPES = {0: np.bool_, 1: np.int8, 2: np.uint8, 3: np.int16, 4: np.uint16, 5: np.int32, 6: np.uint32,
+             7: np.int64, 8: np.uint64, 9: np.int64, 10: np.uint64, 11: np.float32, 12: np.float64, 23: np.float16}
+
+
+def _reject(api_name: str, message: str) -> None:
+    errors.record(status.ACL_ERROR_INVALID_PARAM, api_name, message)
+
+
+def _host_readable(api_name: str, ptr: Any, size: int) -> bool:
+    if isinstance(ptr, bool) or not isinstance(ptr, int) or ptr <= 0:
+        _reject(api_name, "ptr: expected a non-null host address, found %r" % (ptr,))
+        return False
+    if PROCESS.space is not None and PROCESS.space.is_device(ptr):
+        _reject(api_name, "ptr: expected a host address, found device address 0x%x (copy it to the host first)" % ptr)
+        return False
+    if not host_range_is_mapped(ptr, size):
+        _reject(api_name, "ptr: expected %d bytes of mapped host memory, found unmapped address 0x%x" % (size, ptr))
+        return False
+    return True
+
+
+def bytes_to_ptr(data: bytes) -> int:
+    """The address of the object's own buffer: a memcpy to it writes into the bytes in place, as pyACL allows."""
+    if isinstance(data, bytes):
+        return ctypes.cast(ctypes.c_char_p(data), ctypes.c_void_p).value or 0
+    if isinstance(data, bytearray):
+        return ctypes.addressof((ctypes.c_char * len(data)).from_buffer(data)) if data else 0
+    _reject("acl.util.bytes_to_ptr", "data: expected bytes, found %s" % type(data).__name__)
+    return 0
+
+
+def ptr_to_bytes(ptr: int, size: int) -> Optional[bytes]:
+    """A new bytes object with a copy of `size` bytes of host memory at `ptr`."""
+    if isinstance(size, bool) or not isinstance(size, int) or size < 0:
+        _reject("acl.util.ptr_to_bytes", "size: expected a non-negative integer, found %r" % (size,))
+        return None
+    if not _host_readable("acl.util.ptr_to_bytes", ptr, size):
+        return None
+    return ctypes.string_at(ptr, size)
+
+
+def numpy_to_ptr(array: np.ndarray) -> int:
+    if not isinstance(array, np.ndarray):
+        _reject("acl.util.numpy_to_ptr", "array: expected a numpy.ndarray, found %s" % type(array).__name__)
+        return 0
+    if not array.flags.c_contiguous:
+        sys.stderr.write("acl.util.numpy_to_ptr: the array is not C-contiguous; "
+                         "use acl.util.numpy_contiguous_to_ptr\n")
+    return array.ctypes.data
+
+
+def numpy_contiguous_to_ptr(array: np.ndarray) -> tuple:
+    contiguous = np.ascontiguousarray(array)
+    return contiguous.ctypes.data, contiguous
+
+
+def ptr_to_numpy(ptr: int, shape: tuple, np_type: int) -> Optional[np.ndarray]:
+    """A NumPy array viewing host memory at `ptr` (no copy)."""
+    dtype = NPY_TYPES.get(np_type)
+    if dtype is None:
+        _reject("acl.util.ptr_to_numpy", "np_type: expected a NumPy type number in %s, found %r" % (sorted(NPY_TYPES), np_type))
+        return None
+    try:
+        dims = tuple(int(d) for d in shape)
+    except (TypeError, ValueError):
+        dims = (-1,)
+    if any(d < 0 for d in dims):
+        _reject("acl.util.ptr_to_numpy", "shape: expected non-negative dimensions, found %r" % (shape,))
+        return None
+    nbytes = int(np.prod(dims, dtype=np.int64)) * np.dtype(dtype).itemsize
+    if not _host_readable("acl.util.ptr_to_numpy", ptr, nbytes):
+        return None
+    buffer = (ctypes.c_char * nbytes).from_address(ptr)
+    return np.frombuffer(buffer, dtype=dtype).reshape(dims)

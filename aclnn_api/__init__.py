@@ -1,0 +1,23 @@
+"""npuemu's aclnn: the framework (aclTensor, arrays, executors, status codes) and the operators'
+two-phase functions, by their C names.
+
+    ws, executor, ret = aclnnLogSigmoidBackwardGetWorkspaceSize(gradOutput, self, buffer, gradInput)
+    ret = aclnnLogSigmoidBackward(workspace_ptr, ws, executor, stream)
+"""
+from emulator import errors as _errors
+from emulator.status import *  # noqa: F401,F403  ACL_SUCCESS, ACL_MEMCPY_*, ACL_MEM_MALLOC_* ...
+
+_errors.register_package_dir(__file__)
+
+from .arrays import (aclBoolArray, aclCreateBoolArray, aclCreateFloatArray, aclCreateIntArray,  # noqa: E402
+                     aclCreateScalar, aclDestroyBoolArray, aclDestroyFloatArray, aclDestroyIntArray,
+                     aclDestroyScalar, aclFloatArray, aclGetBoolArraySize, aclGetFloatArraySize,
+                     aclGetIntArraySize, aclIntArray, aclScalar)
+from .dtypes import *  # noqa: F401,F403,E402
+from .executor import aclDestroyAclOpExecutor, aclOpExecutor, aclSetAclOpExecutorRepeatable  # noqa: E402
+from .status import *  # noqa: F401,F403,E402
+from .tensor import (aclCreateTensor, aclDestroyTensor, aclGetDataType, aclGetFormat,  # noqa: E402
+                     aclGetRawTensorAddr, aclGetStorageShape, aclGetViewOffset, aclGetViewShape,
+                     aclGetViewStrides, aclSetRawTensorAddr, aclTensor)
+
+from .log_sigmoid_backward import aclnnLogSigmoidBackward, aclnnLogSigmoidBackwardGetWorkspaceSize  # noqa: E402

@@ -1,0 +1,128 @@
+"""Validation helpers of the first phase, one per check of the library's op_error_check.h
+(spec/OPS.md §0.2). Each raises AclError with the real code and a message that names the
+parameter, what was expected and what was found."""
+from __future__ import annotations
+
+from typing import Any, Iterable, Optional, Sequence
+
+from emulator.errors import AclError
+
+from . import status
+from .arrays import aclIntArray, live_array
+from .dtypes import can_cast, dtype_name, format_name, promote_types
+from .shapes import broadcast_shapes
+from .tensor import aclTensor, live_tensor
+
+INVALID = status.ACLNN_ERR_PARAM_INVALID
+
+
+def fail(message: str) -> None:
+    raise AclError(INVALID, message)
+
+
+def not_null(**tensors: Any) -> None:
+    """Every named argument is a live aclTensor (161001 for null), in the order given."""
+    for name, tensor in tensors.items():
+        live_tensor(name, tensor)
+
+
+def not_null_arrays(**arrays: Any) -> None:
+    for name, array in arrays.items():
+        live_array(aclIntArray, name, array)
+
+
+def optional_tensor(name: str, tensor: Any) -> Optional[aclTensor]:
+    return None if tensor is None else live_tensor(name, tensor)
+
+
+def _names(dtypes: Iterable[int]) -> str:
+    return "[%s]" % ", ".join(dtype_name(d) for d in dtypes)
+
+
+def dtype_in(name: str, tensor: aclTensor, allowed: Sequence[int], chip: str = "") -> None:
+    if tensor.data_type not in allowed:
+        fail("%s: expected a dtype in %s%s, found %s"
+             % (name, _names(allowed), " on " + chip if chip else "", dtype_name(tensor.data_type)))
+
+
+def dtype_is(name: str, tensor: aclTensor, expected: int, because: str) -> None:
+    if tensor.data_type != expected:
+        fail("%s: expected dtype %s (%s), found %s" % (name, dtype_name(expected), because, dtype_name(tensor.data_type)))
+
+
+def same_dtype(name: str, tensor: aclTensor, other_name: str, other: aclTensor) -> None:
+    dtype_is(name, tensor, other.data_type, "the dtype of %s" % other_name)
+
+
+def castable(source_name: str, source: aclTensor, target_name: str, target: aclTensor) -> None:
+    if not can_cast(source.data_type, target.data_type):
+        fail("%s: expected a dtype that can be cast to %s's %s, found %s"
+             % (source_name, target_name, dtype_name(target.data_type), dtype_name(source.data_type)))
+
+
+def promoted(named: Sequence[tuple]) -> int:
+    """The promoted dtype of (name, tensor) pairs, left to right; 161002 where the table has no entry."""
+    result = named[0][1].data_type
+    for name, tensor in named[1:]:
+        promoted_dtype = promote_types(result, tensor.data_type)
+        if promoted_dtype is None:
+            fail("%s: expected a dtype that promotes with %s, found %s"
+                 % (name, dtype_name(result), dtype_name(tensor.data_type)))
+        result = promoted_dtype
+    return result
+
+
+def max_rank(name: str, tensor: aclTensor, limit: int = 8) -> None:
+    if tensor.rank > limit:
+        fail("%s: expected at most %d dims, found %d (shape %s)" % (name, limit, tensor.rank, list(tensor.view_dims)))
+
+
+def rank_is(name: str, tensor: aclTensor, ranks: Sequence[int]) -> None:
+    if tensor.rank not in ranks:
+        fail("%s: expected %s dims, found %d (shape %s)"
+             % (name, " or ".join(str(r) for r in ranks), tensor.rank, list(tensor.view_dims)))
+
+
+def same_shape(name: str, tensor: aclTensor, other_name: str, other: aclTensor) -> None:
+    if tensor.view_dims != other.view_dims:
+        fail("%s: expected the shape of %s %s, found %s"
+             % (name, other_name, list(other.view_dims), list(tensor.view_dims)))
+
+
+def broadcast_pair(name: str, tensor: aclTensor, other_name: str, other: aclTensor) -> tuple:
+    shape = broadcast_shapes(tensor.view_dims, other.view_dims)
+    if shape is None:
+        fail("%s: expected a shape that broadcasts with %s %s, found %s"
+             % (name, other_name, list(other.view_dims), list(tensor.view_dims)))
+    return shape
+
+
+def broadcasts_to(name: str, tensor: aclTensor, shape: Sequence[int], target: str) -> None:
+    """broadcast(tensor, shape) exists and equals `shape`: the tensor may be smaller, never larger."""
+    if broadcast_shapes(tensor.view_dims, shape) != tuple(shape):
+        fail("%s: expected a shape that broadcasts to %s %s, found %s"
+             % (name, target, list(shape), list(tensor.view_dims)))
+
+
+def same_format(name: str, tensor: aclTensor, other_name: str, other: aclTensor) -> None:
+    if tensor.format != other.format:
+        fail("%s: expected the format of %s (%s), found %s"
+             % (name, other_name, format_name(other.format), format_name(tensor.format)))
+
+
+def int_attr(name: str, value: Any) -> int:
+    if isinstance(value, bool) or not hasattr(value, "__index__"):
+        fail("%s: expected an int64, found %r" % (name, value))
+    return int(value)
+
+
+def bool_attr(name: str, value: Any) -> bool:
+    if not isinstance(value, (bool, int)) or isinstance(value, int) and value not in (0, 1):
+        fail("%s: expected a bool, found %r" % (name, value))
+    return bool(value)
+
+
+def float_attr(name: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        fail("%s: expected a double, found %r" % (name, value))
+    return float(value)

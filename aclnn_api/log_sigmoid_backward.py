@@ -1,0 +1,42 @@
+"""aclnnLogSigmoidBackward (spec/OPS.md §4).
+
+gradInput = gradOutput / (1 + e^self), computed in fp32 (fp16/bf16 rounded to nearest-even on
+output). `buffer` is only required to be non-null: the library never reads it. No rank limit, no
+format check; empty gradOutput or self succeeds with workspace 0 and nothing to run.
+"""
+from __future__ import annotations
+
+from emulator.soc import RANK_910E
+
+from . import _kernels, checks
+from .dtypes import ACL_BF16, ACL_FLOAT, ACL_FLOAT16
+from .operator import KernelLaunch, first_phase, second_phase, soc, view
+from .tensor import aclTensor
+
+
+def supported_dtypes() -> tuple:
+    """SoCs from 910B to 910E (A2, A3, 950) add BFLOAT16 to FLOAT16 and FLOAT."""
+    chip = soc()
+    if chip.version_rank in range(1, RANK_910E + 1):
+        return (ACL_FLOAT16, ACL_FLOAT, ACL_BF16), chip.family
+    return (ACL_FLOAT16, ACL_FLOAT), chip.family
+
+
+@first_phase("aclnnLogSigmoidBackward")
+def aclnnLogSigmoidBackwardGetWorkspaceSize(gradOutput: aclTensor, self: aclTensor, buffer: aclTensor,
+                                            gradInput: aclTensor):
+    checks.not_null(gradOutput=gradOutput, self=self, buffer=buffer, gradInput=gradInput)
+    allowed, chip = supported_dtypes()
+    checks.dtype_in("gradOutput", gradOutput, allowed, chip)
+    checks.dtype_in("self", self, allowed, chip)
+    checks.same_dtype("gradInput", gradInput, "gradOutput", gradOutput)
+    checks.same_dtype("gradInput", gradInput, "self", self)
+    checks.same_shape("gradOutput", gradOutput, "gradInput", gradInput)
+    checks.same_shape("self", self, "gradInput", gradInput)
+    if gradOutput.is_empty or self.is_empty:
+        return None
+    return KernelLaunch(_kernels.log_sigmoid_backward,
+                        (view("gradOutput", gradOutput), view("self", self), view("gradInput", gradInput)))
+
+
+aclnnLogSigmoidBackward = second_phase("aclnnLogSigmoidBackward")

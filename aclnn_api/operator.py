@@ -1,0 +1,192 @@
+"""The two-phase machinery every operator shares.
+
+An operator module writes one function, named after the first phase, that validates its arguments
+in the library's order (raising AclError through `checks`) and returns a `KernelLaunch` (or None
+when there is nothing to run). `first_phase` turns it into aclnnXxxGetWorkspaceSize, and
+`second_phase` makes aclnnXxx, which queues the launch on a stream. Addresses are resolved, and
+checked against their allocations, only when the stream runs the work, as on the device.
+"""
+from __future__ import annotations
+
+import functools
+import inspect
+from dataclasses import dataclass
+from typing import Any, Callable, Optional, Sequence
+
+from emulator import errors, leaks, runtime
+from emulator.errors import AclError, api, user_site
+from emulator.memory import DeviceFault
+from emulator.soc import SocProfile
+from emulator.stream import Task
+
+from . import _kernels, status
+from .dtypes import aclDataTypeSize, dtype_name
+from .executor import aclOpExecutor, live_executor
+from .shapes import broadcast_strides
+from .tensor import aclTensor
+
+
+def soc() -> SocProfile:
+    """The emulated chip (NPUEMU_SOC), which the operators' dtype lists and limits depend on."""
+    return runtime.settings().profile
+
+
+@dataclass(frozen=True)
+class TensorView:
+    """A tensor as its kernel sees it, fixed by the first phase: base address, dtype, the shape the
+    kernel iterates and the element strides that read it (0 along broadcast dims)."""
+    name: str
+    data: int
+    data_type: int
+    shape: tuple
+    strides: tuple
+    offset: int
+
+    def byte_span(self) -> tuple[int, int]:
+        """(first byte address, byte count) that the view touches; (0, 0) if it touches nothing."""
+        itemsize = aclDataTypeSize(self.data_type)
+        if 0 in self.shape:
+            return 0, 0
+        last = self.offset + sum((d - 1) * s for d, s in zip(self.shape, self.strides))
+        return self.data + self.offset * itemsize, (last - self.offset + 1) * itemsize
+
+    def describe(self) -> str:
+        return "%s (%s%s, strides %s, offset %d)" % (self.name, dtype_name(self.data_type), list(self.shape),
+                                                     list(self.strides), self.offset)
+
+
+def view(name: str, tensor: aclTensor, shape: Optional[Sequence[int]] = None) -> TensorView:
+    """The kernel's view of `tensor`, broadcast to `shape` if given."""
+    if shape is None or tuple(shape) == tensor.view_dims:
+        return TensorView(name, tensor.data, tensor.data_type, tensor.view_dims, tensor.strides, tensor.offset)
+    return TensorView(name, tensor.data, tensor.data_type, tuple(shape),
+                      broadcast_strides(tensor.view_dims, tensor.strides, shape), tensor.offset)
+
+
+@dataclass(frozen=True)
+class Workspace:
+    """A slice of the executor's workspace that the kernel uses as scratch memory."""
+    offset: int
+    size: int
+
+
+@dataclass(frozen=True)
+class KernelLaunch:
+    """A call of a C++ kernel: TensorView and Workspace arguments become (pointer, dtype, shape,
+    strides) tuples and pointers when the work runs; other arguments pass through."""
+    kernel: Callable
+    args: tuple
+    workspace_size: int = 0
+
+
+def first_phase(op: str) -> Callable:
+    """Decorator: fn(args...) -> KernelLaunch | None becomes aclnnXxxGetWorkspaceSize(args...) ->
+    (workspace_size, executor, status)."""
+    def wrap(plan: Callable) -> Callable:
+        signature = inspect.signature(plan)
+
+        @api(op + "GetWorkspaceSize", failure=(0, None), internal_code=status.ACLNN_ERR_INNER)
+        @functools.wraps(plan)
+        def get_workspace_size(*args: Any, **kwargs: Any):
+            try:
+                launch = plan(*args, **kwargs)
+            except TypeError:
+                _check_arguments(signature, args, kwargs)
+                raise
+            workspace_size = launch.workspace_size if launch is not None else 0
+            executor = aclOpExecutor(op, launch, workspace_size, user_site())
+            leaks.track("aclOpExecutor", executor, executor.describe, executor.site)
+            return workspace_size, executor
+        return get_workspace_size
+    return wrap
+
+
+def _check_arguments(signature: inspect.Signature, args: tuple, kwargs: dict) -> None:
+    try:
+        signature.bind(*args, **kwargs)
+    except TypeError as error:
+        raise AclError(status.ACLNN_ERR_PARAM_INVALID,
+                       "arguments: expected (%s), found %d positional argument(s): %s"
+                       % (", ".join(signature.parameters), len(args), error)) from None
+
+
+def second_phase(op: str) -> Callable:
+    """aclnnXxx(workspace, workspaceSize, executor, stream) -> status: queue the planned work."""
+    @api(op, internal_code=status.ACLNN_ERR_INNER)
+    def launch(workspace: Optional[int], workspaceSize: int, executor: aclOpExecutor, stream: Optional[int]) -> None:
+        plan = live_executor(executor)
+        if plan.op != op:
+            raise AclError(status.ACLNN_ERR_PARAM_INVALID,
+                           "executor: expected an executor of %sGetWorkspaceSize, found one of %s" % (op, plan.op))
+        if isinstance(workspaceSize, bool) or not isinstance(workspaceSize, int) or workspaceSize < 0:
+            raise AclError(status.ACLNN_ERR_PARAM_INVALID, "workspaceSize: expected a size, found %r" % (workspaceSize,))
+        if workspaceSize > 0 and not workspace:
+            if not plan.repeatable:
+                plan.release()
+            raise AclError(status.ACLNN_ERR_PARAM_NULLPTR,
+                           "workspace: expected a device address for %d bytes, found null" % workspaceSize)
+        if workspaceSize < plan.workspace_size:
+            raise AclError(status.ACLNN_ERR_PARAM_INVALID,
+                           "workspaceSize: expected at least the %d bytes the first phase returned, found %d"
+                           % (plan.workspace_size, workspaceSize))
+        with runtime.PROCESS.lock:
+            target = _stream(stream)
+            device_id = target.device_id
+            if plan.workspace_size:
+                _check_workspace(workspace, plan.workspace_size, device_id)
+            if plan.launch is not None:
+                runtime.enqueue(target, Task(op, functools.partial(_execute, op, plan.launch, device_id, workspace)))
+        if not plan.repeatable:
+            plan.release()
+    launch.__name__ = op
+    return launch
+
+
+def _stream(stream: Optional[int]):
+    """The stream to run on; a runtime rejection (no context, bad handle, other device) is 361001."""
+    try:
+        return runtime.stream_of(stream)
+    except AclError as error:
+        raise AclError(status.ACLNN_ERR_RUNTIME_ERROR, "stream: %s (runtime error %d)" % (error.message, error.code)) from None
+
+
+def _check_workspace(workspace: int, size: int, device_id: int) -> None:
+    if isinstance(workspace, bool) or not isinstance(workspace, int):
+        raise AclError(status.ACLNN_ERR_PARAM_INVALID, "workspace: expected a device address, found %r" % (workspace,))
+    try:
+        runtime.resolve_device_range(workspace, size, device_id, "workspace")
+    except DeviceFault as fault:
+        raise AclError(status.ACLNN_ERR_PARAM_INVALID,
+                       "workspace: expected %d bytes of device memory of device %d, found: %s" % (size, device_id, fault)) from None
+
+
+_threads_in_force = [0]
+
+
+def _execute(op: str, launch: KernelLaunch, device_id: int, workspace: Optional[int]) -> None:
+    """Runs on the stream: resolve every address now (faults name the tensor and the allocation)."""
+    threads = runtime.settings().threads
+    if threads != _threads_in_force[0]:
+        _kernels.set_threads(threads)
+        _threads_in_force[0] = threads
+    args = []
+    for arg in launch.args:
+        if isinstance(arg, TensorView):
+            start, nbytes = arg.byte_span()
+            pointer = 0
+            if nbytes:
+                what = "%s tensor %s at [0x%x, 0x%x)" % (op, arg.describe(), start, start + nbytes)
+                pointer = runtime.resolve_device_range(start, nbytes, device_id, what)[1]
+            args.append((pointer, arg.data_type, arg.shape, arg.strides))
+        elif isinstance(arg, Workspace):
+            what = "%s workspace [0x%x, 0x%x)" % (op, workspace + arg.offset, workspace + arg.offset + arg.size)
+            args.append(runtime.resolve_device_range(workspace + arg.offset, arg.size, device_id, what)[1])
+        else:
+            args.append(arg)
+    try:
+        launch.kernel(*args)
+    except (ValueError, IndexError) as error:  # data the kernel cannot use, e.g. a label out of range
+        raise DeviceFault("%s: %s" % (op, error)) from None
+
+
+errors.register_package_dir(__file__)

@@ -1,0 +1,43 @@
+"""`python -m emulator` / `npuemu`: what the emulator is set up to emulate, and its settings."""
+from __future__ import annotations
+
+import argparse
+import sys
+
+from . import __version__
+from .config import ConfigError, from_environment
+from .soc import PROFILES
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="npuemu", description="npuemu, a simulated Ascend NPU runtime")
+    parser.add_argument("command", nargs="?", default="info", choices=["info", "socs"],
+                        help="info: the settings in force (default); socs: the chips it can emulate")
+    args = parser.parse_args(argv)
+    if args.command == "socs":
+        for family, profile in PROFILES.items():
+            print("%-14s reports %-16s %3d GiB %s" % (family, profile.default_name, profile.memory_bytes >> 30,
+                                                       "HBM" if profile.memory_is_hbm else "DDR"))
+        return 0
+    try:
+        config = from_environment()
+    except ConfigError as error:
+        print("npuemu: %s" % error, file=sys.stderr)
+        return 2
+    print("npuemu %s" % __version__)
+    print("soc            %s (family %s)" % (config.soc_name, config.profile.family))
+    print("device_count   %d" % config.device_count)
+    print("device_memory  %d bytes (%.1f GiB)" % (config.device_memory, config.device_memory / (1 << 30)))
+    print("threads        %d" % config.threads)
+    print("execution      %s" % config.execution)
+    print("leak_check     %s" % ("on" if config.leak_check else "off"))
+    try:
+        from aclnn_api import _kernels
+        print("kernels        %s" % _kernels.build_info())
+    except ImportError as error:
+        print("kernels        not built (%s)" % error)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,109 @@
+"""Settings of the emulator: each one an NPUEMU_* environment variable and a `configure()` keyword.
+
+| variable             | keyword        | meaning                                         | default              |
+|----------------------|----------------|-------------------------------------------------|----------------------|
+| NPUEMU_SOC           | soc            | the emulated chip                               | Ascend910B           |
+| NPUEMU_DEVICE_COUNT  | device_count   | number of devices                               | 8                    |
+| NPUEMU_DEVICE_MEMORY | device_memory  | memory per device (bytes, or 16G, 512M, ...)    | the chip's capacity  |
+| NPUEMU_THREADS       | threads        | host threads a kernel may use                   | the machine's cores  |
+| NPUEMU_EXECUTION     | execution      | `async` (queued until a sync point) or `eager`  | async                |
+| NPUEMU_LEAK_CHECK    | leak_check     | report unreleased resources at finalize/exit    | 1                    |
+"""
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, replace
+
+from . import soc as soc_profiles
+
+
+class ConfigError(ValueError):
+    """An NPUEMU_* setting has a value the emulator cannot use."""
+
+
+@dataclass(frozen=True)
+class Config:
+    soc: str
+    device_count: int
+    device_memory: int
+    threads: int
+    execution: str
+    leak_check: bool
+
+    @property
+    def profile(self) -> soc_profiles.SocProfile:
+        return soc_profiles.resolve(self.soc)[0]
+
+    @property
+    def soc_name(self) -> str:
+        return soc_profiles.resolve(self.soc)[1]
+
+
+_SIZE = re.compile(r"^\s*(\d+)\s*([KMGT]?)i?B?\s*$", re.IGNORECASE)
+
+
+def parse_size(text: str) -> int:
+    match = _SIZE.match(str(text))
+    if not match:
+        raise ConfigError("device memory: expected bytes or a size such as 16G or 512M, found %r" % text)
+    scale = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}[match.group(2).upper()]
+    return int(match.group(1)) * scale
+
+
+def _validated(config: Config) -> Config:
+    try:
+        soc_profiles.resolve(config.soc)
+    except ValueError as error:
+        raise ConfigError("NPUEMU_SOC: %s" % error) from None
+    if not 1 <= config.device_count <= 64:
+        raise ConfigError("NPUEMU_DEVICE_COUNT: expected 1..64, found %d" % config.device_count)
+    if config.device_memory < (1 << 20):
+        raise ConfigError("NPUEMU_DEVICE_MEMORY: expected at least 1M, found %d bytes" % config.device_memory)
+    if config.threads < 1:
+        raise ConfigError("NPUEMU_THREADS: expected a positive count, found %d" % config.threads)
+    if config.execution not in ("async", "eager"):
+        raise ConfigError("NPUEMU_EXECUTION: expected 'async' or 'eager', found %r" % config.execution)
+    return config
+
+
+def _int_env(name: str, default: int) -> int:
+    text = os.environ.get(name)
+    if text is None or text == "":
+        return default
+    try:
+        return int(text)
+    except ValueError:
+        raise ConfigError("%s: expected an integer, found %r" % (name, text)) from None
+
+
+def from_environment() -> Config:
+    soc = os.environ.get("NPUEMU_SOC") or "Ascend910B"
+    try:
+        capacity = soc_profiles.resolve(soc)[0].memory_bytes
+    except ValueError as error:
+        raise ConfigError("NPUEMU_SOC: %s" % error) from None
+    memory = os.environ.get("NPUEMU_DEVICE_MEMORY")
+    return _validated(Config(
+        soc=soc,
+        device_count=_int_env("NPUEMU_DEVICE_COUNT", 8),
+        device_memory=parse_size(memory) if memory else capacity,
+        threads=_int_env("NPUEMU_THREADS", os.cpu_count() or 1),
+        execution=(os.environ.get("NPUEMU_EXECUTION") or "async").lower(),
+        leak_check=os.environ.get("NPUEMU_LEAK_CHECK", "1").lower() not in ("0", "false", "off", "no"),
+    ))
+
+
+def with_changes(config: Config, **changes) -> Config:
+    """A copy of `config` with keyword changes (the `configure()` path), validated."""
+    if "device_memory" in changes and isinstance(changes["device_memory"], str):
+        changes["device_memory"] = parse_size(changes["device_memory"])
+    if "soc" in changes and "device_memory" not in changes:
+        try:
+            changes["device_memory"] = soc_profiles.resolve(changes["soc"])[0].memory_bytes
+        except ValueError as error:
+            raise ConfigError("soc: %s" % error) from None
+    unknown = set(changes) - set(Config.__dataclass_fields__)
+    if unknown:
+        raise ConfigError("unknown setting(s) %s: expected %s" % (sorted(unknown), sorted(Config.__dataclass_fields__)))
+    return _validated(replace(config, **changes))

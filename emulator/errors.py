@@ -1,0 +1,123 @@
+"""Error reporting shared by the runtime and the aclnn framework.
+
+Every rejected call raises `AclError` internally; the public entry point (`api`) turns it into
+the real status code and leaves a message for `aclGetRecentErrMsg`, which, as in the real
+runtime, is thread-local, newest first and cleared by reading.
+"""
+from __future__ import annotations
+
+import functools
+import os
+import sys
+import threading
+import time
+import traceback
+from typing import Any, Callable, Optional
+
+from . import status
+
+_PACKAGE_DIRS = tuple(
+    os.path.dirname(os.path.abspath(p)) + os.sep
+    for p in (__file__,)
+)
+
+
+class AclError(Exception):
+    """A call is rejected with `code`; `message` names the parameter, what was expected and what was found."""
+
+    def __init__(self, code: int, message: str):
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+_local = threading.local()
+
+
+def _timestamp() -> str:
+    now = time.time()
+    return time.strftime("%Y-%m-%d-%H:%M:%S", time.localtime(now)) + ".%03d" % int(now % 1 * 1000)
+
+
+def _title(code: int) -> str:
+    """The error-manager title the real stack prints for a code (spec/RUNTIME.md §2.6)."""
+    if 161000 <= code < 162000:
+        return "AclNN_Parameter_Error(EZ1001)"
+    if 361000 <= code < 362000:
+        return "AclNN_Runtime_Error(EZ9903)"
+    if 561000 <= code < 562000:
+        return "AclNN_Inner_Error(EZ9999)"
+    return "%s(%d)" % (status.code_name(code), code)
+
+
+def record(code: int, api_name: str, message: str) -> None:
+    """Leave a message for this thread's next `get_recent_err_msg()`."""
+    line = "[PID:%d] %s %s: %s: %s" % (os.getpid(), _timestamp(), _title(code), api_name, message)
+    messages = getattr(_local, "messages", None)
+    if messages is None:
+        messages = _local.messages = []
+    messages.append(line)
+    del messages[:-32]  # keep the newest few, as the real error manager does
+
+
+def get_recent_err_msg() -> Optional[str]:
+    """This thread's messages, newest first, or None; reading clears them."""
+    messages = getattr(_local, "messages", None)
+    if not messages:
+        return None
+    _local.messages = []
+    return "\n".join(reversed(messages))
+
+
+def register_package_dir(path: str) -> None:
+    """Frames in these directories are ours: `user_site` skips them to find the caller's line."""
+    global _PACKAGE_DIRS
+    directory = os.path.dirname(os.path.abspath(path)) + os.sep
+    if directory not in _PACKAGE_DIRS:
+        _PACKAGE_DIRS = _PACKAGE_DIRS + (directory,)
+
+
+def user_site() -> str:
+    """`file:line` of the user's code that called into the emulator (for leak and fault reports)."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        filename = frame.f_code.co_filename
+        if not filename.startswith(_PACKAGE_DIRS) and not filename.startswith("<frozen"):
+            return "%s:%d" % (filename, frame.f_lineno)
+        frame = frame.f_back
+    return "<unknown>"
+
+
+def api(name: str, failure: tuple = (), internal_code: int = status.ACL_ERROR_RT_INTERNAL_ERROR,
+        returns_status: bool = True) -> Callable:
+    """Wrap a public call: its outputs come first, the status last, as in pyACL.
+
+    The wrapped function returns its outputs (a tuple, a single value, or None when it has
+    none); `failure` gives the outputs returned with a non-zero status. Calls whose C form returns
+    a pointer (aclCreateTensor, ...) have `returns_status=False`: the output alone, null on failure,
+    with the message left as usual. An AclError becomes its
+    code; any other exception is a bug of ours and becomes `internal_code` with its traceback.
+    """
+    def wrap(fn: Callable) -> Callable:
+        @functools.wraps(fn)
+        def call(*args: Any, **kwargs: Any):
+            try:
+                outputs = fn(*args, **kwargs)
+                code = status.ACL_SUCCESS
+            except AclError as error:
+                record(error.code, name, error.message)
+                code = error.code
+            except Exception as error:  # never let a bug escape a public call
+                detail = "".join(traceback.format_exception_only(type(error), error)).strip()
+                record(internal_code, name, "internal error of the emulator (please report): " + detail)
+                code = internal_code
+            if not failure:
+                return code
+            if code:
+                outputs = failure[0] if len(failure) == 1 else failure
+            if not returns_status:
+                return outputs
+            return (outputs, code) if len(failure) == 1 else (*outputs, code)
+        call.c_name = name
+        return call
+    return wrap

@@ -1,0 +1,57 @@
+"""Leak tracking: every resource a program must release is tracked with the user's source line
+that made it; what is left at aclFinalize (or interpreter exit) is reported on stderr."""
+from __future__ import annotations
+
+import sys
+import threading
+from typing import Callable, Union
+
+Description = Union[str, Callable[[], str]]
+
+_lock = threading.Lock()
+_live: dict[int, tuple[str, object, Description, str]] = {}
+_orphans: list[str] = []   # released by a reset, never by the program
+enabled = True
+
+
+def track(kind: str, obj: object, description: Description, site: str) -> None:
+    with _lock:
+        _live[id(obj)] = (kind, obj, description, site)
+
+
+def untrack(obj: object) -> None:
+    with _lock:
+        _live.pop(id(obj), None)
+
+
+def _line(kind: str, description: Description, site: str) -> str:
+    text = description() if callable(description) else description
+    return "%s %s, made at %s" % (kind, text, site)
+
+
+def orphan(obj: object, how: str) -> None:
+    """`obj` was released by the runtime (`how`), not by the program: still a leak."""
+    with _lock:
+        entry = _live.pop(id(obj), None)
+        if entry is not None:
+            _orphans.append(_line(entry[0], entry[2], entry[3]) + " (released only by %s)" % how)
+
+
+def outstanding() -> list[str]:
+    """Everything unreleased so far, without reporting it."""
+    with _lock:
+        return list(_orphans) + [_line(kind, d, site) for kind, _, d, site in _live.values()]
+
+
+def report(when: str) -> list[str]:
+    """Print and forget everything unreleased; returns the lines."""
+    with _lock:
+        lines = list(_orphans) + [_line(kind, d, site) for kind, _, d, site in _live.values()]
+        _orphans.clear()
+        _live.clear()
+    if lines and enabled:
+        sys.stderr.write("npuemu: %d resource(s) never released at %s:\n" % (len(lines), when))
+        for line in lines:
+            sys.stderr.write("npuemu: leak: %s\n" % line)
+        sys.stderr.flush()
+    return lines

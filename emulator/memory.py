@@ -1,0 +1,269 @@
+"""Device memory: an address space of its own, which the host cannot dereference.
+
+The whole device range is reserved with PROT_NONE at start-up, so no host mapping can land
+there and a host access through a device pointer faults instead of reading something else.
+Each allocation is backed by its own anonymous host mapping (lazily committed by the kernel:
+a 4 GiB buffer that is never touched costs no memory). Resolving a device address to its
+backing is where out-of-bounds, use-after-free and wrong-device accesses are caught.
+"""
+from __future__ import annotations
+
+import bisect
+import ctypes
+import ctypes.util
+import os
+from dataclasses import dataclass, field
+from typing import Optional
+
+from . import status
+from .errors import AclError
+
+_libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
+_libc.mmap.restype = ctypes.c_void_p
+_libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+_libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+_libc.msync.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+
+PROT_NONE, PROT_READ, PROT_WRITE = 0, 1, 2
+MAP_PRIVATE, MAP_ANONYMOUS, MAP_NORESERVE = 0x02, 0x20, 0x4000
+MS_ASYNC = 1
+MAP_FAILED = ctypes.c_void_p(-1).value
+PAGE = os.sysconf("SC_PAGE_SIZE")
+
+ALIGNMENT = 512          # start addresses are 512-byte aligned (the documented minimum is 64)
+RESERVE_FACTOR = 4       # address range per device = 4 x capacity: freed addresses are not reused soon
+FREED_HISTORY = 4096     # freed allocations remembered, to name them in use-after-free reports
+
+
+def _map(size: int, prot: int) -> int:
+    address = _libc.mmap(None, size, prot, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0)
+    if address in (None, MAP_FAILED):
+        return 0
+    return address
+
+
+def _unmap(address: int, size: int) -> None:
+    _libc.munmap(address, size)
+
+
+def padded_size(size: int, padding: int = 32) -> int:
+    """What aclrtMalloc really reserves: (size + 32 + pad - 1) / 32 * 32 (spec/RUNTIME.md §1.5)."""
+    return (size + 32 + padding - 1) // 32 * 32
+
+
+def host_range_is_mapped(address: int, size: int) -> bool:
+    """Whether [address, address+size) is mapped in this process (msync fails with ENOMEM if not)."""
+    if address <= 0 or size < 0:
+        return False
+    start = address - address % PAGE
+    return _libc.msync(start, address + max(size, 1) - start, MS_ASYNC) == 0
+
+
+@dataclass(eq=False)
+class Allocation:
+    """One aclrtMalloc: `size` bytes requested, `padded` reserved, backed at host address `backing`."""
+    serial: int
+    device_id: int
+    address: int
+    size: int
+    padded: int
+    backing: int
+    site: str
+    freed_site: Optional[str] = None
+
+    @property
+    def end(self) -> int:
+        return self.address + self.padded
+
+    def describe(self) -> str:
+        state = "freed at %s" % self.freed_site if self.freed_site else "live"
+        return ("allocation #%d on device %d [0x%x, 0x%x) of %d bytes (%d with padding), made at %s, %s"
+                % (self.serial, self.device_id, self.address, self.address + self.size, self.size,
+                   self.padded, self.site, state))
+
+
+class DeviceFault(Exception):
+    """An access that real hardware would turn into an AI Core exception (or silent corruption)."""
+
+
+class DeviceHeap:
+    """The memory of one device: a bump allocator over its address range, with capacity accounting."""
+
+    def __init__(self, device_id: int, base: int, span: int, capacity: int, padding: int):
+        self.device_id = device_id
+        self.base, self.span, self.capacity, self.padding = base, span, capacity, padding
+        self.cursor = base
+        self.used = 0
+        self.starts: list[int] = []                    # sorted start addresses of live allocations
+        self.live: dict[int, Allocation] = {}
+        self.freed_starts: list[int] = []              # sorted, bounded history of freed allocations
+        self.freed: dict[int, Allocation] = {}
+
+    def contains(self, address: int) -> bool:
+        return self.base <= address < self.base + self.span
+
+    def allocate(self, size: int, serial: int, site: str) -> Allocation:
+        padded = padded_size(size, self.padding)
+        if self.used + padded > self.capacity:
+            raise AclError(status.ACL_ERROR_RT_MEMORY_ALLOCATION,
+                           "size: expected at most %d free bytes on device %d, found a request of %d bytes "
+                           "(%d with padding); %d of %d bytes in use"
+                           % (self.capacity - self.used, self.device_id, size, padded, self.used, self.capacity))
+        address = self._place(padded)
+        backing = _map(padded, PROT_READ | PROT_WRITE)
+        if not backing:
+            raise AclError(status.ACL_ERROR_RT_MEMORY_ALLOCATION,
+                           "size: the host could not back %d bytes of device memory (errno %d)"
+                           % (padded, ctypes.get_errno()))
+        allocation = Allocation(serial, self.device_id, address, size, padded, backing, site)
+        bisect.insort(self.starts, address)
+        self.live[address] = allocation
+        self.used += padded
+        return allocation
+
+    def _place(self, padded: int) -> int:
+        """A free, aligned address range: bump first, so that freed addresses stay invalid for long."""
+        need = (padded + ALIGNMENT - 1) // ALIGNMENT * ALIGNMENT
+        end = self.base + self.span
+        if self.cursor + need <= end:
+            address, self.cursor = self.cursor, self.cursor + need
+            return address
+        previous_end = self.base  # wrapped around: first fit between live allocations
+        for start in self.starts + [end]:
+            if start - previous_end >= need:
+                return previous_end
+            allocation = self.live.get(start)
+            if allocation:
+                previous_end = (allocation.end + ALIGNMENT - 1) // ALIGNMENT * ALIGNMENT
+        raise AclError(status.ACL_ERROR_RT_MEMORY_ALLOCATION,
+                       "size: no contiguous free range of %d bytes left on device %d" % (padded, self.device_id))
+
+    def free(self, address: int, site: str) -> Allocation:
+        allocation = self.live.pop(address, None)
+        if allocation is None:
+            raise AclError(status.ACL_ERROR_RT_PARAM_INVALID, "devPtr: " + self.explain(address, "a live allocation's start"))
+        del self.starts[bisect.bisect_left(self.starts, address)]
+        self.used -= allocation.padded
+        _unmap(allocation.backing, allocation.padded)
+        allocation.backing = 0
+        allocation.freed_site = site
+        self._remember_freed(allocation)
+        return allocation
+
+    def _remember_freed(self, allocation: Allocation) -> None:
+        bisect.insort(self.freed_starts, allocation.address)
+        self.freed[allocation.address] = allocation
+        if len(self.freed_starts) > FREED_HISTORY:
+            oldest = min(self.freed.values(), key=lambda a: a.serial)
+            del self.freed[oldest.address]
+            self.freed_starts.remove(oldest.address)
+
+    def find(self, address: int) -> Optional[Allocation]:
+        """The live allocation whose reserved range holds `address`."""
+        index = bisect.bisect_right(self.starts, address) - 1
+        if index >= 0:
+            allocation = self.live[self.starts[index]]
+            if address < allocation.end:
+                return allocation
+        return None
+
+    def find_freed(self, address: int) -> Optional[Allocation]:
+        index = bisect.bisect_right(self.freed_starts, address) - 1
+        if index >= 0:
+            allocation = self.freed[self.freed_starts[index]]
+            if address < allocation.end:
+                return allocation
+        return None
+
+    def explain(self, address: int, expected: str) -> str:
+        """Why `address` is not usable, in words: expected X, found Y."""
+        live = self.find(address)
+        if live is not None:
+            return "expected %s, found 0x%x inside %s" % (expected, address, live.describe())
+        freed = self.find_freed(address)
+        if freed is not None:
+            return "expected %s, found 0x%x in %s" % (expected, address, freed.describe())
+        return "expected %s, found 0x%x, which no allocation of device %d holds" % (expected, address, self.device_id)
+
+    def release_all(self, site: str) -> list[Allocation]:
+        """Free everything (device reset); returns what the program had not freed."""
+        leaked = list(self.live.values())
+        for allocation in leaked:
+            self.free(allocation.address, site)
+        self.cursor = self.base
+        return leaked
+
+
+@dataclass(eq=False)
+class HostAllocation:
+    address: int
+    size: int
+    site: str
+
+
+class AddressSpace:
+    """The reserved device range of all devices, and the host memory from aclrtMallocHost."""
+
+    def __init__(self, device_count: int, capacity: int, padding: int):
+        span = (capacity * RESERVE_FACTOR + (1 << 30) - 1) // (1 << 30) * (1 << 30)
+        base = 0
+        while span >= capacity and not base:
+            base = _map(span * device_count, PROT_NONE)
+            if not base:
+                span //= 2
+        if not base:
+            raise MemoryError("npuemu: cannot reserve %d bytes of address space for device memory" % (capacity * device_count))
+        self.base, self.span, self.total = base, span, span * device_count
+        self.heaps = [DeviceHeap(i, base + i * span, span, capacity, padding) for i in range(device_count)]
+        self.host: dict[int, HostAllocation] = {}
+        self.serial = 0
+
+    def close(self) -> None:
+        for heap in self.heaps:
+            heap.release_all("<shutdown>")
+        for host in list(self.host.values()):
+            self.free_host(host.address)
+        _unmap(self.base, self.total)
+
+    def is_device(self, address: int) -> bool:
+        return self.base <= address < self.base + self.total
+
+    def heap_of(self, address: int) -> DeviceHeap:
+        return self.heaps[(address - self.base) // self.span]
+
+    def allocate(self, device_id: int, size: int, site: str) -> Allocation:
+        self.serial += 1
+        return self.heaps[device_id].allocate(size, self.serial, site)
+
+    def allocate_host(self, size: int, site: str) -> HostAllocation:
+        rounded = (size + PAGE - 1) // PAGE * PAGE
+        address = _map(rounded, PROT_READ | PROT_WRITE)
+        if not address:
+            raise AclError(status.ACL_ERROR_RT_MEMORY_ALLOCATION, "size: the host could not allocate %d bytes" % size)
+        host = HostAllocation(address, size, site)
+        self.host[address] = host
+        return host
+
+    def free_host(self, address: int) -> None:
+        host = self.host.pop(address, None)
+        if host is None:
+            raise AclError(status.ACL_ERROR_RT_PARAM_INVALID,
+                           "hostPtr: expected an address returned by aclrtMallocHost, found 0x%x" % address)
+        _unmap(host.address, (host.size + PAGE - 1) // PAGE * PAGE)
+
+    def resolve(self, address: int, nbytes: int, device_id: int, what: str) -> tuple[Allocation, int]:
+        """The allocation of device `device_id` holding [address, address+nbytes) and the host address
+        backing `address`; DeviceFault, naming `what` and the allocation, if there is none."""
+        if not self.is_device(address):
+            raise DeviceFault("%s at 0x%x is not device memory (a host address?)" % (what, address))
+        heap = self.heap_of(address)
+        if heap.device_id != device_id:
+            raise DeviceFault("%s at 0x%x belongs to device %d, but the work runs on device %d"
+                              % (what, address, heap.device_id, device_id))
+        allocation = heap.find(address)
+        if allocation is None:
+            raise DeviceFault("%s: %s" % (what, heap.explain(address, "memory of a live allocation")))
+        if address + nbytes > allocation.end:
+            raise DeviceFault("%s [0x%x, 0x%x) overruns %s by %d bytes"
+                              % (what, address, address + nbytes, allocation.describe(), address + nbytes - allocation.end))
+        return allocation, allocation.backing + (address - allocation.address)

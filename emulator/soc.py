@@ -1,0 +1,50 @@
+"""SoC profiles: the chips npuemu emulates, selected by NPUEMU_SOC.
+
+A specific name (e.g. `Ascend910B2`) maps to its family; a family name reports a representative
+specific name from `get_soc_name`, as a real card never reports a bare family name.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+GiB = 1 << 30
+
+
+@dataclass(frozen=True)
+class SocProfile:
+    family: str            # the SocVersion the operator library branches on
+    default_name: str      # what aclrtGetSocName reports for a bare family name
+    memory_bytes: int      # device memory capacity per device
+    memory_is_hbm: bool    # HBM (training/A2/A3/950) or DDR (inference series)
+    version_rank: int      # position in the library's SocVersion enum, for range checks
+    padding_size: int = 32  # AICoreSpec.padding_size: the extra bytes aclrtMalloc adds
+
+
+# SocVersion enum order: 910, 910B, 910_93, 910_95 (950), 910E, 310, 310P, 310B, 310C, 610LITE.
+PROFILES = {
+    "Ascend910": SocProfile("Ascend910", "Ascend910A", 32 * GiB, True, 0),
+    "Ascend910B": SocProfile("Ascend910B", "Ascend910B3", 64 * GiB, True, 1),
+    "Ascend910_93": SocProfile("Ascend910_93", "Ascend910_9391", 64 * GiB, True, 2),
+    "Ascend950": SocProfile("Ascend950", "Ascend950PR", 128 * GiB, True, 3),
+    "Ascend310P": SocProfile("Ascend310P", "Ascend310P3", 24 * GiB, False, 6),
+}
+RANK_910E = 4  # the end of the "910B ... 910E" range some operators use
+
+_FAMILY_PATTERNS = (
+    (re.compile(r"^Ascend(950|910_95)"), "Ascend950"),
+    (re.compile(r"^Ascend910_93\d*$|^Ascend910_9\d{3}$"), "Ascend910_93"),
+    (re.compile(r"^Ascend910B\d*$"), "Ascend910B"),
+    (re.compile(r"^Ascend910(A|ProA|ProB|PremiumA)?$"), "Ascend910"),
+    (re.compile(r"^Ascend310P\d*$"), "Ascend310P"),
+)
+
+
+def resolve(name: str) -> tuple[SocProfile, str]:
+    """The profile of a chip name and the name get_soc_name reports; ValueError if unknown."""
+    for pattern, family in _FAMILY_PATTERNS:
+        if pattern.match(name):
+            profile = PROFILES[family]
+            return profile, (profile.default_name if name == family else name)
+    raise ValueError("unknown SoC %r: expected one of %s or a specific name of those families "
+                     "(e.g. Ascend910B2)" % (name, ", ".join(PROFILES)))

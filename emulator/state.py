@@ -1,0 +1,61 @@
+"""The process-wide state of the emulated runtime: configuration, devices, handles, the lock."""
+from __future__ import annotations
+
+import threading
+from typing import Optional
+
+from . import config as config_module
+from .device import Device
+from .errors import AclError
+from .memory import AddressSpace
+from . import status
+
+
+class Process:
+    def __init__(self) -> None:
+        self.lock = threading.RLock()
+        self.config = config_module.from_environment()
+        self.space: Optional[AddressSpace] = None
+        self.devices: list[Device] = []
+        self.handles: dict[int, object] = {}
+        self._next_handle = 0x5E000000
+        self.init_count = 0
+        self.finalized = False
+        self.init_config: Optional[str] = None
+        self.default_device: Optional[int] = None  # aclInit JSON {"defaultDevice": {"default_device": "0"}}
+
+    def address_space(self) -> AddressSpace:
+        """Reserved on first use, so that configure() can still change the device count and size."""
+        if self.space is None:
+            profile = self.config.profile
+            self.space = AddressSpace(self.config.device_count, self.config.device_memory, profile.padding_size)
+            self.devices = [Device(i, heap) for i, heap in enumerate(self.space.heaps)]
+        return self.space
+
+    def device(self, device_id: int) -> Device:
+        self.address_space()
+        return self.devices[device_id]
+
+    def new_handle(self, obj: object) -> int:
+        self._next_handle += 0x40
+        self.handles[self._next_handle] = obj
+        return self._next_handle
+
+    def drop_handle(self, handle: int) -> None:
+        self.handles.pop(handle, None)
+
+    def configure(self, **changes) -> None:
+        with self.lock:
+            if any(device.is_open for device in self.devices):
+                raise AclError(status.ACL_ERROR_API_NOT_SUPPORT,
+                               "configure: expected no open device, found device(s) %s still set; reset them first"
+                               % [d.id for d in self.devices if d.is_open])
+            new = config_module.with_changes(self.config, **changes)
+            if self.space is not None and (new.device_count, new.device_memory, new.soc) != (
+                    self.config.device_count, self.config.device_memory, self.config.soc):
+                self.space.close()
+                self.space, self.devices = None, []
+            self.config = new
+
+
+PROCESS = Process()

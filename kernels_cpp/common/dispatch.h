@@ -1,0 +1,27 @@
+// Dtype dispatch: calls f(Type<T>{}) with the C++ element type of an aclDataType.
+#pragma once
+#include <stdexcept>
+#include <string>
+
+#include "common/numeric.h"
+#include "common/tensor_arg.h"
+
+namespace npuemu {
+
+template <class T>
+struct Type {
+  using type = T;
+};
+
+template <class F>
+void dispatch_floating(int dtype, F&& f) {
+  switch (dtype) {
+    case kFloat: f(Type<float>{}); break;
+    case kFloat16: f(Type<_Float16>{}); break;
+    case kBFloat16: f(Type<bfloat16>{}); break;
+    case kDouble: f(Type<double>{}); break;
+    default: throw std::invalid_argument("no kernel for aclDataType " + std::to_string(dtype));
+  }
+}
+
+}  // namespace npuemu
