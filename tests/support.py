@@ -1,0 +1,167 @@
+"""Test support: move NumPy data to and from emulated device tensors of any layout, dtype
+conversions (bf16 has no NumPy type), reference tolerances (spec/OPS.md §10 #11), chips."""
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from typing import Iterator, Optional, Sequence
+
+import numpy as np
+
+import acl
+import aclnn_api as nn
+import emulator
+
+ALL_SOCS = ("Ascend910", "Ascend910B", "Ascend910_93", "Ascend950", "Ascend310P")
+FLOAT_DTYPES = (nn.ACL_FLOAT, nn.ACL_FLOAT16, nn.ACL_BF16)
+TOLERANCE = {nn.ACL_FLOAT: 1e-4, nn.ACL_FLOAT16: 1e-3, nn.ACL_BF16: 4e-3, nn.ACL_DOUBLE: 1e-10}
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def bf16_bits(values: np.ndarray) -> np.ndarray:
+    """float32 -> bfloat16 bit patterns, rounded to nearest-even (NaN stays NaN)."""
+    bits = np.asarray(values, dtype=np.float32).view(np.uint32).astype(np.uint64)
+    rounded = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(np.uint16)
+    nan = np.isnan(np.asarray(values, dtype=np.float32))
+    return np.where(nan, ((bits >> 16) | 0x40).astype(np.uint16), rounded)
+
+
+def bf16_values(bits: np.ndarray) -> np.ndarray:
+    return (np.asarray(bits, dtype=np.uint16).astype(np.uint32) << 16).view(np.float32)
+
+
+def encode(values: np.ndarray, dtype: int) -> np.ndarray:
+    """Host array holding `values` in the device representation of `dtype`."""
+    if dtype == nn.ACL_BF16:
+        return bf16_bits(values)
+    return np.asarray(values).astype(nn.NUMPY_TYPES[dtype])
+
+
+def decode(raw: np.ndarray, dtype: int) -> np.ndarray:
+    """float64 (or the integer/bool) values of a device representation."""
+    if dtype == nn.ACL_BF16:
+        return bf16_values(raw).astype(np.float64)
+    if dtype in (nn.ACL_FLOAT, nn.ACL_FLOAT16, nn.ACL_DOUBLE):
+        return raw.astype(np.float64)
+    return raw
+
+
+def representable(values: np.ndarray, dtype: int) -> np.ndarray:
+    """`values` rounded to what `dtype` can hold, as float64: the inputs a reference should see."""
+    return decode(encode(values, dtype), dtype)
+
+
+def assert_close(actual: np.ndarray, expected: np.ndarray, dtype: int, scale: float = 1.0) -> None:
+    tol = TOLERANCE[dtype] * scale
+    np.testing.assert_allclose(actual, expected, rtol=tol, atol=tol, equal_nan=True)
+
+
+@dataclass
+class DeviceTensor:
+    tensor: nn.aclTensor
+    address: int          # the allocation (storage base)
+    storage_elements: int
+    dtype: int
+    shape: tuple
+    strides: tuple
+    offset: int
+
+
+class Npu:
+    """One open device and stream; tracks what it allocates and releases it all in close()."""
+
+    def __init__(self, device_id: int = 0):
+        assert acl.init() in (0, acl.ACL_ERROR_REPEAT_INITIALIZE)
+        assert acl.rt.set_device(device_id) == 0
+        self.device_id = device_id
+        self.stream, ret = acl.rt.create_stream()
+        assert ret == 0
+        self.tensors: list[DeviceTensor] = []
+        self.buffers: list[int] = []
+
+    def malloc(self, size: int) -> int:
+        address, ret = acl.rt.malloc(max(size, 1), 0)
+        assert ret == 0, acl.get_recent_err_msg()
+        self.buffers.append(address)
+        return address
+
+    def tensor(self, values, dtype: int, strides: Optional[Sequence[int]] = None, offset: int = 0,
+               fmt: int = nn.ACL_FORMAT_ND, fill: float = np.nan) -> DeviceTensor:
+        """A device tensor whose view reads `values`. With `strides`/`offset`, the view is laid out in
+        a larger storage whose other elements hold `fill` (NaN by default: a kernel that reads
+        outside its view shows up)."""
+        values = np.asarray(values)
+        shape = values.shape
+        strides = tuple(strides) if strides is not None else nn.tensor.contiguous_strides(shape)
+        if 0 in shape:
+            extent = offset + 1
+        else:
+            extent = offset + sum((d - 1) * s for d, s in zip(shape, strides)) + 1
+        storage = np.full(extent, fill, dtype=np.float64) if values.dtype.kind == "f" else np.zeros(extent, values.dtype)
+        if 0 not in shape:
+            index = offset + sum(np.indices(shape)[i] * s for i, s in enumerate(strides)) if shape else np.array(offset)
+            storage[index] = values
+        raw = np.ascontiguousarray(encode(storage, dtype))
+        address = self.malloc(raw.nbytes)
+        assert acl.rt.memcpy(address, raw.nbytes, raw.ctypes.data, raw.nbytes, 1) == 0
+        tensor = nn.aclCreateTensor(list(shape), dtype, list(strides), offset, fmt, [extent], address)
+        assert tensor is not None, acl.get_recent_err_msg()
+        result = DeviceTensor(tensor, address, extent, dtype, shape, strides, offset)
+        self.tensors.append(result)
+        return result
+
+    def empty(self, shape, dtype: int, **layout) -> DeviceTensor:
+        return self.tensor(np.zeros(shape), dtype, **layout)
+
+    def read(self, t: DeviceTensor) -> np.ndarray:
+        """The view's values (float64 for floating dtypes), read after synchronising the stream."""
+        assert acl.rt.synchronize_stream(self.stream) == 0, acl.get_recent_err_msg()
+        raw = np.zeros(t.storage_elements, dtype=nn.NUMPY_TYPES[t.dtype])
+        assert acl.rt.memcpy(raw.ctypes.data, raw.nbytes, t.address, raw.nbytes, 2) == 0
+        values = decode(raw, t.dtype)
+        if 0 in t.shape:
+            return np.zeros(t.shape, dtype=values.dtype)
+        index = t.offset + sum(np.indices(t.shape)[i] * s for i, s in enumerate(t.strides)) if t.shape else np.array(t.offset)
+        return values[index]
+
+    def run(self, first_phase, second_phase, *args) -> int:
+        """Both phases, with a workspace when one is asked for; returns the first non-zero status."""
+        size, executor, ret = first_phase(*args)
+        if ret != 0:
+            return ret
+        workspace = self.malloc(size) if size else None
+        return second_phase(workspace, size, executor, self.stream)
+
+    def close(self) -> None:
+        for t in self.tensors:
+            nn.aclDestroyTensor(t.tensor)
+        for address in self.buffers:
+            acl.rt.free(address)
+        acl.rt.destroy_stream(self.stream)
+        acl.rt.reset_device(self.device_id)
+        acl.finalize()
+
+
+@contextlib.contextmanager
+def npu(soc: Optional[str] = None, device_id: int = 0) -> Iterator[Npu]:
+    """An open device on `soc` (default: the configured chip), released at the end."""
+    if soc is not None:
+        emulator.configure(soc=soc)
+    device = Npu(device_id)
+    try:
+        yield device
+    finally:
+        device.close()
+
+
+def last_error() -> str:
+    return acl.get_recent_err_msg() or ""
+
+
+def run_sample(name: str) -> subprocess.CompletedProcess:
+    """Run samples/<name>.py in a fresh interpreter, as a user would."""
+    return subprocess.run([sys.executable, os.path.join(REPO, "samples", name + ".py")],
+                          capture_output=True, text=True, timeout=120)
