@@ -4,12 +4,14 @@
 
 #include "common/registry.h"
 #include "common/thread_pool.h"
+#include "common/vector_io.h"
 
 namespace py = pybind11;
 
 static std::string build_info() {
   std::string info = "pybind11 module, ";
-  info += std::to_string(npuemu::threads()) + " thread(s)";
+  info += std::to_string(npuemu::threads()) + " thread(s), vector ISA ";
+  info += npuemu::vector_isa();
   return info;
 }
 

@@ -10,6 +10,7 @@
 
 #include "common/tensor_arg.h"
 #include "common/thread_pool.h"
+#include "common/vector_io.h"
 
 namespace npuemu {
 
@@ -99,6 +100,36 @@ void for_each_element(const std::array<const TensorArg*, N>& args, const std::ve
       }
     }
   });
+}
+
+// Contiguous runs computed through fp32 chunk buffers: each input is converted to fp32 (vectorised),
+// `compute(float* out, const float* const* in, int64_t n)` works on fp32 arrays (write it as a
+// NPUEMU_VECTORIZED loop), and the result is rounded to the output dtype, streamed past the caches
+// when `streaming`. FLOAT inputs and outputs are used in place, without copies.
+constexpr int64_t kChunk = 1024;
+
+template <int NIN, class Compute>
+void float_chunks(char* out, int out_dtype, const std::array<const char*, NIN>& in, const std::array<int, NIN>& in_dtypes,
+                  int64_t n, bool streaming, Compute&& compute) {
+  alignas(64) float buffers[NIN][kChunk];
+  alignas(64) float result[kChunk];
+  const int64_t out_size = dtype_size(out_dtype);
+  for (int64_t i = 0; i < n; i += kChunk) {
+    const int64_t count = n - i < kChunk ? n - i : kChunk;
+    const float* args[NIN];
+    for (int k = 0; k < NIN; ++k) {
+      if (in_dtypes[k] == kFloat) {
+        args[k] = reinterpret_cast<const float*>(in[k]) + i;
+      } else {
+        load_as_float(in_dtypes[k], in[k] + i * dtype_size(in_dtypes[k]), buffers[k], count);
+        args[k] = buffers[k];
+      }
+    }
+    float* dst = (out_dtype == kFloat && !streaming) ? reinterpret_cast<float*>(out) + i : result;
+    compute(dst, args, count);
+    if (dst == result) store_from_float(out_dtype, result, out + i * out_size, count, streaming);
+  }
+  if (streaming) store_fence();
 }
 
 }  // namespace npuemu

@@ -24,11 +24,13 @@ inline uint32_t float_to_bits(float f) {
 }
 
 inline float to_float(float v) { return v; }
+inline float to_float(double v) { return static_cast<float>(v); }
 inline float to_float(_Float16 v) { return static_cast<float>(v); }
 inline float to_float(bfloat16 v) { return bits_to_float(static_cast<uint32_t>(v.bits) << 16); }
 
 template <class T> inline T from_float(float v);
 template <> inline float from_float<float>(float v) { return v; }
+template <> inline double from_float<double>(float v) { return v; }
 template <> inline _Float16 from_float<_Float16>(float v) { return static_cast<_Float16>(v); }
 template <> inline bfloat16 from_float<bfloat16>(float v) {
   uint32_t u = float_to_bits(v);
