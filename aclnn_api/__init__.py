@@ -21,3 +21,4 @@ from .tensor import (aclCreateTensor, aclDestroyTensor, aclGetDataType, aclGetFo
                      aclGetViewStrides, aclSetRawTensorAddr, aclTensor)
 
 from .log_sigmoid_backward import aclnnLogSigmoidBackward, aclnnLogSigmoidBackwardGetWorkspaceSize  # noqa: E402
+from .scaled_masked_softmax_backward import aclnnScaledMaskedSoftmaxBackward, aclnnScaledMaskedSoftmaxBackwardGetWorkspaceSize  # noqa: E402,E501

@@ -1,0 +1,361 @@
+"""aclnnScaledMaskedSoftmaxBackward (spec/OPS.md §5, §10 #7): values against a float64 NumPy
+reference (and PyTorch where installed) across chips, dtypes, scales, mask broadcast forms, row
+lengths and layouts; every check of §5.5 with its code, in the library's order."""
+import itertools
+import zlib
+
+import numpy as np
+import pytest
+
+import aclnn_api as nn
+import emulator
+from support import ALL_SOCS, assert_close, last_error, npu, representable, run_sample
+
+OP = (nn.aclnnScaledMaskedSoftmaxBackwardGetWorkspaceSize, nn.aclnnScaledMaskedSoftmaxBackward)
+F, H, B, D, BOOL = nn.ACL_FLOAT, nn.ACL_FLOAT16, nn.ACL_BF16, nn.ACL_DOUBLE, nn.ACL_BOOL
+NZ = nn.ACL_FORMAT_FRACTAL_NZ
+KERNEL_DTYPES = {"Ascend910B": (F, H, B), "Ascend910_93": (F, H, B), "Ascend950": (F, H, B), "Ascend310P": (F, H)}
+KERNEL_SOCS = tuple(KERNEL_DTYPES)
+LIMIT = {"Ascend950": 8192}  # S2 limit; 4096 elsewhere
+SCALES = (1.0, 0.125, -2.5, 0.1)  # 0.1 is not an fp32 value: the kernel holds it as fp32
+
+
+def reference(grad, y, mask, scale):
+    """float64: (p - sum(p) * y) * fp32(scale), p = grad * y; 0 where the (broadcast) mask is set."""
+    p = grad * y
+    out = (p - p.sum(axis=-1, keepdims=True) * y) * float(np.float32(scale))
+    return np.where(np.broadcast_to(mask, out.shape), 0.0, out)
+
+
+def layout(kind, shape):
+    """(strides, offset) of a 4-D view of `shape` laid out as `kind` in a larger storage."""
+    b, n, s1, s2 = shape
+    if kind == "contiguous":
+        return None, 0
+    if kind == "offset":
+        return None, 11
+    if kind == "transposed":  # stored as [B, N, S2, S1]: the reduced axis is not unit-stride
+        return (n * s2 * s1, s2 * s1, 1, s1), 0
+    if kind == "strided":  # every other element, padded rows, then an offset
+        row = 2 * s2 + 3
+        return (n * s1 * row, s1 * row, row, 2), 5
+    raise ValueError(kind)
+
+
+def mask_shape(form, shape):
+    b, n, s1, s2 = shape
+    return {"BN": (b, n, s1, s2), "B1": (b, 1, s1, s2), "1N": (1, n, s1, s2), "11": (1, 1, s1, s2)}[form]
+
+
+def inputs(rng, shape, mshape, dtype):
+    """gradOutput ~ N(0, 1), y ~ U(0, 1) (both representable in dtype) and a mask with ~30% set."""
+    grad = representable(rng.normal(size=shape), dtype)
+    y = representable(rng.uniform(0.0, 1.0, size=shape), dtype)
+    return grad, y, rng.random(mshape) < 0.3
+
+
+def run_case(device, dtype, grad, y, mask, scale, kind="contiguous", mask_kind="contiguous", out_kind=None):
+    """Both phases on device tensors in the given layouts; returns the output values."""
+    strides, offset = layout(kind, grad.shape)
+    go = device.tensor(grad, dtype, strides=strides, offset=offset)
+    ys = device.tensor(y, dtype, strides=strides, offset=offset)
+    mstrides, moffset = layout(mask_kind, mask.shape)
+    ms = device.tensor(mask, BOOL, strides=mstrides, offset=moffset)
+    ostrides, ooffset = layout(out_kind or kind, grad.shape)
+    out = device.empty(grad.shape, dtype, strides=ostrides, offset=ooffset)
+    assert device.run(*OP, go.tensor, ys.tensor, ms.tensor, scale, False, out.tensor) == 0, last_error()
+    return device.read(out)
+
+
+def check_values(actual, grad, y, mask, scale, dtype):
+    expected = reference(grad, y, mask, scale)
+    masked = np.broadcast_to(mask, expected.shape)
+    assert np.all(actual[masked] == 0) and not np.any(np.signbit(actual[masked])), "masked positions must be +0"
+    assert_close(actual, expected, dtype)
+
+
+MASK_FORMS = ("BN", "B1", "1N", "11")
+CASES = list(itertools.product(KERNEL_SOCS, MASK_FORMS, ("contiguous", "offset", "transposed", "strided")))
+
+
+@pytest.mark.parametrize("soc,form,kind", CASES)
+def test_values_match_float64_reference(soc, form, kind):
+    seed = zlib.crc32((soc + form + kind).encode())
+    rng = np.random.default_rng(seed)
+    shape = (2, 3, 4, (1, 7, 33, 64)[seed % 4])
+    scale = SCALES[seed // 4 % len(SCALES)]
+    mask_kind = ("contiguous", "strided", "transposed", "offset")[seed // 16 % 4]
+    out_kind = ("contiguous", "strided", kind)[seed // 64 % 3]
+    with npu(soc) as device:
+        for dtype in KERNEL_DTYPES[soc]:
+            grad, y, mask = inputs(rng, shape, mask_shape(form, shape), dtype)
+            actual = run_case(device, dtype, grad, y, mask, scale, kind, mask_kind, out_kind)
+            check_values(actual, grad, y, mask, scale, dtype)
+
+
+@pytest.mark.parametrize("soc", KERNEL_SOCS)
+@pytest.mark.parametrize("s2", ("1", "odd", "pow2", "limit"))
+def test_row_lengths_up_to_the_chip_limit(soc, s2):
+    cols = {"1": 1, "odd": 1001, "pow2": 512, "limit": LIMIT.get(soc, 4096)}[s2]
+    rng = np.random.default_rng(zlib.crc32((soc + s2).encode()))
+    shape = (1, 2, 2, cols)
+    with npu(soc) as device:
+        for dtype, scale in zip(KERNEL_DTYPES[soc], SCALES):
+            grad, y, mask = inputs(rng, shape, mask_shape("B1", shape), dtype)
+            check_values(run_case(device, dtype, grad, y, mask, scale), grad, y, mask, scale, dtype)
+
+
+def tree_sum_fp32(p):
+    """The documented order, in float32: fold the upper half (from ceil(n/2)) onto the lower half."""
+    p = p.astype(np.float32)
+    while p.shape[-1] > 1:
+        half = (p.shape[-1] + 1) // 2
+        upper = p[..., half:]
+        p = p[..., :half].copy()
+        p[..., :upper.shape[-1]] += upper
+    return p
+
+
+@pytest.mark.parametrize("cols", (1, 2, 3, 5, 1001, 4096))
+def test_float32_results_follow_the_documented_order_bit_for_bit(cols):
+    rng = np.random.default_rng(cols)
+    grad, y, mask = inputs(rng, (1, 2, 3, cols), (1, 1, 3, cols), F)
+    with npu() as device:
+        actual = run_case(device, F, grad, y, mask, 0.3, "transposed")
+    g32, y32, scale = grad.astype(np.float32), y.astype(np.float32), np.float32(0.3)
+    p = g32 * y32
+    expected = np.where(mask, np.float32(0), (p - tree_sum_fp32(p) * y32) * scale)
+    np.testing.assert_array_equal(actual.astype(np.float32), expected)
+
+
+def test_softmax_outputs_as_in_training():
+    """y a real softmax (rows summing to 1), a causal mask, scale 1/sqrt(d): the intended use."""
+    rng = np.random.default_rng(7)
+    logits = rng.normal(size=(2, 4, 16, 16)) * 3
+    y = np.exp(logits - logits.max(-1, keepdims=True))
+    y = representable(y / y.sum(-1, keepdims=True), F)
+    grad = representable(rng.normal(size=y.shape), F)
+    mask = np.triu(np.ones((16, 16), dtype=bool), k=1)[None, None]
+    with npu() as device:
+        actual = run_case(device, F, grad, y, mask, 0.125)
+    check_values(actual, grad, y, mask, 0.125, F)
+
+
+def test_matches_pytorch_softmax_backward():
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(11)
+    shape = (2, 3, 5, 37)
+    for dtype, scale in ((F, 1.0), (H, 0.5), (B, -3.0)):
+        grad, y, mask = inputs(rng, shape, (2, 1, 5, 37), dtype)
+        with npu("Ascend910B") as device:
+            actual = run_case(device, dtype, grad, y, mask, scale, "strided")
+        grad64, y64 = torch.from_numpy(grad), torch.from_numpy(y)
+        expected = torch._softmax_backward_data(grad64, y64, -1, torch.float64) * float(np.float32(scale))
+        expected = expected.masked_fill(torch.from_numpy(mask), 0.0).numpy()
+        assert_close(actual, expected, dtype)
+
+
+def test_masked_positions_are_zero_even_when_the_row_is_not_finite():
+    grad = np.array([[[[1.0, np.nan, 2.0, 3.0], [np.inf, 1.0, 1.0, 1.0]]]])
+    y = np.full(grad.shape, 0.5)
+    mask = np.array([[[[True, False, False, True], [False, False, True, False]]]])
+    with npu() as device:
+        for dtype in (F, H, B):
+            actual = run_case(device, dtype, grad, y, mask, 2.0)
+            assert np.all(actual[mask] == 0) and not np.any(np.signbit(actual[mask]))
+            with np.errstate(invalid="ignore"):  # row sums NaN and inf: unmasked values are NaN or -inf
+                np.testing.assert_array_equal(actual, reference(grad, y, mask, 2.0))
+
+
+def test_out_may_be_gradOutput_itself():
+    rng = np.random.default_rng(3)
+    grad, y, mask = inputs(rng, (2, 2, 3, 50), (1, 2, 3, 50), F)
+    with npu() as device:
+        go = device.tensor(grad, F, strides=layout("strided", grad.shape)[0], offset=5)
+        ys, ms = device.tensor(y, F), device.tensor(mask, BOOL)
+        assert device.run(*OP, go.tensor, ys.tensor, ms.tensor, 0.5, False, go.tensor) == 0, last_error()
+        check_values(device.read(go), grad, y, mask, 0.5, F)
+
+
+def test_no_workspace_is_needed():
+    with npu() as device:
+        t = device.empty((1, 1, 2, 8), F).tensor
+        m = device.empty((1, 1, 2, 8), BOOL).tensor
+        size, executor, ret = nn.aclnnScaledMaskedSoftmaxBackwardGetWorkspaceSize(t, t, m, 1.0, False, t)
+        assert (size, ret) == (0, 0), last_error()
+        assert nn.aclnnScaledMaskedSoftmaxBackward(None, 0, executor, device.stream) == 0
+
+
+def test_results_are_bit_identical_across_thread_counts():
+    rng = np.random.default_rng(5)
+    shape = (2, 4, 64, 300)
+    results = []
+    for dtype in (F, B):
+        grad, y, mask = inputs(rng, shape, (2, 1, 64, 300), dtype)
+        for threads in (1, 2, 3):
+            emulator.configure(threads=threads)
+            with npu() as device:
+                results.append((dtype, run_case(device, dtype, grad, y, mask, 0.7)))
+    for dtype in (F, B):
+        same = [r for d, r in results if d == dtype]
+        assert all(np.array_equal(same[0], r) for r in same[1:])
+
+
+@pytest.mark.parametrize("soc", ALL_SOCS)
+@pytest.mark.parametrize("empty_dim", range(4))
+def test_empty_tensors_succeed_with_workspace_zero(soc, empty_dim):
+    shape = [2, 3, 4, 5]
+    shape[empty_dim] = 0
+    with npu(soc) as device:
+        t = device.empty(shape, F).tensor
+        m = device.empty(shape, BOOL).tensor
+        size, executor, ret = nn.aclnnScaledMaskedSoftmaxBackwardGetWorkspaceSize(t, t, m, 1.0, False, t)
+        assert (size, ret) == (0, 0), last_error()
+        assert executor is not None
+        assert nn.aclnnScaledMaskedSoftmaxBackward(None, 0, executor, device.stream) == 0
+
+
+def test_training_series_has_no_kernel():
+    """Ascend910: every parameter check passes (the op_api does not gate chips), then no kernel."""
+    with npu("Ascend910") as device:
+        t = device.empty((1, 1, 2, 8), F).tensor
+        m = device.empty((1, 1, 2, 8), BOOL).tensor
+        size, executor, ret = nn.aclnnScaledMaskedSoftmaxBackwardGetWorkspaceSize(t, t, m, 1.0, False, t)
+        message = last_error()
+        assert (ret, executor) == (561003, None)
+        assert "Ascend910" in message and "expected" in message and "found FLOAT" in message
+        # a parameter error still wins over the missing kernel
+        _, _, ret = nn.aclnnScaledMaskedSoftmaxBackwardGetWorkspaceSize(t, t, m, 1.0, True, t)
+        assert ret == 161002 and "fixTriuMask" in last_error()
+
+
+def test_inference_series_has_no_bfloat16_kernel():
+    with npu("Ascend310P") as device:
+        t = device.empty((1, 1, 2, 8), B).tensor
+        m = device.empty((1, 1, 2, 8), BOOL).tensor
+        _, executor, ret = nn.aclnnScaledMaskedSoftmaxBackwardGetWorkspaceSize(t, t, m, 1.0, False, t)
+        message = last_error()
+        assert (ret, executor) == (561003, None)
+        assert "Ascend310P" in message and "found BF16" in message
+
+
+SHAPE = (2, 3, 4, 8)
+GOOD = {"gradOutput": (F, SHAPE, nn.ACL_FORMAT_ND), "y": (F, SHAPE, nn.ACL_FORMAT_ND),
+        "mask": (BOOL, SHAPE, nn.ACL_FORMAT_ND), "out": (F, SHAPE, nn.ACL_FORMAT_ND)}
+NAMES = ("gradOutput", "y", "mask", "out")
+
+
+def _with(**changes):
+    """The good arguments with some (dtype, shape, format) fields replaced: name=(dtype|None, shape|None, fmt|None)."""
+    spec = dict(GOOD)
+    for name, (dtype, shape, fmt) in changes.items():
+        old = spec[name]
+        spec[name] = tuple(old[i] if new is None else new for i, new in enumerate((dtype, shape, fmt)))
+    return spec
+
+
+CHECKS = [  # (id, soc, tensors, nulls, scale, fixTriuMask, code, words in the message)
+    ("null gradOutput", "Ascend910B", GOOD, ("gradOutput",), 1.0, False, 161001, "gradOutput"),
+    ("null y", "Ascend910B", GOOD, ("y",), 1.0, False, 161001, "y"),
+    ("null mask (mandatory)", "Ascend910B", GOOD, ("mask",), 1.0, False, 161001, "mask"),
+    ("null out", "Ascend910B", GOOD, ("out",), 1.0, False, 161001, "out"),
+    ("null before dtype", "Ascend910B", _with(gradOutput=(D, None, None)), ("out",), 1.0, False, 161001, "out"),
+    ("scale not a double", "Ascend910B", GOOD, (), "1.0", False, 161002, "scale"),
+    ("fixTriuMask not a bool", "Ascend910B", GOOD, (), 1.0, "yes", 161002, "fixTriuMask"),
+    ("gradOutput DOUBLE", "Ascend910B", _with(gradOutput=(D, None, None)), (), 1.0, False, 161002, "gradOutput"),
+    ("y INT32", "Ascend910B", _with(y=(nn.ACL_INT32, None, None)), (), 1.0, False, 161002, "y: expected a dtype in"),
+    ("out DOUBLE", "Ascend910B", _with(out=(D, None, None)), (), 1.0, False, 161002, "out: expected a dtype in"),
+    ("mask FLOAT", "Ascend910B", _with(mask=(F, None, None)), (), 1.0, False, 161002, "mask: expected dtype BOOL"),
+    ("mask UINT8", "Ascend950", _with(mask=(nn.ACL_UINT8, None, None)), (), 1.0, False, 161002, "mask"),
+    ("out in list before mask", "Ascend910B", _with(out=(D, None, None), mask=(F, None, None)), (), 1.0, False,
+     161002, "out"),
+    ("y dtype != gradOutput", "Ascend910B", _with(y=(H, None, None)), (), 1.0, False, 161002,
+     "y: expected dtype FLOAT"),
+    ("out dtype != gradOutput", "Ascend910_93", _with(out=(B, None, None)), (), 1.0, False, 161002,
+     "out: expected dtype FLOAT"),
+    ("y checked before out", "Ascend910B", _with(y=(H, None, None), out=(B, None, None)), (), 1.0, False, 161002, "y"),
+    ("gradOutput FRACTAL_NZ", "Ascend910B", _with(gradOutput=(None, None, NZ)), (), 1.0, False, 161002,
+     "gradOutput: expected a storage format other than FRACTAL_NZ"),
+    ("mask FRACTAL_NZ", "Ascend310P", _with(mask=(None, None, NZ)), (), 1.0, False, 161002, "mask"),
+    ("out FRACTAL_NZ", "Ascend910_93", _with(out=(None, None, NZ)), (), 1.0, False, 161002, "out"),
+    ("dtype before format", "Ascend910B", _with(gradOutput=(D, None, NZ)), (), 1.0, False, 161002, "dtype in"),
+    ("format before shape", "Ascend910B", _with(y=(None, (2, 3, 4), NZ)), (), 1.0, False, 161002, "FRACTAL_NZ"),
+    ("gradOutput 3-D", "Ascend910B", _with(**{n: (None, (3, 4, 8), None) for n in NAMES}), (), 1.0, False, 161002,
+     "gradOutput: expected 4 dims"),
+    ("gradOutput 5-D", "Ascend950", _with(**{n: (None, (1, 2, 3, 4, 8), None) for n in NAMES}), (), 1.0, False,
+     161002, "gradOutput: expected 4 dims"),
+    ("S2 over 4096", "Ascend910B", _with(**{n: (None, (1, 1, 1, 4097), None) for n in NAMES}), (), 1.0, False,
+     161002, "gradOutput: expected a last dim (S2) of at most 4096"),
+    ("S2 over 4096 on 310P", "Ascend310P", _with(**{n: (None, (1, 1, 1, 4097), None) for n in NAMES}), (), 1.0,
+     False, 161002, "at most 4096"),
+    ("S2 over 8192 on 950", "Ascend950", _with(**{n: (None, (1, 1, 1, 8193), None) for n in NAMES}), (), 1.0, False,
+     161002, "at most 8192"),
+    ("y shape", "Ascend910B", _with(y=(None, (2, 3, 4, 7), None)), (), 1.0, False, 161002, "y: expected the shape"),
+    ("y broadcast is not allowed", "Ascend910B", _with(y=(None, (1, 3, 4, 8), None)), (), 1.0, False, 161002, "y"),
+    ("out shape", "Ascend910B", _with(out=(None, (2, 3, 8, 4), None)), (), 1.0, False, 161002,
+     "out: expected the shape"),
+    ("y before out", "Ascend910B", _with(y=(None, (2, 3, 4, 7), None), out=(None, (2, 3, 4, 7), None)), (), 1.0,
+     False, 161002, "y"),
+    ("mask 3-D", "Ascend910B", _with(mask=(None, (3, 4, 8), None)), (), 1.0, False, 161002, "mask: expected 4 dims"),
+    ("mask S1", "Ascend910B", _with(mask=(None, (2, 3, 1, 8), None)), (), 1.0, False, 161002,
+     "mask: expected its last two dims"),
+    ("mask S2", "Ascend910B", _with(mask=(None, (2, 3, 4, 1), None)), (), 1.0, False, 161002,
+     "mask: expected its last two dims"),
+    ("mask B", "Ascend910B", _with(mask=(None, (4, 3, 4, 8), None)), (), 1.0, False, 161002,
+     "mask: expected dims 0 and 1"),
+    ("mask N", "Ascend910B", _with(mask=(None, (2, 2, 4, 8), None)), (), 1.0, False, 161002,
+     "mask: expected dims 0 and 1"),
+    ("mask S1 before B", "Ascend910B", _with(mask=(None, (4, 3, 1, 8), None)), (), 1.0, False, 161002, "last two"),
+    ("fixTriuMask true", "Ascend910B", GOOD, (), 1.0, True, 161002, "fixTriuMask"),
+    ("fixTriuMask true on 950", "Ascend950", GOOD, (), 1.0, 1, 161002, "fixTriuMask"),
+    ("shape before fixTriuMask", "Ascend910B", _with(mask=(None, (2, 2, 4, 8), None)), (), 1.0, True, 161002,
+     "mask"),
+    ("fixTriuMask before empty", "Ascend910B", _with(**{n: (None, (2, 0, 4, 8), None) for n in NAMES}), (), 1.0,
+     True, 161002, "fixTriuMask"),
+    ("shape checked when empty", "Ascend910B", _with(**dict({n: (None, (2, 0, 4, 8), None) for n in NAMES},
+                                                            mask=(None, (2, 0, 4, 7), None))), (), 1.0, False, 161002,
+     "mask"),
+]
+
+
+@pytest.mark.parametrize("soc,tensors,nulls,scale,fix,code,words", [c[1:] for c in CHECKS], ids=[c[0] for c in CHECKS])
+def test_each_check_returns_its_code_and_names_the_parameter(soc, tensors, nulls, scale, fix, code, words):
+    with npu(soc) as device:
+        args = {n: device.empty(tensors[n][1], tensors[n][0], fmt=tensors[n][2]).tensor for n in NAMES}
+        args = {n: None if n in nulls else t for n, t in args.items()}
+        size, executor, ret = nn.aclnnScaledMaskedSoftmaxBackwardGetWorkspaceSize(
+            args["gradOutput"], args["y"], args["mask"], scale, fix, args["out"])
+        message = last_error()
+        assert (ret, executor, size) == (code, None, 0), message
+        assert words in message and "expected" in message and "found" in message, message
+
+
+ACCEPTED = [  # (id, soc, tensors): cases the checks must let through (they run and give the reference)
+    ("S2 4097 on 950", "Ascend950", _with(**{n: (None, (1, 1, 2, 4097), None) for n in NAMES})),
+    ("FRACTAL_NZ on 950", "Ascend950", _with(gradOutput=(None, None, NZ), y=(None, None, NZ), out=(None, None, NZ))),
+    ("NCHW and NHWC formats", "Ascend910B", _with(gradOutput=(None, None, nn.ACL_FORMAT_NCHW),
+                                                  mask=(None, None, nn.ACL_FORMAT_NHWC))),
+    ("FRACTAL_NZ_C0_16 is not FRACTAL_NZ", "Ascend910B", _with(y=(None, None, nn.ACL_FORMAT_FRACTAL_NZ_C0_16))),
+    ("mask [1, 1]", "Ascend310P", _with(mask=(None, (1, 1, 4, 8), None))),
+]
+
+
+@pytest.mark.parametrize("soc,tensors", [c[1:] for c in ACCEPTED], ids=[c[0] for c in ACCEPTED])
+def test_accepted_inputs_run(soc, tensors):
+    rng = np.random.default_rng(zlib.crc32(soc.encode()))
+    with npu(soc) as device:
+        shape = tensors["gradOutput"][1]
+        grad, y, mask = inputs(rng, shape, tensors["mask"][1], F)
+        go, ys = device.tensor(grad, F, fmt=tensors["gradOutput"][2]), device.tensor(y, F, fmt=tensors["y"][2])
+        ms = device.tensor(mask, BOOL, fmt=tensors["mask"][2])
+        out = device.empty(shape, F, fmt=tensors["out"][2])
+        assert device.run(*OP, go.tensor, ys.tensor, ms.tensor, 1.0, False, out.tensor) == 0, last_error()
+        check_values(device.read(out), grad, y, mask, 1.0, F)
+
+
+def test_sample_prints_the_documented_values_and_leaks_nothing():
+    done = run_sample("scaled_masked_softmax_backward")
+    assert done.returncode == 0, done.stdout + done.stderr
+    expected = [0, 0, -66, -84, 0, 0, -742, -840, 0, 0, -2794, -3036, 0, 0, -6990, -7440]
+    assert done.stdout.split("\n")[:16] == ["result[%d] is: %f" % (i, v) for i, v in enumerate(expected)]
+    assert "leak" not in done.stderr, done.stderr
