@@ -21,3 +21,4 @@ from .tensor import (aclCreateTensor, aclDestroyTensor, aclGetDataType, aclGetFo
                      aclGetViewStrides, aclSetRawTensorAddr, aclTensor)
 
 from .log_sigmoid_backward import aclnnLogSigmoidBackward, aclnnLogSigmoidBackwardGetWorkspaceSize  # noqa: E402
+from .binary_cross_entropy_with_logits_backward import aclnnBinaryCrossEntropyWithLogitsBackward, aclnnBinaryCrossEntropyWithLogitsBackwardGetWorkspaceSize  # noqa: E402,E501
