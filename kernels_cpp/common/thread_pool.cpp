@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <condition_variable>
+#include <exception>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -30,9 +31,11 @@ class Pool {
 
   int size() const { return static_cast<int>(threads_.size()) + 1; }
 
-  // Runs job(part) for part in [0, parts) across the caller and the workers.
+  // Runs job(part) for part in [0, parts) across the caller and the workers. An exception in any
+  // part is rethrown here, in the calling thread, once every part has finished.
   void run(int parts, const std::function<void(int)>& job) {
     std::lock_guard<std::mutex> run_guard(run_mutex_);
+    error_ = nullptr;
     if (parts <= 1 || threads_.empty()) {
       for (int p = 0; p < parts; ++p) job(p);
       return;
@@ -45,10 +48,11 @@ class Pool {
       ++generation_;
     }
     wake_.notify_all();
-    for (int p = 0; p < parts; p += size()) job(p);  // the caller is participant 0
+    run_parts(0, job, parts);  // the caller is participant 0
     std::unique_lock<std::mutex> lock(mutex_);
     done_.wait(lock, [this] { return pending_ == 0; });
     job_ = nullptr;
+    if (error_) std::rethrow_exception(error_);
   }
 
  private:
@@ -64,13 +68,23 @@ class Pool {
         job = job_;
         parts = parts_;
       }
-      for (int p = participant; p < parts; p += size()) (*job)(p);
+      run_parts(participant, *job, parts);
       std::lock_guard<std::mutex> lock(mutex_);
       if (--pending_ == 0) done_.notify_one();
     }
   }
 
+  void run_parts(int participant, const std::function<void(int)>& job, int parts) {
+    try {
+      for (int p = participant; p < parts; p += size()) job(p);
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (!error_) error_ = std::current_exception();
+    }
+  }
+
   std::mutex run_mutex_;  // one job at a time, whichever host thread submits it
+  std::exception_ptr error_;
   std::mutex mutex_;
   std::condition_variable wake_, done_;
   std::vector<std::thread> threads_;

@@ -4,92 +4,53 @@
 // = 1/numel(self) for "mean", 1 otherwise. gradOutput/weight/posWeight arrive as stride-0
 // broadcast views of self's shape. σ(x) = (x ≥ 0 ? 1 : e^−|x|) / (1 + e^−|x|) never overflows.
 //
-// Two paths: every operand of out's dtype (the usual case) runs a loop templated on that dtype
-// and on which weights are present; operands of different dtypes (promotion to f32) are loaded
-// block by block into fp32 buffers, each from its own dtype — exactly a cast to the promoted f32.
+// Every operand is read from its own dtype into fp32 (mixed dtypes always promote to f32, so this
+// is exactly the promotion cast): contiguous runs through the vectorised chunk pipeline, strided
+// runs in blocks of fp32 buffers. Large outputs are streamed past the caches.
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
 #include <algorithm>
-#include <cmath>
 #include <optional>
 
 #include "common/dispatch.h"
 #include "common/elementwise.h"
 #include "common/registry.h"
+#include "common/vmath.h"
 
 namespace py = pybind11;
 
 namespace npuemu {
 namespace {
 
-inline float stable_sigmoid(float x) {
-  const float z = std::exp(-std::fabs(x));
+NPUEMU_INLINE float stable_sigmoid(float x) {
+  const float z = vm_exp(-__builtin_fabsf(x));
   return (x >= 0.0f ? 1.0f : z) / (1.0f + z);
 }
 
-inline float bce_logits_grad(float g, float x, float t, float w, float p, float scale) {
+NPUEMU_INLINE float bce_logits_grad(float g, float x, float t, float w, float p, float scale) {
   const float pt = p * t;
   return ((pt + 1.0f - t) * stable_sigmoid(x) - pt) * g * w * scale;
 }
 
-// Operands: 0 out, 1 gradOutput, 2 self, 3 target, then weight and posWeight when present.
-template <class T, bool kWeight, bool kPosWeight>
-struct SameDtypeBody {
-  static constexpr int N = 4 + kWeight + kPosWeight;
-  static constexpr int kW = 4;
-  static constexpr int kP = 4 + kWeight;
-  float scale;
-
-  void contiguous(std::array<char*, N> p, int64_t n) {
-    T* out = reinterpret_cast<T*>(p[0]);
-    const T* g = reinterpret_cast<const T*>(p[1]);
-    const T* x = reinterpret_cast<const T*>(p[2]);
-    const T* t = reinterpret_cast<const T*>(p[3]);
-    const T* w = reinterpret_cast<const T*>(p[kW]);
-    const T* pw = reinterpret_cast<const T*>(p[kP]);
-    for (int64_t i = 0; i < n; ++i) {
-      float weight = 1.0f, pos_weight = 1.0f;
-      if constexpr (kWeight) weight = to_float(w[i]);
-      if constexpr (kPosWeight) pos_weight = to_float(pw[i]);
-      out[i] = from_float<T>(
-          bce_logits_grad(to_float(g[i]), to_float(x[i]), to_float(t[i]), weight, pos_weight, scale));
-    }
+// in = gradOutput, self, target[, weight][, posWeight]: fp32 arrays of n elements.
+NPUEMU_VECTORIZED void compute(float* out, const float* const* in, int64_t n, bool has_weight, bool has_pos_weight,
+                               float scale) {
+  const float *g = in[0], *x = in[1], *t = in[2];
+  const float* w = has_weight ? in[3] : nullptr;
+  const float* p = has_pos_weight ? in[3 + has_weight] : nullptr;
+  if (w && p) {
+    for (int64_t i = 0; i < n; ++i) out[i] = bce_logits_grad(g[i], x[i], t[i], w[i], p[i], scale);
+  } else if (w) {
+    for (int64_t i = 0; i < n; ++i) out[i] = bce_logits_grad(g[i], x[i], t[i], w[i], 1.0f, scale);
+  } else if (p) {
+    for (int64_t i = 0; i < n; ++i) out[i] = bce_logits_grad(g[i], x[i], t[i], 1.0f, p[i], scale);
+  } else {
+    for (int64_t i = 0; i < n; ++i) out[i] = bce_logits_grad(g[i], x[i], t[i], 1.0f, 1.0f, scale);
   }
-
-  void strided(std::array<char*, N> p, const std::array<int64_t, N>& s, int64_t n) {
-    auto at = [&](int k, int64_t i) { return to_float(*reinterpret_cast<const T*>(p[k] + i * s[k])); };
-    for (int64_t i = 0; i < n; ++i) {
-      float weight = 1.0f, pos_weight = 1.0f;
-      if constexpr (kWeight) weight = at(kW, i);
-      if constexpr (kPosWeight) pos_weight = at(kP, i);
-      *reinterpret_cast<T*>(p[0] + i * s[0]) =
-          from_float<T>(bce_logits_grad(at(1, i), at(2, i), at(3, i), weight, pos_weight, scale));
-    }
-  }
-};
-
-template <class T, bool kWeight, bool kPosWeight>
-void run_same_dtype(const std::array<const TensorArg*, 6>& all, float scale) {
-  using Body = SameDtypeBody<T, kWeight, kPosWeight>;
-  std::array<const TensorArg*, Body::N> args{};
-  for (int k = 0; k < 4; ++k) args[k] = all[k];
-  if constexpr (kWeight) args[Body::kW] = all[4];
-  if constexpr (kPosWeight) args[Body::kP] = all[5];
-  Body body{scale};
-  for_each_element<Body::N>(args, all[0]->shape, body);
 }
 
-template <class T>
-void run_same_dtype(const std::array<const TensorArg*, 6>& all, float scale) {
-  const bool weight = all[4] != nullptr, pos_weight = all[5] != nullptr;
-  if (weight && pos_weight) run_same_dtype<T, true, true>(all, scale);
-  else if (weight) run_same_dtype<T, true, false>(all, scale);
-  else if (pos_weight) run_same_dtype<T, false, true>(all, scale);
-  else run_same_dtype<T, false, false>(all, scale);
-}
-
-constexpr int64_t kBlock = 256;  // elements converted per operand at a time (fits in L1 with 6 buffers)
+constexpr int64_t kBlock = 256;  // elements per operand converted at a time on strided runs
 
 template <class F>
 void with_element_type(int dtype, F&& f) {
@@ -117,40 +78,46 @@ void store_block(int dtype, char* p, int64_t stride, int64_t n, const float* src
   });
 }
 
-// All six operands (absent weights are a stride-0 fp32 one), each in its own dtype.
-struct MixedDtypeBody {
-  std::array<int, 6> dtype;
+// Operands: out, gradOutput, self, target, then weight and posWeight when present; each in its
+// own dtype (mixed dtypes promote to f32, so loading each into fp32 is exactly the promotion cast).
+template <int N>
+struct Body {
+  std::array<int, N> dtype;
+  bool has_weight, has_pos_weight, streaming;
   float scale;
 
-  void contiguous(std::array<char*, 6> p, int64_t n) {
-    std::array<int64_t, 6> s;
-    for (int k = 0; k < 6; ++k) s[k] = dtype_size(dtype[k]);
-    strided(p, s, n);
+  void contiguous(std::array<char*, N> p, int64_t n) {
+    std::array<const char*, N - 1> in;
+    std::array<int, N - 1> in_dtype;
+    for (int k = 1; k < N; ++k) in[k - 1] = p[k], in_dtype[k - 1] = dtype[k];
+    float_chunks<N - 1>(p[0], dtype[0], in, in_dtype, n, streaming, [&](float* out, const float* const* args, int64_t m) {
+      compute(out, args, m, has_weight, has_pos_weight, scale);
+    });
   }
 
-  void strided(std::array<char*, 6> p, const std::array<int64_t, 6>& s, int64_t n) {
-    float in[5][kBlock], result[kBlock];
+  void strided(std::array<char*, N> p, const std::array<int64_t, N>& s, int64_t n) {
+    float in[N - 1][kBlock], result[kBlock];
+    const float* args[N - 1];
+    for (int k = 0; k < N - 1; ++k) args[k] = in[k];
     for (int64_t b = 0; b < n; b += kBlock) {
       const int64_t m = std::min(kBlock, n - b);
-      for (int k = 1; k < 6; ++k) load_block(dtype[k], p[k] + b * s[k], s[k], m, in[k - 1]);
-      for (int64_t i = 0; i < m; ++i)
-        result[i] = bce_logits_grad(in[0][i], in[1][i], in[2][i], in[3][i], in[4][i], scale);
+      for (int k = 1; k < N; ++k) load_block(dtype[k], p[k] + b * s[k], s[k], m, in[k - 1]);
+      compute(result, args, m, has_weight, has_pos_weight, scale);
       store_block(dtype[0], p[0] + b * s[0], s[0], m, result);  // after the loads: in place is safe
     }
   }
 };
 
-void run_mixed_dtypes(const std::array<const TensorArg*, 6>& all, float scale) {
-  float one = 1.0f;
-  const TensorArg ones(TensorTuple(reinterpret_cast<uintptr_t>(&one), kFloat, all[0]->shape,
-                                   std::vector<int64_t>(all[0]->shape.size(), 0)));
-  std::array<const TensorArg*, 6> args = all;
-  MixedDtypeBody body{{}, scale};
-  for (int k = 0; k < 6; ++k) {
-    if (args[k] == nullptr) args[k] = &ones;
-    body.dtype[k] = args[k]->dtype;
-  }
-  for_each_element<6>(args, all[0]->shape, body);
+template <int N>
+void run(const std::vector<const TensorArg*>& operands, bool has_weight, bool has_pos_weight, float scale) {
+  std::array<const TensorArg*, N> args;
+  Body<N> body{};
+  for (int k = 0; k < N; ++k) args[k] = operands[k], body.dtype[k] = operands[k]->dtype;
+  body.has_weight = has_weight;
+  body.has_pos_weight = has_pos_weight;
+  body.scale = scale;
+  body.streaming = args[0]->numel() * args[0]->itemsize() > kStreamingThreshold;
+  for_each_element<N>(args, args[0]->shape, body);
 }
 
 void binary_cross_entropy_with_logits_backward(const TensorTuple& out, const TensorTuple& grad_output,
@@ -161,22 +128,16 @@ void binary_cross_entropy_with_logits_backward(const TensorTuple& out, const Ten
   std::optional<TensorArg> w, p;
   if (weight) w.emplace(*weight);
   if (pos_weight) p.emplace(*pos_weight);
-  const std::array<const TensorArg*, 6> all = {&o, &g, &x, &t, w ? &*w : nullptr, p ? &*p : nullptr};
-  bool same_dtype = true;
-  for (const TensorArg* arg : all) {
-    if (arg == nullptr) continue;
-    with_element_type(arg->dtype, [](auto) {});  // reject other dtypes here, not inside a worker thread
-    same_dtype &= arg->dtype == o.dtype;
-  }
+  std::vector<const TensorArg*> operands = {&o, &g, &x, &t};
+  if (w) operands.push_back(&*w);
+  if (p) operands.push_back(&*p);
+  for (const TensorArg* arg : operands) with_element_type(arg->dtype, [](auto) {});  // reject before threads start
   py::gil_scoped_release release;
-  if (!same_dtype) {
-    run_mixed_dtypes(all, scale);
-    return;
+  switch (operands.size()) {
+    case 4: run<4>(operands, false, false, scale); break;
+    case 5: run<5>(operands, bool(w), bool(p), scale); break;
+    default: run<6>(operands, true, true, scale); break;
   }
-  with_element_type(o.dtype, [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    run_same_dtype<T>(all, scale);
-  });
 }
 
 void bind(py::module_& m) {
