@@ -16,6 +16,8 @@
 #include "common/elementwise.h"
 #include "common/registry.h"
 #include "common/thread_pool.h"
+#include "common/vector_io.h"
+#include "common/vmath.h"
 
 namespace py = pybind11;
 
@@ -37,6 +39,20 @@ float tree_sum(const float* p, float* scratch, int64_t n) {
   return scratch[0];
 }
 
+NPUEMU_VECTORIZED void multiply_into(float* p, const float* y, int64_t n) {
+  for (int64_t j = 0; j < n; ++j) p[j] *= y[j];
+}
+
+// out = (p - s * y) * scale, skipped multiply for scale 1, then 0 where the (dense) mask is set.
+NPUEMU_VECTORIZED void finish_row(float* out, const float* p, const float* y, const unsigned char* mask, float sum,
+                                  float scale, int64_t n) {
+  if (scale != 1.0f) {
+    for (int64_t j = 0; j < n; ++j) out[j] = mask[j] ? 0.0f : (p[j] - sum * y[j]) * scale;
+  } else {
+    for (int64_t j = 0; j < n; ++j) out[j] = mask[j] ? 0.0f : p[j] - sum * y[j];
+  }
+}
+
 struct Row {
   const char* grad;
   const char* y;
@@ -47,10 +63,10 @@ struct Row {
 template <class T>
 class RowKernel {
  public:
-  RowKernel(int64_t cols, int64_t grad_stride, int64_t y_stride, int64_t mask_stride, int64_t out_stride,
-            float scale)
-      : cols_(cols), grad_stride_(grad_stride), y_stride_(y_stride), mask_stride_(mask_stride),
-        out_stride_(out_stride), scale_(scale), y_(cols), p_(cols), scratch_(cols) {}
+  RowKernel(int dtype, int64_t cols, int64_t grad_stride, int64_t y_stride, int64_t mask_stride, int64_t out_stride,
+            float scale, bool streaming)
+      : dtype_(dtype), cols_(cols), grad_stride_(grad_stride), y_stride_(y_stride), mask_stride_(mask_stride),
+        out_stride_(out_stride), scale_(scale), streaming_(streaming), y_(cols), p_(cols), scratch_(cols) {}
 
   void operator()(const Row& row) {
     load(row);
@@ -65,11 +81,10 @@ class RowKernel {
     const T* y = reinterpret_cast<const T*>(row.y);
     float* yf = y_.data();
     float* p = p_.data();
-    if (grad_stride_ == 1 && y_stride_ == 1) {
-      for (int64_t j = 0; j < cols_; ++j) {
-        yf[j] = to_float(y[j]);
-        p[j] = to_float(grad[j]) * yf[j];
-      }
+    if (grad_stride_ == 1 && y_stride_ == 1) {  // dense rows: vectorised conversion and multiply
+      load_as_float(dtype_, y, yf, cols_);
+      load_as_float(dtype_, grad, p, cols_);
+      multiply_into(p, yf, cols_);
     } else {
       for (int64_t j = 0; j < cols_; ++j) {
         yf[j] = to_float(y[j * y_stride_]);
@@ -84,6 +99,12 @@ class RowKernel {
     T* out = reinterpret_cast<T*>(row.out);
     const float* yf = y_.data();
     const float* p = p_.data();
+    if (mask_stride_ == 1 && out_stride_ == 1) {  // dense rows: the result overwrites the scratch buffer
+      float* result = scratch_.data();
+      finish_row(result, p, yf, row.mask, sum, scale_, cols_);
+      store_from_float(dtype_, result, out, cols_, streaming_);
+      return;
+    }
     const bool scaled = scale_ != 1.0f;
     for (int64_t j = 0; j < cols_; ++j) {
       float value = p[j] - sum * yf[j];
@@ -93,8 +114,10 @@ class RowKernel {
     }
   }
 
+  int dtype_;
   int64_t cols_, grad_stride_, y_stride_, mask_stride_, out_stride_;
   float scale_;
+  bool streaming_;
   std::vector<float> y_, p_, scratch_;
 };
 
@@ -130,8 +153,10 @@ void scaled_masked_softmax_backward(const TensorTuple& grad_output, const Tensor
       throw std::invalid_argument("aclnnScaledMaskedSoftmaxBackward has no DOUBLE kernel");
     } else {
       const int64_t size = sizeof(T);
+      const bool streaming = out.numel() * size > kStreamingThreshold;
       parallel_for(rows, std::max<int64_t>(1, kGrain / cols), [&](int64_t begin, int64_t end) {
-        RowKernel<T> kernel(cols, go.strides[3], y.strides[3], mask.strides[3], out.strides[3], scale);
+        RowKernel<T> kernel(go.dtype, cols, go.strides[3], y.strides[3], mask.strides[3], out.strides[3], scale,
+                            streaming);
         for (int64_t r = begin; r < end; ++r) {
           const Row row{go.data + row_offset(r, go.shape, go.strides, size),
                         y.data + row_offset(r, y.shape, y.strides, size),
@@ -139,6 +164,7 @@ void scaled_masked_softmax_backward(const TensorTuple& grad_output, const Tensor
                         out.data + row_offset(r, out.shape, out.strides, size)};
           kernel(row);
         }
+        if (streaming) store_fence();
       });
     }
   });
