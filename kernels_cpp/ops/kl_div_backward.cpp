@@ -1,0 +1,240 @@
+// aclnnKlDivBackward (spec/OPS.md §3.2). Over the broadcast shape B (gradOutput and target arrive
+// as views of shape B): grad = -(w * gradOutput) * coefficient with w = target, or exp(target)
+// when logTarget; then summed over the axes that broadcasting added to self (leading axes, and
+// axes where self has size 1 but B does not) into out, which has self's shape. fp32 throughout,
+// one rounding to out's dtype at the end. Each operand is read in its own dtype.
+//
+// When out has as many elements as B, nothing is summed: a pure element-wise pass. Otherwise each
+// output element sums its reduced elements sequentially in row-major index order, and threads
+// split the output elements: the result never depends on the thread count.
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <algorithm>
+#include <cmath>
+#include <type_traits>
+
+#include "common/dispatch.h"
+#include "common/elementwise.h"
+#include "common/registry.h"
+
+namespace py = pybind11;
+
+namespace npuemu {
+namespace {
+
+template <bool LogTarget>
+inline float kl_grad(float grad, float target, float coefficient) {
+  const float weight = LogTarget ? std::exp(target) : target;
+  return -(weight * grad) * coefficient;
+}
+
+template <class T>
+inline float load(const char* p) {
+  return to_float(*reinterpret_cast<const T*>(p));
+}
+
+// Operands: out, gradOutput, target; TO/TG/TT their element types.
+template <class TO, class TG, class TT, bool LogTarget>
+struct ElementwiseBody {
+  float coefficient;
+
+  void contiguous(std::array<char*, 3> p, int64_t n) {
+    TO* out = reinterpret_cast<TO*>(p[0]);
+    const TG* grad = reinterpret_cast<const TG*>(p[1]);
+    const TT* target = reinterpret_cast<const TT*>(p[2]);
+    for (int64_t i = 0; i < n; ++i)
+      out[i] = from_float<TO>(kl_grad<LogTarget>(to_float(grad[i]), to_float(target[i]), coefficient));
+  }
+  void strided(std::array<char*, 3> p, const std::array<int64_t, 3>& s, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) {
+      const float value = kl_grad<LogTarget>(load<TG>(p[1] + i * s[1]), load<TT>(p[2] + i * s[2]), coefficient);
+      *reinterpret_cast<TO*>(p[0] + i * s[0]) = from_float<TO>(value);
+    }
+  }
+};
+
+// The axes of B split into those out keeps and those summed away, with byte strides. Axes of
+// size 1 are dropped: they change neither the addresses nor the order of the sum. There is at
+// least one summed axis (otherwise out has as many elements as B: the element-wise path).
+struct Reduction {
+  std::vector<int64_t> kept_shape;
+  std::vector<std::array<int64_t, 3>> kept_strides;   // out, gradOutput, target
+  std::vector<int64_t> summed_shape;
+  std::vector<std::array<int64_t, 2>> summed_strides;  // gradOutput, target
+  int64_t outputs = 1;
+  int64_t terms = 1;         // summed elements per output element (0 if B is empty)
+  bool inner_kept = false;   // B's innermost axis is one that out keeps
+};
+
+Reduction split_axes(const TensorArg& out, const TensorArg& grad, const TensorArg& target) {
+  Reduction r;
+  const int rank = static_cast<int>(grad.shape.size());
+  const int lead = rank - static_cast<int>(out.shape.size());
+  for (int d = 0; d < rank; ++d) {
+    const int64_t size = grad.shape[d];
+    const int64_t g = grad.strides[d] * grad.itemsize(), t = target.strides[d] * target.itemsize();
+    if (size == 1) continue;
+    r.inner_kept = d >= lead && out.shape[d - lead] != 1;
+    if (r.inner_kept) {
+      r.kept_shape.push_back(size);
+      r.kept_strides.push_back({out.strides[d - lead] * out.itemsize(), g, t});
+      r.outputs *= size;
+    } else {
+      r.summed_shape.push_back(size);
+      r.summed_strides.push_back({g, t});
+      r.terms *= size;
+    }
+  }
+  return r;
+}
+
+// Calls row(gradOutput offset, target offset) for every index of the summed axes but the last,
+// in row-major order; walking the last summed axis from each gives every term in index order.
+template <class Row>
+void for_each_summed_row(const Reduction& r, Row&& row) {
+  if (r.terms == 0) return;
+  const int outer = static_cast<int>(r.summed_shape.size()) - 1;
+  std::vector<int64_t> index(outer, 0);
+  for (int64_t n = 0, rows = r.terms / r.summed_shape[outer]; n < rows; ++n) {
+    int64_t g = 0, t = 0;
+    for (int d = 0; d < outer; ++d) {
+      g += index[d] * r.summed_strides[d][0];
+      t += index[d] * r.summed_strides[d][1];
+    }
+    row(g, t);
+    for (int d = outer - 1; d >= 0; --d) {
+      if (++index[d] < r.summed_shape[d]) break;
+      index[d] = 0;
+    }
+  }
+}
+
+// One output element: its terms, from gradOutput/target addresses g and t, added in index order.
+template <class TO, class TG, class TT, bool LogTarget>
+void sum_one(const Reduction& r, const std::array<char*, 3>& p, float coefficient) {
+  const int64_t n = r.summed_shape.back(), gs = r.summed_strides.back()[0], ts = r.summed_strides.back()[1];
+  float sum = 0.0f;
+  for_each_summed_row(r, [&](int64_t g, int64_t t) {
+    const char* gp = p[1] + g;
+    const char* tp = p[2] + t;
+    for (int64_t j = 0; j < n; ++j) sum += kl_grad<LogTarget>(load<TG>(gp + j * gs), load<TT>(tp + j * ts), coefficient);
+  });
+  *reinterpret_cast<TO*>(p[0]) = from_float<TO>(sum);
+}
+
+constexpr int64_t kRun = 512;  // output elements summed together along a kept innermost axis
+
+// A run of `length` output elements along B's innermost axis (a kept one): each term is added
+// into all of them before the next, which reads memory in order. Every output still adds its
+// terms in the order of sum_one, so the two paths give identical bits.
+template <class TO, class TG, class TT, bool LogTarget>
+void sum_run(const Reduction& r, const std::array<char*, 3>& p, int64_t length, float coefficient) {
+  float sums[kRun] = {};
+  const int64_t n = r.summed_shape.back(), gs = r.summed_strides.back()[0], ts = r.summed_strides.back()[1];
+  const std::array<int64_t, 3>& step = r.kept_strides.back();
+  for_each_summed_row(r, [&](int64_t g, int64_t t) {
+    for (int64_t j = 0; j < n; ++j) {
+      const char* gp = p[1] + g + j * gs;
+      const char* tp = p[2] + t + j * ts;
+      for (int64_t i = 0; i < length; ++i)
+        sums[i] += kl_grad<LogTarget>(load<TG>(gp + i * step[1]), load<TT>(tp + i * step[2]), coefficient);
+    }
+  });
+  for (int64_t i = 0; i < length; ++i) *reinterpret_cast<TO*>(p[0] + i * step[0]) = from_float<TO>(sums[i]);
+}
+
+// Threads split the output elements; which thread sums an element never changes its order.
+template <class TO, class TG, class TT, bool LogTarget>
+void reduce_into_out(const TensorArg& out, const TensorArg& grad, const TensorArg& target, float coefficient) {
+  const Reduction r = split_axes(out, grad, target);
+  const int rank = static_cast<int>(r.kept_shape.size());
+  const int64_t grain = std::max<int64_t>(1, kGrain / std::max<int64_t>(1, r.terms));
+  parallel_for(r.outputs, grain, [&](int64_t begin, int64_t end) {
+    std::vector<int64_t> index(rank, 0);
+    int64_t rest = begin;  // unravel the first output element of this chunk
+    for (int d = rank - 1; d >= 0; --d) {
+      index[d] = rest % r.kept_shape[d];
+      rest /= r.kept_shape[d];
+    }
+    for (int64_t o = begin; o < end;) {
+      std::array<char*, 3> p = {out.data, grad.data, target.data};
+      for (int d = 0; d < rank; ++d)
+        for (int k = 0; k < 3; ++k) p[k] += index[d] * r.kept_strides[d][k];
+      int64_t length = 1;
+      if (r.inner_kept) {
+        length = std::min({end - o, r.kept_shape[rank - 1] - index[rank - 1], kRun});
+        sum_run<TO, TG, TT, LogTarget>(r, p, length, coefficient);
+      } else {
+        sum_one<TO, TG, TT, LogTarget>(r, p, coefficient);
+      }
+      o += length;
+      if (rank > 0) index[rank - 1] += length - 1;  // a run stays within the innermost axis
+      for (int d = rank - 1; d >= 0; --d) {  // next output element
+        if (++index[d] < r.kept_shape[d]) break;
+        index[d] = 0;
+      }
+    }
+  });
+}
+
+// Out seen with B's rank: leading axes of size 1 (stride irrelevant) before its own axes.
+TensorArg out_over_b(const TensorArg& out, const std::vector<int64_t>& b_shape) {
+  TensorArg widened = out;
+  const size_t lead = b_shape.size() - out.shape.size();
+  widened.shape.insert(widened.shape.begin(), lead, 1);
+  widened.strides.insert(widened.strides.begin(), lead, 0);
+  return widened;
+}
+
+template <class TO, class TG, class TT, bool LogTarget>
+void run(const TensorArg& out, const TensorArg& grad, const TensorArg& target, float coefficient) {
+  if (out.numel() == grad.numel()) {  // out's shape is B up to axes of size 1: nothing to sum
+    const TensorArg widened = out_over_b(out, grad.shape);
+    ElementwiseBody<TO, TG, TT, LogTarget> body{coefficient};
+    for_each_element<3>({&widened, &grad, &target}, grad.shape, body);
+  } else {
+    reduce_into_out<TO, TG, TT, LogTarget>(out, grad, target, coefficient);
+  }
+}
+
+// The operators' dtypes are FLOAT, FLOAT16 and BFLOAT16 (the first phase admits nothing else).
+template <class F>
+void dispatch_kl_dtype(int dtype, F&& f) {
+  dispatch_floating(dtype, [&](auto tag) {
+    if constexpr (std::is_same_v<typename decltype(tag)::type, double>)
+      throw std::invalid_argument("aclnnKlDivBackward has no DOUBLE kernel");
+    else
+      f(tag);
+  });
+}
+
+void kl_div_backward(const TensorTuple& out_tuple, const TensorTuple& grad_tuple, const TensorTuple& target_tuple,
+                     double coefficient, bool log_target) {
+  const TensorArg out(out_tuple), grad(grad_tuple), target(target_tuple);
+  if (grad.shape != target.shape || grad.shape.size() < out.shape.size())
+    throw std::invalid_argument("aclnnKlDivBackward: gradOutput and target must be views of the broadcast shape");
+  py::gil_scoped_release release;
+  const float factor = static_cast<float>(coefficient);
+  dispatch_kl_dtype(out.dtype, [&](auto o) {
+    dispatch_kl_dtype(grad.dtype, [&](auto g) {
+      dispatch_kl_dtype(target.dtype, [&](auto t) {
+        using TO = typename decltype(o)::type;
+        using TG = typename decltype(g)::type;
+        using TT = typename decltype(t)::type;
+        if (log_target) run<TO, TG, TT, true>(out, grad, target, factor);
+        else run<TO, TG, TT, false>(out, grad, target, factor);
+      });
+    });
+  });
+}
+
+void bind(py::module_& m) {
+  m.def("kl_div_backward", &kl_div_backward,
+        "out = sum over broadcast axes of -(target or exp(target)) * gradOutput * coefficient");
+}
+
+NPUEMU_REGISTER_OP(bind);
+
+}  // namespace
+}  // namespace npuemu
