@@ -26,8 +26,8 @@ const Isa kIsa = detect();
 void load_baseline(int dtype, const void* src, float* dst, int64_t n) {
   switch (dtype) {
     case kFloat16: {
-      auto s = static_cast<const _Float16*>(src);
-      for (int64_t i = 0; i < n; ++i) dst[i] = static_cast<float>(s[i]);
+      auto s = static_cast<const uint16_t*>(src);
+      for (int64_t i = 0; i < n; ++i) dst[i] = half_bits_to_float(s[i]);
       break;
     }
     case kBFloat16: {
@@ -47,8 +47,8 @@ void load_baseline(int dtype, const void* src, float* dst, int64_t n) {
 void store_baseline(int dtype, const float* src, void* dst, int64_t n) {
   switch (dtype) {
     case kFloat16: {
-      auto d = static_cast<_Float16*>(dst);
-      for (int64_t i = 0; i < n; ++i) d[i] = static_cast<_Float16>(src[i]);
+      auto d = static_cast<uint16_t*>(dst);
+      for (int64_t i = 0; i < n; ++i) d[i] = float_to_half_bits(src[i]);
       break;
     }
     case kBFloat16: {
