@@ -21,3 +21,4 @@ from .tensor import (aclCreateTensor, aclDestroyTensor, aclGetDataType, aclGetFo
                      aclGetViewStrides, aclSetRawTensorAddr, aclTensor)
 
 from .log_sigmoid_backward import aclnnLogSigmoidBackward, aclnnLogSigmoidBackwardGetWorkspaceSize  # noqa: E402
+from .ctc_loss_backward import aclnnCtcLossBackward, aclnnCtcLossBackwardGetWorkspaceSize  # noqa: E402
