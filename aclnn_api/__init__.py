@@ -24,3 +24,4 @@ from .log_sigmoid_backward import aclnnLogSigmoidBackward, aclnnLogSigmoidBackwa
 from .scaled_masked_softmax_backward import aclnnScaledMaskedSoftmaxBackward, aclnnScaledMaskedSoftmaxBackwardGetWorkspaceSize  # noqa: E402,E501
 from .binary_cross_entropy_with_logits_backward import aclnnBinaryCrossEntropyWithLogitsBackward, aclnnBinaryCrossEntropyWithLogitsBackwardGetWorkspaceSize  # noqa: E402,E501
 from .kl_div_backward import aclnnKlDivBackward, aclnnKlDivBackwardGetWorkspaceSize  # noqa: E402
+from .ctc_loss_backward import aclnnCtcLossBackward, aclnnCtcLossBackwardGetWorkspaceSize  # noqa: E402
