@@ -18,8 +18,7 @@ from .state import PROCESS
 from .stream import RecordTask, Stream, Task, WaitTask
 
 _P = PROCESS
-ACL_EVENT_TIME_LINE = 0x8
-_EVENT_NO_TIMING = 0x20 | 0x40   # EXTERNAL and IPC events cannot time
+_EVENT_NO_TIMING = status.ACL_EVENT_EXTERNAL | status.ACL_EVENT_IPC   # these events cannot time
 _MEMCPY_KINDS = {0: "ACL_MEMCPY_HOST_TO_HOST", 1: "ACL_MEMCPY_HOST_TO_DEVICE", 2: "ACL_MEMCPY_DEVICE_TO_HOST",
                  3: "ACL_MEMCPY_DEVICE_TO_DEVICE", 4: "ACL_MEMCPY_DEFAULT", 5: "ACL_MEMCPY_HOST_TO_BUF_TO_DEVICE"}
 _HBM_ATTRS = {1, 4, 5, 8, 9, 10, 11}
@@ -125,8 +124,8 @@ def aclInit(config_path: Optional[str] = None) -> None:
             raise AclError(status.ACL_ERROR_REPEAT_INITIALIZE,
                            "aclInit: expected a single initialisation, found a repeated call (harmless; "
                            "reference count is now %d)" % _P.init_count)
-        _P.init_count, _P.finalized, _P.init_config = 1, False, text
-        _P.default_device = _default_device_of(text)
+        default_device = _default_device_of(text)  # may reject the file: nothing is committed before
+        _P.init_count, _P.finalized, _P.init_config, _P.default_device = 1, False, text, default_device
 
 
 def _read_init_config(config_path: Optional[str]) -> str:
@@ -414,7 +413,7 @@ def aclrtStreamWaitEvent(stream: Optional[int], event: int) -> None:
 
 @api("aclrtCreateEvent", failure=(0,))
 def aclrtCreateEvent() -> int:
-    return _create_event(ACL_EVENT_TIME_LINE)
+    return _create_event(status.ACL_EVENT_TIME_LINE)
 
 
 @api("aclrtCreateEventWithFlag", failure=(0,))
@@ -689,6 +688,8 @@ def aclrtMemset(devPtr: int, maxCount: int, value: int, count: int) -> None:
 
 @api("aclrtMemsetAsync")
 def aclrtMemsetAsync(devPtr: int, maxCount: int, value: int, count: int, stream: Optional[int] = None) -> None:
+    """Queued on the stream. Device memory, or pinned host memory from aclrtMallocHost (which the device
+    reaches by DMA, as aclrtMemcpyAsync does); other host memory is rejected now."""
     with _P.lock:
         plan = _memset_plan(devPtr, maxCount, value, count)
         target_stream = stream_of(stream)
@@ -696,18 +697,29 @@ def aclrtMemsetAsync(devPtr: int, maxCount: int, value: int, count: int, stream:
             return
         address, byte, count, device = plan
         space = _P.address_space()
-        if not space.is_device(address):
+        on_device = space.is_device(address)
+        if not on_device and space.find_host(address, count) is None:
             raise AclError(status.ACL_ERROR_RT_PARAM_INVALID,
-                           "devPtr: expected device memory for an asynchronous memset, found host address 0x%x" % address)
+                           "devPtr: expected device memory or aclrtMallocHost memory for %d bytes, found host "
+                           "address 0x%x" % (count, address))
 
         def run() -> None:
-            ctypes.memset(space.resolve(address, count, device.id, "devPtr")[1], byte, count)
+            if on_device:
+                target = space.resolve(address, count, device.id, "devPtr")[1]
+            elif space.find_host(address, count) is None:
+                raise DeviceFault("devPtr [0x%x, 0x%x): expected aclrtMallocHost memory, found it freed"
+                                  % (address, address + count))
+            else:
+                target = address
+            ctypes.memset(target, byte, count)
         enqueue(target_stream, Task("aclrtMemsetAsync(%d bytes)" % count, run))
 
 
-def resolve_device_range(address: int, nbytes: int, device_id: int, what: str) -> tuple[Allocation, int]:
-    """For kernels at execution time: DeviceFault if the range is not inside one live allocation."""
-    return _P.address_space().resolve(address, nbytes, device_id, what)
+def resolve_device_range(address: int, nbytes: int, device_id: int, what: str,
+                         base: Optional[int] = None) -> tuple[Allocation, int]:
+    """For kernels at execution time: DeviceFault if the range is not inside the live allocation that
+    holds `base` (default: `address`; a tensor's data address, so a view cannot stray into a neighbour)."""
+    return _P.address_space().resolve(address, nbytes, device_id, what, base)
 
 
 def configure(**settings: Any) -> None:
