@@ -52,9 +52,10 @@ def _handle(name: str, value: Any, kind: type, allow_null: bool = False):
         raise AclError(status.ACL_ERROR_INVALID_PARAM, "%s: expected a %s handle, found null" % (name, kind.__name__.lower()))
     obj = _P.handles.get(value) if isinstance(value, int) and not isinstance(value, bool) else None
     if not isinstance(obj, kind) or not obj.alive:
+        shown = "0x%x" % value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else repr(value)
         raise AclError(status.ACL_ERROR_RT_INVALID_HANDLE,
-                       "%s: expected a live %s handle, found %r (destroyed, or never created)"
-                       % (name, kind.__name__.lower(), value))
+                       "%s: expected a live %s handle, found %s (destroyed, or never created)"
+                       % (name, kind.__name__.lower(), shown))
     return obj
 
 
@@ -149,14 +150,21 @@ def _read_init_config(config_path: Optional[str]) -> str:
 
 
 def _default_device_of(text: str) -> Optional[int]:
+    """The device of {"defaultDevice": {"default_device": "<id>"}}, or None."""
     settings = json.loads(text) if text.strip() else {}
-    value = settings.get("defaultDevice", {}).get("default_device") if isinstance(settings.get("defaultDevice"), dict) else None
+    section = settings.get("defaultDevice")
+    value = section.get("default_device") if isinstance(section, dict) else None
     if value is None:
         return None
     try:
-        return _device_id(int(value))
+        device_id = int(value)
     except (TypeError, ValueError):
-        raise AclError(status.ACL_ERROR_INVALID_PARAM, "defaultDevice.default_device: expected a device id, found %r" % value) from None
+        raise AclError(status.ACL_ERROR_INVALID_PARAM,
+                       "defaultDevice.default_device: expected a device id, found %r" % (value,)) from None
+    try:
+        return _device_id(device_id)
+    except AclError as error:
+        raise AclError(error.code, "defaultDevice.default_device: " + error.message.split(": ", 1)[1]) from None
 
 
 @api("aclFinalize")
