@@ -113,7 +113,7 @@ class DeviceHeap:
         backing = _map(padded, PROT_READ | PROT_WRITE)
         if not backing:
             raise AclError(status.ACL_ERROR_RT_MEMORY_ALLOCATION,
-                           "size: the host could not back %d bytes of device memory (errno %d)"
+                           "size: expected a size the host can back, found %d bytes of device memory (errno %d)"
                            % (padded, ctypes.get_errno()))
         allocation = Allocation(serial, self.device_id, address, size, padded, backing, site)
         bisect.insort(self.starts, address)
@@ -239,7 +239,8 @@ class AddressSpace:
         rounded = (size + PAGE - 1) // PAGE * PAGE
         address = _map(rounded, PROT_READ | PROT_WRITE)
         if not address:
-            raise AclError(status.ACL_ERROR_RT_MEMORY_ALLOCATION, "size: the host could not allocate %d bytes" % size)
+            raise AclError(status.ACL_ERROR_RT_MEMORY_ALLOCATION,
+                           "size: expected a size the host can allocate, found %d bytes (errno %d)" % (size, ctypes.get_errno()))
         host = HostAllocation(address, size, site)
         self.host[address] = host
         return host

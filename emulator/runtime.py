@@ -512,17 +512,23 @@ def aclrtEventElapsedTime(startEvent: int, endEvent: int) -> float:
 # memory
 
 
+def _allocation_size(value: Any) -> int:
+    """size of aclrtMalloc/aclrtMallocHost: 0 and sizes that overflow once padded are 100000 (spec §1.5)."""
+    size = _integer("size", value)
+    if size <= 0:
+        raise AclError(status.ACL_ERROR_INVALID_PARAM, "size: expected a positive size, found %d" % size)
+    if size > (1 << 63) - 64:
+        raise AclError(status.ACL_ERROR_INVALID_PARAM, "size: expected a size that does not overflow, found %d" % size)
+    return size
+
+
 @api("aclrtMalloc", failure=(0,))
 def aclrtMalloc(size: int, policy: int = status.ACL_MEM_MALLOC_HUGE_FIRST) -> int:
     """Device memory, padded to ALIGN_UP(size, 32) + 32 bytes. The policy only picks page sizes on
     hardware; any value is accepted, as the real runtime falls back to the default."""
     with _P.lock:
-        size = _integer("size", size)
+        size = _allocation_size(size)
         _integer("policy", policy)
-        if size <= 0:
-            raise AclError(status.ACL_ERROR_INVALID_PARAM, "size: expected a positive size, found %d" % size)
-        if size > (1 << 63) - 64:
-            raise AclError(status.ACL_ERROR_INVALID_PARAM, "size: expected a size that does not overflow, found %d" % size)
         device = current_context().device
         site = user_site()
         allocation = _P.address_space().allocate(device.id, size, site)
@@ -547,9 +553,7 @@ def aclrtFree(devPtr: int) -> None:
 @api("aclrtMallocHost", failure=(0,))
 def aclrtMallocHost(size: int) -> int:
     with _P.lock:
-        size = _integer("size", size)
-        if size <= 0:
-            raise AclError(status.ACL_ERROR_INVALID_PARAM, "size: expected a positive size, found %d" % size)
+        size = _allocation_size(size)
         site = user_site()
         host = _P.address_space().allocate_host(size, site)
         leaks.track("host memory", host, "0x%x (%d bytes)" % (host.address, size), site)
