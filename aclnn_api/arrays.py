@@ -4,6 +4,8 @@ from __future__ import annotations
 import numbers
 from typing import Any, Optional, Sequence
 
+import numpy as np
+
 from emulator import leaks
 from emulator.errors import AclError, api, user_site
 
@@ -73,7 +75,7 @@ def _as_float(value: Any) -> float:
 
 def _as_bool(value: Any) -> bool:
     """A C bool: True/False, or the integers 0 and 1."""
-    if not isinstance(value, numbers.Integral) or int(value) not in (0, 1):
+    if not isinstance(value, (numbers.Integral, np.bool_)) or int(value) not in (0, 1):
         raise TypeError("non-bool %r" % (value,))
     return bool(value)
 
