@@ -103,7 +103,11 @@ def second_phase(op: str) -> Callable:
         if plan.op != op:
             raise AclError(status.ACLNN_ERR_PARAM_INVALID,
                            "executor: expected an executor of %sGetWorkspaceSize, found one of %s" % (op, plan.op))
-        if isinstance(workspaceSize, bool) or not isinstance(workspaceSize, int) or workspaceSize < 0:
+        if workspace is not None and (isinstance(workspace, bool) or not isinstance(workspace, int)
+                                      or not 0 <= workspace < 1 << 64):
+            raise AclError(status.ACLNN_ERR_PARAM_INVALID, "workspace: expected a device address or null, found %r"
+                           % (workspace,))
+        if isinstance(workspaceSize, bool) or not isinstance(workspaceSize, int) or not 0 <= workspaceSize < 1 << 64:
             raise AclError(status.ACLNN_ERR_PARAM_INVALID, "workspaceSize: expected a size, found %r" % (workspaceSize,))
         if workspaceSize > 0 and not workspace:
             if not plan.repeatable:

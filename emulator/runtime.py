@@ -29,11 +29,19 @@ _DDR_ATTRS = {0, 2, 3, 6, 7}
 # argument helpers: Python values that a C prototype would not even accept become 100000
 
 
-def _integer(name: str, value: Any, minimum: Optional[int] = None) -> int:
+INT32 = (-(1 << 31), (1 << 31) - 1)
+UINT32 = (0, (1 << 32) - 1)
+SIZE_T = (0, (1 << 64) - 1)
+
+
+def _integer(name: str, value: Any, bounds: tuple = (None, None)) -> int:
+    """An integer argument within the (minimum, maximum) its C type and meaning allow (None: unbounded)."""
     if isinstance(value, bool) or not isinstance(value, int):
         raise AclError(status.ACL_ERROR_INVALID_PARAM, "%s: expected an integer, found %r" % (name, value))
-    if minimum is not None and value < minimum:
-        raise AclError(status.ACL_ERROR_INVALID_PARAM, "%s: expected an integer >= %d, found %d" % (name, minimum, value))
+    minimum, maximum = bounds
+    if (minimum is not None and value < minimum) or (maximum is not None and value > maximum):
+        raise AclError(status.ACL_ERROR_INVALID_PARAM, "%s: expected an integer in [%s, %s], found %d"
+                       % (name, minimum if minimum is not None else "-inf", maximum if maximum is not None else "inf", value))
     return value
 
 
@@ -41,7 +49,7 @@ def _pointer(name: str, value: Any) -> int:
     """A pointer argument: a non-null int address (pyACL passes pointers as plain ints)."""
     if value is None or value == 0:
         raise AclError(status.ACL_ERROR_INVALID_PARAM, "%s: expected a non-null pointer, found null" % name)
-    return _integer(name, value, 1)
+    return _integer(name, value, (1, SIZE_T[1]))
 
 
 def _handle(name: str, value: Any, kind: type, allow_null: bool = False):
@@ -60,7 +68,7 @@ def _handle(name: str, value: Any, kind: type, allow_null: bool = False):
 
 
 def _device_id(value: Any) -> int:
-    device_id = _integer("deviceId", value)
+    device_id = _integer("deviceId", value, INT32)
     count = _P.config.device_count
     if not 0 <= device_id < count:
         raise AclError(status.ACL_ERROR_RT_INVALID_DEVICEID,
@@ -426,7 +434,7 @@ def aclrtCreateEvent() -> int:
 
 @api("aclrtCreateEventWithFlag", failure=(0,))
 def aclrtCreateEventWithFlag(flag: int) -> int:
-    return _create_event(_integer("flag", flag, 0))
+    return _create_event(_integer("flag", flag, UINT32))
 
 
 def _create_event(flags: int) -> int:
@@ -528,7 +536,7 @@ def aclrtMalloc(size: int, policy: int = status.ACL_MEM_MALLOC_HUGE_FIRST) -> in
     hardware; any value is accepted, as the real runtime falls back to the default."""
     with _P.lock:
         size = _allocation_size(size)
-        _integer("policy", policy)
+        _integer("policy", policy, (INT32[0], UINT32[1]))  # an enum with OR-able flag bits
         device = current_context().device
         site = user_site()
         allocation = _P.address_space().allocate(device.id, size, site)
@@ -575,7 +583,7 @@ def aclrtGetMemInfo(attr: int) -> tuple[int, int]:
     """(free, total) of the current device for the memory kind `attr` names: HBM on the training,
     A2, A3 and 950 chips, DDR on the inference series; the other kind reports (0, 0)."""
     with _P.lock:
-        attr = _integer("attr", attr)
+        attr = _integer("attr", attr, INT32)
         if not 0 <= attr <= 17:
             raise AclError(status.ACL_ERROR_INVALID_PARAM, "attr: expected an aclrtMemAttr in [0, 17], found %d" % attr)
         heap = current_context().device.heap
@@ -601,15 +609,15 @@ def _check_host(address: int, nbytes: int, name: str) -> None:
 
 def _memcpy_plan(dst: Any, destMax: Any, src: Any, count: Any, kind: Any):
     """Validate a copy in the real order: (dst, src, count, dst_is_device, src_is_device, device), or None for no work."""
-    count = _integer("count", count, 0)
+    count = _integer("count", count, SIZE_T)
     if count == 0:
         return None
     dst, src = _pointer("dst", dst), _pointer("src", src)
-    kind = _integer("kind", kind)
+    kind = _integer("kind", kind, INT32)
     if kind not in _MEMCPY_KINDS:
         raise AclError(status.ACL_ERROR_INVALID_PARAM, "kind: expected an aclrtMemcpyKind in [0, 5], found %d" % kind)
     device = current_context().device
-    dest_max = _integer("destMax", destMax, 0)
+    dest_max = _integer("destMax", destMax, SIZE_T)
     if dest_max == 0 or count > dest_max:
         raise AclError(status.ACL_ERROR_RT_PARAM_INVALID,
                        "count: expected at most destMax (%d) bytes, found %d" % (dest_max, count))
@@ -653,6 +661,10 @@ def aclrtMemcpyAsync(dst: int, destMax: int, src: int, count: int, kind: int, st
         if not dst_device and not src_device:
             raise AclError(status.ACL_ERROR_RT_PARAM_INVALID,
                            "kind: expected a copy that involves device memory, found host-to-host (not supported on a stream)")
+        # What is already unusable is rejected now, as by aclrtMemcpy; what becomes unusable before the
+        # copy runs (a free, an unmap) faults when it runs.
+        for address, on_device, name in ((dst, dst_device, "dst"), (src, src_device, "src")):
+            _span(address, count, device.id, name) if on_device else _check_host(address, count, name)
         space = _P.address_space()
 
         def run() -> None:
@@ -669,13 +681,13 @@ def _host_or_fault(address: int, nbytes: int, name: str) -> int:
 
 
 def _memset_plan(devPtr: Any, maxCount: Any, value: Any, count: Any):
-    count = _integer("count", count, 0)
+    count = _integer("count", count, SIZE_T)
     if count == 0:
         return None
     address = _pointer("devPtr", devPtr)
-    value = _integer("value", value)
+    value = _integer("value", value, INT32)
     device = current_context().device
-    max_count = _integer("maxCount", maxCount, 0)
+    max_count = _integer("maxCount", maxCount, SIZE_T)
     if count > max_count:
         raise AclError(status.ACL_ERROR_RT_PARAM_INVALID,
                        "count: expected at most maxCount (%d) bytes, found %d" % (max_count, count))
