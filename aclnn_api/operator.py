@@ -134,7 +134,7 @@ def second_phase(op: str) -> Callable:
 def _stream(stream: Optional[int]):
     """The stream to run on; a runtime rejection (no context, bad handle, other device) is 361001."""
     try:
-        return runtime.stream_of(stream)
+        return runtime.stream_of(stream, for_work=True)
     except AclError as error:
         raise AclError(status.ACLNN_ERR_RUNTIME_ERROR, "stream: %s (runtime error %d)" % (error.message, error.code)) from None
 

@@ -89,9 +89,11 @@ def current_context() -> Context:
     return context
 
 
-def stream_of(value: Any, name: str = "stream") -> Stream:
-    """A stream argument: null means the default stream of the current context; a stream of another
-    device than the current one gives 107003."""
+def stream_of(value: Any, name: str = "stream", for_work: bool = False) -> Stream:
+    """A stream argument: null means the default stream of the current context. A stream of another
+    device than the current one gives 107003; so does, for calls that put work on the stream
+    (`for_work`: launches, async copies and memsets, event records and waits), a stream of another
+    context of the same device, as the runtime checks "stream is not in current ctx"."""
     stream = _handle(name, value, Stream, allow_null=True)
     context = current_context()
     if stream is None:
@@ -100,6 +102,10 @@ def stream_of(value: Any, name: str = "stream") -> Stream:
         raise AclError(status.ACL_ERROR_RT_STREAM_CONTEXT,
                        "%s: expected a stream of the current device %d, found %s"
                        % (name, context.device.id, stream.describe()))
+    if for_work and stream.context is not context:
+        raise AclError(status.ACL_ERROR_RT_STREAM_CONTEXT,
+                       "%s: expected a stream of the current context 0x%x, found %s, which belongs to context 0x%x"
+                       % (name, context.handle, stream.describe(), stream.context.handle))
     return stream
 
 
@@ -418,7 +424,7 @@ def aclrtStreamQuery(stream: Optional[int] = None) -> int:
 @api("aclrtStreamWaitEvent")
 def aclrtStreamWaitEvent(stream: Optional[int], event: int) -> None:
     with _P.lock:
-        target = stream_of(stream)
+        target = stream_of(stream, for_work=True)
         marker = _handle("event", event, Event)
         enqueue(target, WaitTask(marker.handle, marker.record))
 
@@ -461,7 +467,7 @@ def aclrtDestroyEvent(event: int) -> None:
 def aclrtRecordEvent(event: int, stream: Optional[int] = None) -> None:
     with _P.lock:
         marker = _handle("event", event, Event)
-        target = stream_of(stream)
+        target = stream_of(stream, for_work=True)
         marker.record = RecordTask(marker.handle)
         enqueue(target, marker.record)
 
@@ -654,7 +660,7 @@ def aclrtMemcpyAsync(dst: int, destMax: int, src: int, count: int, kind: int, st
     """Queued on the stream; the addresses are resolved, and checked, when the copy runs."""
     with _P.lock:
         plan = _memcpy_plan(dst, destMax, src, count, kind)
-        target_stream = stream_of(stream)
+        target_stream = stream_of(stream, for_work=True)
         if plan is None:
             return
         dst, src, count, dst_device, src_device, device = plan
@@ -716,7 +722,7 @@ def aclrtMemsetAsync(devPtr: int, maxCount: int, value: int, count: int, stream:
     reaches by DMA, as aclrtMemcpyAsync does); other host memory is rejected now."""
     with _P.lock:
         plan = _memset_plan(devPtr, maxCount, value, count)
-        target_stream = stream_of(stream)
+        target_stream = stream_of(stream, for_work=True)
         if plan is None:
             return
         address, byte, count, device = plan

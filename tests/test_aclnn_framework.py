@@ -281,7 +281,7 @@ def test_workspace_that_is_too_small_or_not_this_devices_memory_is_rejected():
         assert acl.rt.reset_device(1) == 0
 
 
-def test_stream_of_another_device_is_361001():
+def test_stream_of_another_device_or_context_is_361001():
     with npu() as device:
         assert acl.rt.set_device(1) == 0
         executor = lsb_executor(device)
@@ -291,6 +291,10 @@ def test_stream_of_another_device_is_361001():
         assert nn.aclnnLogSigmoidBackward(None, 0, executor, device.stream) == 0
         assert_rejected(nn.aclnnLogSigmoidBackward(None, 0, lsb_executor(device), 0x777), nn.ACLNN_ERR_RUNTIME_ERROR,
                         "stream", "107017")
+        context, _ = acl.rt.create_context(0)
+        assert_rejected(nn.aclnnLogSigmoidBackward(None, 0, lsb_executor(device), device.stream),
+                        nn.ACLNN_ERR_RUNTIME_ERROR, "stream", "current context", "107003")
+        assert acl.rt.destroy_context(context) == 0
         acl.rt.reset_device(1)
         acl.rt.reset_device(1)
 

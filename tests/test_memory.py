@@ -299,6 +299,23 @@ def test_async_copy_runs_at_the_sync_and_checks_its_stream(device):
     assert acl.rt.destroy_stream(stream) == 0
 
 
+def test_async_copy_rejects_unusable_memory_now_and_faults_on_memory_freed_before_it_runs(device):
+    address, freed = device(64), device(64)
+    host = np.zeros(64, np.uint8)
+    assert acl.rt.free(freed) == 0
+    ret = acl.rt.memcpy_async(host.ctypes.data, 64, freed, 64, D2H, None)
+    assert_rejected(ret, acl.ACL_ERROR_RT_PARAM_INVALID, "src", "freed at")
+    ret = acl.rt.memcpy_async(address, 64, 0x10, 64, H2D, None)
+    assert_rejected(ret, acl.ACL_ERROR_RT_PARAM_INVALID, "src", "unmapped")
+    doomed, _ = acl.rt.malloc(64, 0)
+    assert acl.rt.memcpy_async(host.ctypes.data, 64, doomed, 64, D2H, None) == 0
+    assert acl.rt.free(doomed) == 0
+    host[:] = 0x5A
+    assert_rejected(acl.rt.synchronize_stream(None), acl.ACL_ERROR_RT_AICORE_EXCEPTION, "aclrtMemcpyAsync", "src",
+                    "freed at")
+    assert (host == 0x5A).all(), "a copy from freed memory must not write anything"
+
+
 # ---------------------------------------------------------------------------------------------
 # aclrtMemset / aclrtMemsetAsync
 

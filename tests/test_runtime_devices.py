@@ -1,6 +1,7 @@
 """Devices and contexts (spec/RUNTIME.md §1.5, API.md): reference-counted set/reset, device ids and
 count, the default context and stream of each device, the current context of each host thread,
 created contexts, the chip name and run mode, 107002 before any device is set."""
+import re
 import threading
 
 import numpy as np
@@ -210,3 +211,14 @@ def test_unknown_soc_is_refused_with_the_known_families():
 def test_run_mode_is_host_as_for_a_pcie_card():
     assert acl.rt.get_run_mode() == (acl.ACL_HOST, 0)
     assert acl.ACL_HOST == 1 and acl.ACL_DEVICE == 0
+
+
+def test_recent_error_messages_are_newest_first_and_cleared_by_reading():
+    assert acl.get_recent_err_msg() is None
+    assert acl.rt.set_device(99) == acl.ACL_ERROR_RT_INVALID_DEVICEID
+    assert acl.rt.malloc(0, 0)[1] == acl.ACL_ERROR_INVALID_PARAM
+    lines = acl.get_recent_err_msg().splitlines()
+    assert len(lines) == 2
+    assert re.match(r"\[PID:\d+\] \S+ ACL_ERROR_INVALID_PARAM\(100000\): aclrtMalloc: size: expected", lines[0])
+    assert "ACL_ERROR_RT_INVALID_DEVICEID(107001): aclrtSetDevice: deviceId" in lines[1]
+    assert acl.get_recent_err_msg() is None

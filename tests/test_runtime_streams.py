@@ -218,3 +218,20 @@ def test_stale_and_null_stream_and_event_handles():
         assert acl.rt.synchronize_stream(None) == 0, "the null stream is the default stream"
         context, _ = acl.rt.get_context()
         assert_rejected(acl.rt.synchronize_stream(context), acl.ACL_ERROR_RT_INVALID_HANDLE, "stream")
+
+
+def test_work_on_a_stream_of_another_context_of_the_device_is_107003():
+    """The runtime refuses work on a stream that is not in the current context (spec §1.5)."""
+    with npu() as device:
+        buffer = device.malloc(64)
+        event, _ = acl.rt.create_event()
+        context, _ = acl.rt.create_context(0)                   # now current: device.stream is not in it
+        calls = {"memset_async": lambda: acl.rt.memset_async(buffer, 64, 0, 64, device.stream),
+                 "memcpy_async": lambda: acl.rt.memcpy_async(buffer, 64, buffer + 64, 8, 3, device.stream),
+                 "record_event": lambda: acl.rt.record_event(event, device.stream),
+                 "stream_wait_event": lambda: acl.rt.stream_wait_event(device.stream, event)}
+        for name, call in calls.items():
+            assert_rejected(call(), acl.ACL_ERROR_RT_STREAM_CONTEXT, "stream", "current context", hex(context))
+        assert acl.rt.synchronize_stream(device.stream) == 0, "synchronising it needs no particular context"
+        assert acl.rt.destroy_context(context) == 0
+        assert acl.rt.destroy_event(event) == 0
