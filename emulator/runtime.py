@@ -519,6 +519,10 @@ def aclrtEventElapsedTime(startEvent: int, endEvent: int) -> float:
             if not marker.record.done:
                 raise AclError(status.ACL_ERROR_RT_EVENT_NOT_COMPLETE,
                                "%s: expected a completed event, found its record still queued (synchronise first)" % name)
+        if end.record.timestamp < start.record.timestamp:
+            raise AclError(status.ACL_ERROR_RT_EVENT_TIMESTAMP_REVERSAL,
+                           "endEvent: expected a record that completed after startEvent's, found one %.3f ms earlier"
+                           % ((start.record.timestamp - end.record.timestamp) * 1000.0))
         return float((end.record.timestamp - start.record.timestamp) * 1000.0)
 
 

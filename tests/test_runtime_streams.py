@@ -176,7 +176,13 @@ def test_event_elapsed_time_errors():
         assert_rejected(ret, acl.ACL_ERROR_RT_PARAM_INVALID, "endEvent", "aclrtRecordEvent")
         assert_rejected(acl.rt.event_elapsed_time(external, recorded)[1], acl.ACL_ERROR_RT_PARAM_INVALID,
                         "startEvent", "EXTERNAL")
-        for event in (recorded, never, external):
+        later, _ = acl.rt.create_event()
+        assert acl.rt.record_event(later, device.stream) == 0
+        assert acl.rt.synchronize_stream(device.stream) == 0
+        assert acl.rt.event_elapsed_time(recorded, later)[1] == 0
+        assert_rejected(acl.rt.event_elapsed_time(later, recorded)[1], acl.ACL_ERROR_RT_EVENT_TIMESTAMP_REVERSAL,
+                        "endEvent", "earlier")
+        for event in (recorded, never, external, later):
             assert acl.rt.destroy_event(event) == 0
         assert_rejected(acl.rt.event_elapsed_time(recorded, recorded)[1], acl.ACL_ERROR_RT_INVALID_HANDLE, "startEvent")
 
