@@ -226,12 +226,24 @@ def aclrtSetDevice(deviceId: int) -> None:
 
 
 def _set_device(device_id: int) -> None:
-    device = _P.device(device_id)
-    if device.ref_count == 0:
-        default = _new_context(device, is_default=True, site="aclrtSetDevice(%d)" % device_id)
-        device.default_context = default
-    device.ref_count += 1
+    device = _retain(_P.device(device_id))
     context_module.set_current(device.default_context)
+
+
+def _retain(device: Device) -> Device:
+    """One more reference to the device (aclrtSetDevice, or a context made by aclrtCreateContext);
+    the first one opens it with its default context and default stream."""
+    if device.ref_count == 0:
+        device.default_context = _new_context(device, is_default=True, site="aclrtSetDevice(%d)" % device.id)
+    device.ref_count += 1
+    return device
+
+
+def _release(device: Device, how: str) -> None:
+    """One reference less; the last one closes the device."""
+    device.ref_count -= 1
+    if device.ref_count == 0:
+        _close_device(device, how)
 
 
 def _new_context(device: Device, is_default: bool, site: str) -> Context:
@@ -251,9 +263,7 @@ def aclrtResetDevice(deviceId: int) -> None:
             raise AclError(status.ACL_ERROR_RT_CONTEXT_RELEASE_ERROR,
                            "deviceId: expected a device set by aclrtSetDevice, found device %d with reference count 0"
                            % device.id)
-        device.ref_count -= 1
-        if device.ref_count == 0:
-            _close_device(device, "aclrtResetDevice(%d)" % device.id)
+        _release(device, "aclrtResetDevice(%d)" % device.id)
 
 
 @api("aclrtResetDeviceForce")
@@ -331,11 +341,11 @@ def aclrtSynchronizeDevice() -> None:
 
 @api("aclrtCreateContext", failure=(0,))
 def aclrtCreateContext(deviceId: int) -> int:
-    """Creates a context on the device (opening the device if needed) and makes it current."""
+    """Creates a context on the device and makes it current. The context holds a reference to the
+    device (opening it if needed), which aclrtDestroyContext gives back, as the runtime retains and
+    releases the device with each context."""
     with _P.lock:
-        device = _P.device(_device_id(deviceId))
-        if device.ref_count == 0:
-            _set_device(device.id)
+        device = _retain(_P.device(_device_id(deviceId)))
         context = _new_context(device, is_default=False, site=user_site())
         leaks.track("context", context, "0x%x on device %d" % (context.handle, device.id), context.site)
         context_module.set_current(context)
@@ -357,6 +367,7 @@ def aclrtDestroyContext(context: int) -> None:
         ctx.device.contexts.remove(ctx)
         if context_module.current() is None:
             context_module.set_current(None)
+        _release(ctx.device, "aclrtDestroyContext")
 
 
 @api("aclrtSetCurrentContext")

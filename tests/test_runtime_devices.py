@@ -134,7 +134,21 @@ def test_created_context_is_current_until_destroyed_and_then_its_handle_is_stale
     assert_rejected(acl.rt.get_context()[1], acl.ACL_ERROR_RT_CONTEXT_NULL)
     assert_rejected(acl.rt.destroy_context(context), acl.ACL_ERROR_RT_INVALID_HANDLE, "context", hex(context)[2:])
     assert_rejected(acl.rt.set_context(context), acl.ACL_ERROR_RT_INVALID_HANDLE, "context")
-    assert acl.rt.reset_device(1) == 0
+    assert_rejected(acl.rt.reset_device(1), acl.ACL_ERROR_RT_CONTEXT_RELEASE_ERROR, "device 1"), \
+        "device 1 was held only by the destroyed context"
+
+
+def test_a_created_context_holds_a_reference_to_its_device():
+    assert acl.rt.set_device(0) == 0
+    default, _ = acl.rt.get_context()
+    context, _ = acl.rt.create_context(0)
+    assert acl.rt.reset_device(0) == 0
+    assert acl.rt.get_context() == (context, 0), "the context kept the device open"
+    assert acl.rt.set_context(default) == 0, "and its default context"
+    assert acl.rt.destroy_context(context) == 0
+    assert_rejected(acl.rt.set_context(default), acl.ACL_ERROR_RT_INVALID_HANDLE, "context"), \
+        "destroying the last holder closes the device"
+    assert_rejected(acl.rt.reset_device(0), acl.ACL_ERROR_RT_CONTEXT_RELEASE_ERROR)
 
 
 def test_context_argument_errors():
