@@ -43,14 +43,13 @@ def assert_each_leak_named_with_its_line(stderr: str, path: str, source: str, wh
     assert len(leaks) == len(EXPECTED), stderr
 
 
-def test_finalize_reports_every_unreleased_resource_with_its_line(capsys):
-    namespace: dict = {}
-    exec(compile(LEAKY_BODY, __file__ + ".leaky", "exec"), namespace)   # lines of this snippet, as a user file
-    assert acl.finalize() == 0
-    captured = capsys.readouterr()
-    assert_each_leak_named_with_its_line(captured.err, __file__ + ".leaky", LEAKY_BODY, "aclFinalize")
-    assert acl.finalize() == acl.ACL_ERROR_REPEAT_FINALIZE
-    assert "leak" not in capsys.readouterr().err, "a leak is reported once"
+def test_finalize_reports_every_unreleased_resource_with_its_line_once(tmp_path):
+    program = LEAKY_BODY + "print(acl.finalize(), acl.finalize())\n"
+    done, path = run_program(program, tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["0", str(acl.ACL_ERROR_REPEAT_FINALIZE)]
+    assert_each_leak_named_with_its_line(done.stderr, path, program, "aclFinalize")
+    assert "at exit" not in done.stderr, "what aclFinalize reported is not reported again at exit"
 
 
 def test_interpreter_exit_reports_what_a_program_never_released(tmp_path):
