@@ -65,24 +65,37 @@ def numpy_to_ptr(array: np.ndarray) -> int:
 
 
 def numpy_contiguous_to_ptr(array: np.ndarray) -> tuple:
+    """(address, C-contiguous array): the caller keeps the array alive while the address is in use."""
+    if not isinstance(array, np.ndarray):
+        _reject("acl.util.numpy_contiguous_to_ptr", "array: expected a numpy.ndarray, found %s" % type(array).__name__)
+        return 0, None
     contiguous = np.ascontiguousarray(array)
     return contiguous.ctypes.data, contiguous
 
 
+def _dims(shape: Any) -> Optional[tuple]:
+    """The shape as non-negative ints, or None."""
+    if isinstance(shape, (str, bytes)) or not hasattr(shape, "__iter__"):
+        return None
+    dims = tuple(shape)
+    if not all(hasattr(d, "__index__") and not isinstance(d, bool) and int(d) >= 0 for d in dims):
+        return None
+    return tuple(int(d) for d in dims)
+
+
 def ptr_to_numpy(ptr: int, shape: tuple, np_type: int) -> Optional[np.ndarray]:
     """A NumPy array viewing host memory at `ptr` (no copy)."""
-    dtype = NPY_TYPES.get(np_type)
+    dtype = NPY_TYPES.get(np_type) if isinstance(np_type, int) and not isinstance(np_type, bool) else None
     if dtype is None:
         _reject("acl.util.ptr_to_numpy", "np_type: expected a NumPy type number in %s, found %r" % (sorted(NPY_TYPES), np_type))
         return None
-    try:
-        dims = tuple(int(d) for d in shape)
-    except (TypeError, ValueError):
-        dims = (-1,)
-    if any(d < 0 for d in dims):
-        _reject("acl.util.ptr_to_numpy", "shape: expected non-negative dimensions, found %r" % (shape,))
+    dims = _dims(shape)
+    if dims is None:
+        _reject("acl.util.ptr_to_numpy", "shape: expected a tuple of non-negative dimensions, found %r" % (shape,))
         return None
-    nbytes = int(np.prod(dims, dtype=np.int64)) * np.dtype(dtype).itemsize
+    nbytes = np.dtype(dtype).itemsize
+    for dim in dims:
+        nbytes *= dim
     if not _host_readable("acl.util.ptr_to_numpy", ptr, nbytes):
         return None
     buffer = (ctypes.c_char * nbytes).from_address(ptr)

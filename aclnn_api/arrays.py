@@ -1,13 +1,17 @@
 """aclIntArray, aclFloatArray, aclBoolArray and aclScalar: host values copied at creation."""
 from __future__ import annotations
 
+import numbers
 from typing import Any, Optional, Sequence
+
+import numpy as np
 
 from emulator import leaks
 from emulator.errors import AclError, api, user_site
 
 from . import status
-from .dtypes import DTYPE_NAMES, FLOATING, dtype_name
+from .dtypes import ACL_BOOL, ACL_DT_UNDEFINED, ACL_STRING, COMPLEX, DTYPE_NAMES, FLOATING, dtype_name
+from .tensor import enum_arg
 
 
 class _HostArray:
@@ -54,12 +58,32 @@ def _convert(name: str, values: Any, convert) -> tuple:
 
 
 def _as_int64(value: Any) -> int:
-    if not hasattr(value, "__index__"):
+    if isinstance(value, bool) or not hasattr(value, "__index__"):
         raise TypeError("non-integer %r" % (value,))
     result = int(value)
     if not -(1 << 63) <= result < (1 << 63):
         raise OverflowError("%d does not fit int64" % result)
     return result
+
+
+def _as_float(value: Any) -> float:
+    """A C float/double: any real number (not a string that happens to parse)."""
+    if not isinstance(value, numbers.Real):
+        raise TypeError("non-number %r" % (value,))
+    return float(value)
+
+
+def _as_bool(value: Any) -> bool:
+    """A C bool: True/False, or the integers 0 and 1."""
+    if not isinstance(value, (numbers.Integral, np.bool_)) or int(value) not in (0, 1):
+        raise TypeError("non-bool %r" % (value,))
+    return bool(value)
+
+
+def _as_complex(value: Any) -> complex:
+    if not isinstance(value, numbers.Complex):
+        raise TypeError("non-number %r" % (value,))
+    return complex(value)
 
 
 def _make(cls, converter):
@@ -94,8 +118,8 @@ def live_array(cls, name: str, array: Any):
 
 
 aclCreateIntArray, aclDestroyIntArray, aclGetIntArraySize = _make(aclIntArray, _as_int64)
-aclCreateFloatArray, aclDestroyFloatArray, aclGetFloatArraySize = _make(aclFloatArray, float)
-aclCreateBoolArray, aclDestroyBoolArray, aclGetBoolArraySize = _make(aclBoolArray, bool)
+aclCreateFloatArray, aclDestroyFloatArray, aclGetFloatArraySize = _make(aclFloatArray, _as_float)
+aclCreateBoolArray, aclDestroyBoolArray, aclGetBoolArraySize = _make(aclBoolArray, _as_bool)
 
 
 class aclScalar:
@@ -107,16 +131,22 @@ class aclScalar:
     def describe(self) -> str:
         return "%s %r" % (dtype_name(self.data_type), self.value)
 
+    def __repr__(self) -> str:
+        return "<aclScalar %s>" % self.describe()
+
 
 @api("aclCreateScalar", failure=(None,), internal_code=status.ACLNN_ERR_INNER, returns_status=False)
 def aclCreateScalar(value: Any, data_type: int) -> Optional[aclScalar]:
     """The value is copied now; null gives null, as in the real call."""
     if value is None:
         raise AclError(status.ACLNN_ERR_PARAM_NULLPTR, "value: expected a value, found null")
-    if data_type not in DTYPE_NAMES:
-        raise AclError(status.ACLNN_ERR_PARAM_INVALID, "dataType: expected an aclDataType, found %r" % (data_type,))
+    data_type = enum_arg("dataType", data_type, DTYPE_NAMES, ACL_DT_UNDEFINED, "aclDataType")
+    if data_type == ACL_STRING:
+        raise AclError(status.ACLNN_ERR_PARAM_INVALID, "dataType: expected a numeric aclDataType, found STRING")
+    convert = (_as_float if data_type in FLOATING else _as_bool if data_type == ACL_BOOL
+               else _as_complex if data_type in COMPLEX else _as_int64)
     try:
-        copied = float(value) if data_type in FLOATING else (bool(value) if data_type == 12 else _as_int64(value))
+        copied = convert(value)
     except (TypeError, ValueError, OverflowError) as error:
         raise AclError(status.ACLNN_ERR_PARAM_INVALID, "value: expected a %s value, found %r (%s)"
                        % (dtype_name(data_type), value, error)) from None
@@ -125,11 +155,22 @@ def aclCreateScalar(value: Any, data_type: int) -> Optional[aclScalar]:
     return scalar
 
 
+def live_scalar(name: str, scalar: Any) -> aclScalar:
+    """The argument as a live aclScalar, or 161001 (null) / 161002 (not a scalar, destroyed)."""
+    if scalar is None:
+        raise AclError(status.ACLNN_ERR_PARAM_NULLPTR, "%s: expected a proper aclScalar, found null" % name)
+    if not isinstance(scalar, aclScalar):
+        raise AclError(status.ACLNN_ERR_PARAM_INVALID, "%s: expected an aclScalar, found %s" % (name, type(scalar).__name__))
+    if not scalar.alive:
+        raise AclError(status.ACLNN_ERR_PARAM_INVALID,
+                       "%s: expected a live aclScalar, found one already destroyed (made at %s)" % (name, scalar.site))
+    return scalar
+
+
 @api("aclDestroyScalar", internal_code=status.ACLNN_ERR_INNER)
 def aclDestroyScalar(scalar: Optional[aclScalar]) -> None:
+    """0 for null, as the real call; a second destroy is reported (the real library would double free)."""
     if scalar is None:
         return
-    if not isinstance(scalar, aclScalar) or not scalar.alive:
-        raise AclError(status.ACLNN_ERR_PARAM_INVALID, "scalar: expected a live aclScalar, found %r" % (scalar,))
-    scalar.alive = False
+    live_scalar("scalar", scalar).alive = False
     leaks.untrack(scalar)

@@ -6,6 +6,8 @@ from typing import Optional
 
 import numpy as np
 
+from emulator import errors as _errors, status as _status  # private: `from dtypes import *` is public API
+
 ACL_DT_UNDEFINED = -1
 ACL_FLOAT = 0
 ACL_FLOAT16 = 1
@@ -69,7 +71,13 @@ _SIZES = {ACL_STRING: 0, ACL_DT_UNDEFINED: 0, ACL_INT4: 1, ACL_UINT1: 1, ACL_BOO
 
 
 def aclDataTypeSize(data_type: int) -> int:
-    return _SIZES.get(data_type, 8)
+    """Bytes per element; 8 for unknown values (the real default branch); 0, with a message, for a
+    Python value that is no integer at all."""
+    if isinstance(data_type, bool) or not hasattr(data_type, "__index__"):
+        _errors.record(_status.ACL_ERROR_INVALID_PARAM, "aclDataTypeSize",
+                      "dataType: expected an aclDataType, found %r" % (data_type,))
+        return 0
+    return _SIZES.get(int(data_type), 8)
 
 
 def dtype_name(data_type: int) -> str:

@@ -9,7 +9,6 @@ checked against their allocations, only when the stream runs the work, as on the
 from __future__ import annotations
 
 import functools
-import inspect
 from dataclasses import dataclass
 from typing import Any, Callable, Optional, Sequence
 
@@ -83,31 +82,17 @@ def first_phase(op: str) -> Callable:
     """Decorator: fn(args...) -> KernelLaunch | None becomes aclnnXxxGetWorkspaceSize(args...) ->
     (workspace_size, executor, status)."""
     def wrap(plan: Callable) -> Callable:
-        signature = inspect.signature(plan)
-
+        # `api` turns a wrong argument count into 161002: it reads plan's signature through functools.wraps.
         @api(op + "GetWorkspaceSize", failure=(0, None), internal_code=status.ACLNN_ERR_INNER)
         @functools.wraps(plan)
         def get_workspace_size(*args: Any, **kwargs: Any):
-            try:
-                launch = plan(*args, **kwargs)
-            except TypeError:
-                _check_arguments(signature, args, kwargs)
-                raise
+            launch = plan(*args, **kwargs)
             workspace_size = launch.workspace_size if launch is not None else 0
             executor = aclOpExecutor(op, launch, workspace_size, user_site())
             leaks.track("aclOpExecutor", executor, executor.describe, executor.site)
             return workspace_size, executor
         return get_workspace_size
     return wrap
-
-
-def _check_arguments(signature: inspect.Signature, args: tuple, kwargs: dict) -> None:
-    try:
-        signature.bind(*args, **kwargs)
-    except TypeError as error:
-        raise AclError(status.ACLNN_ERR_PARAM_INVALID,
-                       "arguments: expected (%s), found %d positional argument(s): %s"
-                       % (", ".join(signature.parameters), len(args), error)) from None
 
 
 def second_phase(op: str) -> Callable:
@@ -118,7 +103,11 @@ def second_phase(op: str) -> Callable:
         if plan.op != op:
             raise AclError(status.ACLNN_ERR_PARAM_INVALID,
                            "executor: expected an executor of %sGetWorkspaceSize, found one of %s" % (op, plan.op))
-        if isinstance(workspaceSize, bool) or not isinstance(workspaceSize, int) or workspaceSize < 0:
+        if workspace is not None and (isinstance(workspace, bool) or not isinstance(workspace, int)
+                                      or not 0 <= workspace < 1 << 64):
+            raise AclError(status.ACLNN_ERR_PARAM_INVALID, "workspace: expected a device address or null, found %r"
+                           % (workspace,))
+        if isinstance(workspaceSize, bool) or not isinstance(workspaceSize, int) or not 0 <= workspaceSize < 1 << 64:
             raise AclError(status.ACLNN_ERR_PARAM_INVALID, "workspaceSize: expected a size, found %r" % (workspaceSize,))
         if workspaceSize > 0 and not workspace:
             if not plan.repeatable:
@@ -145,7 +134,7 @@ def second_phase(op: str) -> Callable:
 def _stream(stream: Optional[int]):
     """The stream to run on; a runtime rejection (no context, bad handle, other device) is 361001."""
     try:
-        return runtime.stream_of(stream)
+        return runtime.stream_of(stream, for_work=True)
     except AclError as error:
         raise AclError(status.ACLNN_ERR_RUNTIME_ERROR, "stream: %s (runtime error %d)" % (error.message, error.code)) from None
 
@@ -175,12 +164,12 @@ def _execute(op: str, launch: KernelLaunch, device_id: int, workspace: Optional[
             start, nbytes = arg.byte_span()
             pointer = 0
             if nbytes:
-                what = "%s tensor %s at [0x%x, 0x%x)" % (op, arg.describe(), start, start + nbytes)
-                pointer = runtime.resolve_device_range(start, nbytes, device_id, what)[1]
+                what = "%s tensor %s" % (op, arg.describe())
+                pointer = runtime.resolve_device_range(start, nbytes, device_id, what, base=arg.data)[1]
             args.append((pointer, arg.data_type, arg.shape, arg.strides))
         elif isinstance(arg, Workspace):
-            what = "%s workspace [0x%x, 0x%x)" % (op, workspace + arg.offset, workspace + arg.offset + arg.size)
-            args.append(runtime.resolve_device_range(workspace + arg.offset, arg.size, device_id, what)[1])
+            args.append(runtime.resolve_device_range(workspace + arg.offset, arg.size, device_id,
+                                                     "%s workspace" % op, base=workspace)[1])
         else:
             args.append(arg)
     try:

@@ -66,18 +66,32 @@ def contiguous_strides(dims: Sequence[int]) -> tuple:
     return tuple(reversed(strides))
 
 
-def _int_list(name: str, values: Any, allow_negative: bool = False) -> tuple:
+INT64_MAX = (1 << 63) - 1
+
+
+def int64_arg(name: str, value: Any, minimum: int = 0) -> int:
+    """An int64_t argument of the C prototype: an integer in [minimum, INT64_MAX]."""
+    if isinstance(value, bool) or not hasattr(value, "__index__"):
+        raise AclError(status.ACLNN_ERR_PARAM_INVALID, "%s: expected an integer, found %r" % (name, value))
+    value = int(value)
+    if not minimum <= value <= INT64_MAX:
+        raise AclError(status.ACLNN_ERR_PARAM_INVALID,
+                       "%s: expected an integer in [%d, 2^63), found %d" % (name, minimum, value))
+    return value
+
+
+def _int_list(name: str, values: Any) -> tuple:
     if isinstance(values, (str, bytes)) or not hasattr(values, "__iter__"):
         raise AclError(status.ACLNN_ERR_PARAM_INVALID, "%s: expected a list of integers, found %r" % (name, values))
-    result = []
-    for value in values:
-        if isinstance(value, bool) or not isinstance(value, int) and not hasattr(value, "__index__"):
-            raise AclError(status.ACLNN_ERR_PARAM_INVALID, "%s: expected integers, found %r" % (name, value))
-        value = int(value)
-        if value < 0 and not allow_negative:
-            raise AclError(status.ACLNN_ERR_PARAM_INVALID, "%s: expected non-negative integers, found %d" % (name, value))
-        result.append(value)
-    return tuple(result)
+    return tuple(int64_arg(name, value) for value in values)
+
+
+def enum_arg(name: str, value: Any, names: dict, undefined: int, kind: str) -> int:
+    """A C enum argument: one of the defined values (any Python integer type; never a hashing error)."""
+    number = int(value) if hasattr(value, "__index__") and not isinstance(value, bool) else None
+    if number not in names or number == undefined:
+        raise AclError(status.ACLNN_ERR_PARAM_INVALID, "%s: expected an %s, found %r" % (name, kind, value))
+    return number
 
 
 @api("aclCreateTensor", failure=(None,), internal_code=status.ACLNN_ERR_INNER, returns_status=False)
@@ -88,20 +102,15 @@ def aclCreateTensor(view_dims: Sequence[int], data_type: int, strides: Optional[
     if view_dims is None:
         raise AclError(status.ACLNN_ERR_PARAM_NULLPTR, "viewDims: expected a list of dims, found null")
     dims = _int_list("viewDims", view_dims)
-    if isinstance(data_type, bool) or data_type not in DTYPE_NAMES or data_type == ACL_DT_UNDEFINED:
-        raise AclError(status.ACLNN_ERR_PARAM_INVALID, "dataType: expected an aclDataType, found %r" % (data_type,))
+    data_type = enum_arg("dataType", data_type, DTYPE_NAMES, ACL_DT_UNDEFINED, "aclDataType")
     steps = contiguous_strides(dims) if strides is None else _int_list("stride", strides)
     if len(steps) != len(dims):
         raise AclError(status.ACLNN_ERR_PARAM_INVALID,
                        "stride: expected %d strides (one per view dim), found %d" % (len(dims), len(steps)))
-    if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
-        raise AclError(status.ACLNN_ERR_PARAM_INVALID, "offset: expected a non-negative element offset, found %r" % (offset,))
-    if isinstance(format, bool) or format not in FORMAT_NAMES or format == ACL_FORMAT_UNDEFINED:
-        raise AclError(status.ACLNN_ERR_PARAM_INVALID, "format: expected an aclFormat, found %r" % (format,))
+    offset = int64_arg("offset", offset)
+    format = enum_arg("format", format, FORMAT_NAMES, ACL_FORMAT_UNDEFINED, "aclFormat")
     storage = dims if storage_dims is None else _int_list("storageDims", storage_dims)
-    data = 0 if tensor_data is None else tensor_data
-    if isinstance(data, bool) or not isinstance(data, int) or data < 0:
-        raise AclError(status.ACLNN_ERR_PARAM_INVALID, "tensorData: expected a device address, found %r" % (tensor_data,))
+    data = 0 if tensor_data is None else int64_arg("tensorData", tensor_data)
     site = user_site()
     tensor = aclTensor(dims, data_type, steps, offset, format, storage, data, site)
     leaks.track("aclTensor", tensor, tensor.describe, site)
@@ -148,10 +157,7 @@ aclGetRawTensorAddr = _getter("aclGetRawTensorAddr", lambda t: t.data)
 
 @api("aclSetRawTensorAddr", internal_code=status.ACLNN_ERR_INNER)
 def aclSetRawTensorAddr(tensor: aclTensor, addr: int) -> None:
-    target = live_tensor("tensor", tensor)
-    if isinstance(addr, bool) or not isinstance(addr, int) or addr < 0:
-        raise AclError(status.ACLNN_ERR_PARAM_INVALID, "addr: expected a device address, found %r" % (addr,))
-    target.data = addr
+    live_tensor("tensor", tensor).data = 0 if addr is None else int64_arg("addr", addr)
 
 
 errors.register_package_dir(__file__)

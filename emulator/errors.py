@@ -7,6 +7,7 @@ runtime, is thread-local, newest first and cleared by reading.
 from __future__ import annotations
 
 import functools
+import inspect
 import os
 import sys
 import threading
@@ -88,6 +89,23 @@ def user_site() -> str:
     return "<unknown>"
 
 
+def _bad_call_code(internal_code: int) -> int:
+    """A call the C prototype would not even compile: the invalid-parameter code of its layer."""
+    aclnn_param_invalid = 161002  # ACLNN_ERR_PARAM_INVALID (aclnn_api.status depends on this module)
+    return aclnn_param_invalid if 561000 <= internal_code < 562000 else status.ACL_ERROR_INVALID_PARAM
+
+
+def _arguments_error(fn: Callable, name: str, args: tuple, kwargs: dict, code: int) -> Optional[AclError]:
+    """An AclError if (args, kwargs) do not fit fn's parameters (wrong count, unknown keyword)."""
+    signature = inspect.signature(fn)
+    try:
+        signature.bind(*args, **kwargs)
+    except TypeError as error:
+        return AclError(code, "arguments: expected (%s), found %d positional and %d keyword argument(s) (%s)"
+                        % (", ".join(signature.parameters), len(args), len(kwargs), error))
+    return None
+
+
 def api(name: str, failure: tuple = (), internal_code: int = status.ACL_ERROR_RT_INTERNAL_ERROR,
         returns_status: bool = True) -> Callable:
     """Wrap a public call: its outputs come first, the status last, as in pyACL.
@@ -95,8 +113,9 @@ def api(name: str, failure: tuple = (), internal_code: int = status.ACL_ERROR_RT
     The wrapped function returns its outputs (a tuple, a single value, or None when it has
     none); `failure` gives the outputs returned with a non-zero status. Calls whose C form returns
     a pointer (aclCreateTensor, ...) have `returns_status=False`: the output alone, null on failure,
-    with the message left as usual. An AclError becomes its
-    code; any other exception is a bug of ours and becomes `internal_code` with its traceback.
+    with the message left as usual. An AclError becomes its code; a call with the wrong number of
+    arguments becomes the layer's invalid-parameter code (100000 or 161002); any other exception is
+    a bug of ours and becomes `internal_code` with its traceback.
     """
     def wrap(fn: Callable) -> Callable:
         @functools.wraps(fn)
@@ -108,9 +127,15 @@ def api(name: str, failure: tuple = (), internal_code: int = status.ACL_ERROR_RT
                 record(error.code, name, error.message)
                 code = error.code
             except Exception as error:  # never let a bug escape a public call
-                detail = "".join(traceback.format_exception_only(type(error), error)).strip()
-                record(internal_code, name, "internal error of the emulator (please report): " + detail)
-                code = internal_code
+                bad_call = isinstance(error, TypeError) and _arguments_error(
+                    fn, name, args, kwargs, _bad_call_code(internal_code))
+                if bad_call:
+                    record(bad_call.code, name, bad_call.message)
+                    code = bad_call.code
+                else:
+                    detail = "".join(traceback.format_exception_only(type(error), error)).strip()
+                    record(internal_code, name, "internal error of the emulator (please report): " + detail)
+                    code = internal_code
             if not failure:
                 return code
             if code:

@@ -53,7 +53,7 @@ def padded_size(size: int, padding: int = 32) -> int:
 
 def host_range_is_mapped(address: int, size: int) -> bool:
     """Whether [address, address+size) is mapped in this process (msync fails with ENOMEM if not)."""
-    if address <= 0 or size < 0:
+    if address <= 0 or size < 0 or address + size >= 1 << 63:  # beyond any user-space address
         return False
     start = address - address % PAGE
     return _libc.msync(start, address + max(size, 1) - start, MS_ASYNC) == 0
@@ -113,7 +113,7 @@ class DeviceHeap:
         backing = _map(padded, PROT_READ | PROT_WRITE)
         if not backing:
             raise AclError(status.ACL_ERROR_RT_MEMORY_ALLOCATION,
-                           "size: the host could not back %d bytes of device memory (errno %d)"
+                           "size: expected a size the host can back, found %d bytes of device memory (errno %d)"
                            % (padded, ctypes.get_errno()))
         allocation = Allocation(serial, self.device_id, address, size, padded, backing, site)
         bisect.insort(self.starts, address)
@@ -239,10 +239,18 @@ class AddressSpace:
         rounded = (size + PAGE - 1) // PAGE * PAGE
         address = _map(rounded, PROT_READ | PROT_WRITE)
         if not address:
-            raise AclError(status.ACL_ERROR_RT_MEMORY_ALLOCATION, "size: the host could not allocate %d bytes" % size)
+            raise AclError(status.ACL_ERROR_RT_MEMORY_ALLOCATION,
+                           "size: expected a size the host can allocate, found %d bytes (errno %d)" % (size, ctypes.get_errno()))
         host = HostAllocation(address, size, site)
         self.host[address] = host
         return host
+
+    def find_host(self, address: int, nbytes: int) -> Optional[HostAllocation]:
+        """The aclrtMallocHost allocation holding all of [address, address+nbytes), if any."""
+        for host in self.host.values():
+            if host.address <= address and address + nbytes <= host.address + host.size:
+                return host
+        return None
 
     def free_host(self, address: int) -> None:
         host = self.host.pop(address, None)
@@ -251,19 +259,28 @@ class AddressSpace:
                            "hostPtr: expected an address returned by aclrtMallocHost, found 0x%x" % address)
         _unmap(host.address, (host.size + PAGE - 1) // PAGE * PAGE)
 
-    def resolve(self, address: int, nbytes: int, device_id: int, what: str) -> tuple[Allocation, int]:
-        """The allocation of device `device_id` holding [address, address+nbytes) and the host address
-        backing `address`; DeviceFault, naming `what` and the allocation, if there is none."""
-        if not self.is_device(address):
-            raise DeviceFault("%s at 0x%x is not device memory (a host address?)" % (what, address))
-        heap = self.heap_of(address)
+    def resolve(self, address: int, nbytes: int, device_id: int, what: str,
+                base: Optional[int] = None) -> tuple[Allocation, int]:
+        """The allocation of device `device_id` holding `base` (default: `address`), which must hold all of
+        [address, address+nbytes), and the host address backing `address`; DeviceFault, naming `what` and
+        the allocation, if not. A tensor passes its data address as `base`: a view whose offset or shape
+        carries it into a neighbouring allocation is an overrun of its own, not an access to the other."""
+        base = address if base is None else base
+        where = "%s [0x%x, 0x%x)" % (what, address, address + nbytes)
+        if not self.is_device(base):
+            raise DeviceFault("%s: expected device memory, found 0x%x, which is not device memory (a host address?)"
+                              % (where, base))
+        heap = self.heap_of(base)
         if heap.device_id != device_id:
-            raise DeviceFault("%s at 0x%x belongs to device %d, but the work runs on device %d"
-                              % (what, address, heap.device_id, device_id))
-        allocation = heap.find(address)
+            raise DeviceFault("%s: expected memory of device %d, where the work runs, found 0x%x of device %d"
+                              % (where, device_id, base, heap.device_id))
+        allocation = heap.find(base)
         if allocation is None:
-            raise DeviceFault("%s: %s" % (what, heap.explain(address, "memory of a live allocation")))
-        if address + nbytes > allocation.end:
-            raise DeviceFault("%s [0x%x, 0x%x) overruns %s by %d bytes"
-                              % (what, address, address + nbytes, allocation.describe(), address + nbytes - allocation.end))
+            raise DeviceFault("%s: %s" % (where, heap.explain(base, "memory of a live allocation")))
+        if address < allocation.address or address + nbytes > allocation.end:
+            beyond = max(address + nbytes - allocation.end, allocation.address - address)
+            other = heap.find(address + nbytes - 1) if self.is_device(address + nbytes - 1) else None
+            reach = ", reaching into %s" % other.describe() if other not in (None, allocation) else ""
+            raise DeviceFault("%s: expected a range inside %s; found it overruns that allocation by %d bytes%s"
+                              % (where, allocation.describe(), beyond, reach))
         return allocation, allocation.backing + (address - allocation.address)

@@ -18,8 +18,7 @@ from .state import PROCESS
 from .stream import RecordTask, Stream, Task, WaitTask
 
 _P = PROCESS
-ACL_EVENT_TIME_LINE = 0x8
-_EVENT_NO_TIMING = 0x20 | 0x40   # EXTERNAL and IPC events cannot time
+_EVENT_NO_TIMING = status.ACL_EVENT_EXTERNAL | status.ACL_EVENT_IPC   # these events cannot time
 _MEMCPY_KINDS = {0: "ACL_MEMCPY_HOST_TO_HOST", 1: "ACL_MEMCPY_HOST_TO_DEVICE", 2: "ACL_MEMCPY_DEVICE_TO_HOST",
                  3: "ACL_MEMCPY_DEVICE_TO_DEVICE", 4: "ACL_MEMCPY_DEFAULT", 5: "ACL_MEMCPY_HOST_TO_BUF_TO_DEVICE"}
 _HBM_ATTRS = {1, 4, 5, 8, 9, 10, 11}
@@ -30,11 +29,19 @@ _DDR_ATTRS = {0, 2, 3, 6, 7}
 # argument helpers: Python values that a C prototype would not even accept become 100000
 
 
-def _integer(name: str, value: Any, minimum: Optional[int] = None) -> int:
+INT32 = (-(1 << 31), (1 << 31) - 1)
+UINT32 = (0, (1 << 32) - 1)
+SIZE_T = (0, (1 << 64) - 1)
+
+
+def _integer(name: str, value: Any, bounds: tuple = (None, None)) -> int:
+    """An integer argument within the (minimum, maximum) its C type and meaning allow (None: unbounded)."""
     if isinstance(value, bool) or not isinstance(value, int):
         raise AclError(status.ACL_ERROR_INVALID_PARAM, "%s: expected an integer, found %r" % (name, value))
-    if minimum is not None and value < minimum:
-        raise AclError(status.ACL_ERROR_INVALID_PARAM, "%s: expected an integer >= %d, found %d" % (name, minimum, value))
+    minimum, maximum = bounds
+    if (minimum is not None and value < minimum) or (maximum is not None and value > maximum):
+        raise AclError(status.ACL_ERROR_INVALID_PARAM, "%s: expected an integer in [%s, %s], found %d"
+                       % (name, minimum if minimum is not None else "-inf", maximum if maximum is not None else "inf", value))
     return value
 
 
@@ -42,7 +49,7 @@ def _pointer(name: str, value: Any) -> int:
     """A pointer argument: a non-null int address (pyACL passes pointers as plain ints)."""
     if value is None or value == 0:
         raise AclError(status.ACL_ERROR_INVALID_PARAM, "%s: expected a non-null pointer, found null" % name)
-    return _integer(name, value, 1)
+    return _integer(name, value, (1, SIZE_T[1]))
 
 
 def _handle(name: str, value: Any, kind: type, allow_null: bool = False):
@@ -53,14 +60,15 @@ def _handle(name: str, value: Any, kind: type, allow_null: bool = False):
         raise AclError(status.ACL_ERROR_INVALID_PARAM, "%s: expected a %s handle, found null" % (name, kind.__name__.lower()))
     obj = _P.handles.get(value) if isinstance(value, int) and not isinstance(value, bool) else None
     if not isinstance(obj, kind) or not obj.alive:
+        shown = "0x%x" % value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else repr(value)
         raise AclError(status.ACL_ERROR_RT_INVALID_HANDLE,
-                       "%s: expected a live %s handle, found %r (destroyed, or never created)"
-                       % (name, kind.__name__.lower(), value))
+                       "%s: expected a live %s handle, found %s (destroyed, or never created)"
+                       % (name, kind.__name__.lower(), shown))
     return obj
 
 
 def _device_id(value: Any) -> int:
-    device_id = _integer("deviceId", value)
+    device_id = _integer("deviceId", value, INT32)
     count = _P.config.device_count
     if not 0 <= device_id < count:
         raise AclError(status.ACL_ERROR_RT_INVALID_DEVICEID,
@@ -81,9 +89,11 @@ def current_context() -> Context:
     return context
 
 
-def stream_of(value: Any, name: str = "stream") -> Stream:
-    """A stream argument: null means the default stream of the current context; a stream of another
-    device than the current one gives 107003."""
+def stream_of(value: Any, name: str = "stream", for_work: bool = False) -> Stream:
+    """A stream argument: null means the default stream of the current context. A stream of another
+    device than the current one gives 107003; so does, for calls that put work on the stream
+    (`for_work`: launches, async copies and memsets, event records and waits), a stream of another
+    context of the same device, as the runtime checks "stream is not in current ctx"."""
     stream = _handle(name, value, Stream, allow_null=True)
     context = current_context()
     if stream is None:
@@ -92,6 +102,10 @@ def stream_of(value: Any, name: str = "stream") -> Stream:
         raise AclError(status.ACL_ERROR_RT_STREAM_CONTEXT,
                        "%s: expected a stream of the current device %d, found %s"
                        % (name, context.device.id, stream.describe()))
+    if for_work and stream.context is not context:
+        raise AclError(status.ACL_ERROR_RT_STREAM_CONTEXT,
+                       "%s: expected a stream of the current context 0x%x, found %s, which belongs to context 0x%x"
+                       % (name, context.handle, stream.describe(), stream.context.handle))
     return stream
 
 
@@ -125,8 +139,8 @@ def aclInit(config_path: Optional[str] = None) -> None:
             raise AclError(status.ACL_ERROR_REPEAT_INITIALIZE,
                            "aclInit: expected a single initialisation, found a repeated call (harmless; "
                            "reference count is now %d)" % _P.init_count)
-        _P.init_count, _P.finalized, _P.init_config = 1, False, text
-        _P.default_device = _default_device_of(text)
+        default_device = _default_device_of(text)  # may reject the file: nothing is committed before
+        _P.init_count, _P.finalized, _P.init_config, _P.default_device = 1, False, text, default_device
 
 
 def _read_init_config(config_path: Optional[str]) -> str:
@@ -150,14 +164,21 @@ def _read_init_config(config_path: Optional[str]) -> str:
 
 
 def _default_device_of(text: str) -> Optional[int]:
+    """The device of {"defaultDevice": {"default_device": "<id>"}}, or None."""
     settings = json.loads(text) if text.strip() else {}
-    value = settings.get("defaultDevice", {}).get("default_device") if isinstance(settings.get("defaultDevice"), dict) else None
+    section = settings.get("defaultDevice")
+    value = section.get("default_device") if isinstance(section, dict) else None
     if value is None:
         return None
     try:
-        return _device_id(int(value))
+        device_id = int(value)
     except (TypeError, ValueError):
-        raise AclError(status.ACL_ERROR_INVALID_PARAM, "defaultDevice.default_device: expected a device id, found %r" % value) from None
+        raise AclError(status.ACL_ERROR_INVALID_PARAM,
+                       "defaultDevice.default_device: expected a device id, found %r" % (value,)) from None
+    try:
+        return _device_id(device_id)
+    except AclError as error:
+        raise AclError(error.code, "defaultDevice.default_device: " + error.message.split(": ", 1)[1]) from None
 
 
 @api("aclFinalize")
@@ -205,12 +226,24 @@ def aclrtSetDevice(deviceId: int) -> None:
 
 
 def _set_device(device_id: int) -> None:
-    device = _P.device(device_id)
-    if device.ref_count == 0:
-        default = _new_context(device, is_default=True, site="aclrtSetDevice(%d)" % device_id)
-        device.default_context = default
-    device.ref_count += 1
+    device = _retain(_P.device(device_id))
     context_module.set_current(device.default_context)
+
+
+def _retain(device: Device) -> Device:
+    """One more reference to the device (aclrtSetDevice, or a context made by aclrtCreateContext);
+    the first one opens it with its default context and default stream."""
+    if device.ref_count == 0:
+        device.default_context = _new_context(device, is_default=True, site="aclrtSetDevice(%d)" % device.id)
+    device.ref_count += 1
+    return device
+
+
+def _release(device: Device, how: str) -> None:
+    """One reference less; the last one closes the device."""
+    device.ref_count -= 1
+    if device.ref_count == 0:
+        _close_device(device, how)
 
 
 def _new_context(device: Device, is_default: bool, site: str) -> Context:
@@ -230,9 +263,7 @@ def aclrtResetDevice(deviceId: int) -> None:
             raise AclError(status.ACL_ERROR_RT_CONTEXT_RELEASE_ERROR,
                            "deviceId: expected a device set by aclrtSetDevice, found device %d with reference count 0"
                            % device.id)
-        device.ref_count -= 1
-        if device.ref_count == 0:
-            _close_device(device, "aclrtResetDevice(%d)" % device.id)
+        _release(device, "aclrtResetDevice(%d)" % device.id)
 
 
 @api("aclrtResetDeviceForce")
@@ -310,11 +341,11 @@ def aclrtSynchronizeDevice() -> None:
 
 @api("aclrtCreateContext", failure=(0,))
 def aclrtCreateContext(deviceId: int) -> int:
-    """Creates a context on the device (opening the device if needed) and makes it current."""
+    """Creates a context on the device and makes it current. The context holds a reference to the
+    device (opening it if needed), which aclrtDestroyContext gives back, as the runtime retains and
+    releases the device with each context."""
     with _P.lock:
-        device = _P.device(_device_id(deviceId))
-        if device.ref_count == 0:
-            _set_device(device.id)
+        device = _retain(_P.device(_device_id(deviceId)))
         context = _new_context(device, is_default=False, site=user_site())
         leaks.track("context", context, "0x%x on device %d" % (context.handle, device.id), context.site)
         context_module.set_current(context)
@@ -336,6 +367,7 @@ def aclrtDestroyContext(context: int) -> None:
         ctx.device.contexts.remove(ctx)
         if context_module.current() is None:
             context_module.set_current(None)
+        _release(ctx.device, "aclrtDestroyContext")
 
 
 @api("aclrtSetCurrentContext")
@@ -403,7 +435,7 @@ def aclrtStreamQuery(stream: Optional[int] = None) -> int:
 @api("aclrtStreamWaitEvent")
 def aclrtStreamWaitEvent(stream: Optional[int], event: int) -> None:
     with _P.lock:
-        target = stream_of(stream)
+        target = stream_of(stream, for_work=True)
         marker = _handle("event", event, Event)
         enqueue(target, WaitTask(marker.handle, marker.record))
 
@@ -414,12 +446,12 @@ def aclrtStreamWaitEvent(stream: Optional[int], event: int) -> None:
 
 @api("aclrtCreateEvent", failure=(0,))
 def aclrtCreateEvent() -> int:
-    return _create_event(ACL_EVENT_TIME_LINE)
+    return _create_event(status.ACL_EVENT_TIME_LINE)
 
 
 @api("aclrtCreateEventWithFlag", failure=(0,))
 def aclrtCreateEventWithFlag(flag: int) -> int:
-    return _create_event(_integer("flag", flag, 0))
+    return _create_event(_integer("flag", flag, UINT32))
 
 
 def _create_event(flags: int) -> int:
@@ -446,7 +478,7 @@ def aclrtDestroyEvent(event: int) -> None:
 def aclrtRecordEvent(event: int, stream: Optional[int] = None) -> None:
     with _P.lock:
         marker = _handle("event", event, Event)
-        target = stream_of(stream)
+        target = stream_of(stream, for_work=True)
         marker.record = RecordTask(marker.handle)
         enqueue(target, marker.record)
 
@@ -498,6 +530,10 @@ def aclrtEventElapsedTime(startEvent: int, endEvent: int) -> float:
             if not marker.record.done:
                 raise AclError(status.ACL_ERROR_RT_EVENT_NOT_COMPLETE,
                                "%s: expected a completed event, found its record still queued (synchronise first)" % name)
+        if end.record.timestamp < start.record.timestamp:
+            raise AclError(status.ACL_ERROR_RT_EVENT_TIMESTAMP_REVERSAL,
+                           "endEvent: expected a record that completed after startEvent's, found one %.3f ms earlier"
+                           % ((start.record.timestamp - end.record.timestamp) * 1000.0))
         return float((end.record.timestamp - start.record.timestamp) * 1000.0)
 
 
@@ -505,17 +541,23 @@ def aclrtEventElapsedTime(startEvent: int, endEvent: int) -> float:
 # memory
 
 
+def _allocation_size(value: Any) -> int:
+    """size of aclrtMalloc/aclrtMallocHost: 0 and sizes that overflow once padded are 100000 (spec §1.5)."""
+    size = _integer("size", value)
+    if size <= 0:
+        raise AclError(status.ACL_ERROR_INVALID_PARAM, "size: expected a positive size, found %d" % size)
+    if size > (1 << 63) - 64:
+        raise AclError(status.ACL_ERROR_INVALID_PARAM, "size: expected a size that does not overflow, found %d" % size)
+    return size
+
+
 @api("aclrtMalloc", failure=(0,))
 def aclrtMalloc(size: int, policy: int = status.ACL_MEM_MALLOC_HUGE_FIRST) -> int:
     """Device memory, padded to ALIGN_UP(size, 32) + 32 bytes. The policy only picks page sizes on
     hardware; any value is accepted, as the real runtime falls back to the default."""
     with _P.lock:
-        size = _integer("size", size)
-        _integer("policy", policy)
-        if size <= 0:
-            raise AclError(status.ACL_ERROR_INVALID_PARAM, "size: expected a positive size, found %d" % size)
-        if size > (1 << 63) - 64:
-            raise AclError(status.ACL_ERROR_INVALID_PARAM, "size: expected a size that does not overflow, found %d" % size)
+        size = _allocation_size(size)
+        _integer("policy", policy, (INT32[0], UINT32[1]))  # an enum with OR-able flag bits
         device = current_context().device
         site = user_site()
         allocation = _P.address_space().allocate(device.id, size, site)
@@ -540,9 +582,7 @@ def aclrtFree(devPtr: int) -> None:
 @api("aclrtMallocHost", failure=(0,))
 def aclrtMallocHost(size: int) -> int:
     with _P.lock:
-        size = _integer("size", size)
-        if size <= 0:
-            raise AclError(status.ACL_ERROR_INVALID_PARAM, "size: expected a positive size, found %d" % size)
+        size = _allocation_size(size)
         site = user_site()
         host = _P.address_space().allocate_host(size, site)
         leaks.track("host memory", host, "0x%x (%d bytes)" % (host.address, size), site)
@@ -564,7 +604,7 @@ def aclrtGetMemInfo(attr: int) -> tuple[int, int]:
     """(free, total) of the current device for the memory kind `attr` names: HBM on the training,
     A2, A3 and 950 chips, DDR on the inference series; the other kind reports (0, 0)."""
     with _P.lock:
-        attr = _integer("attr", attr)
+        attr = _integer("attr", attr, INT32)
         if not 0 <= attr <= 17:
             raise AclError(status.ACL_ERROR_INVALID_PARAM, "attr: expected an aclrtMemAttr in [0, 17], found %d" % attr)
         heap = current_context().device.heap
@@ -590,15 +630,15 @@ def _check_host(address: int, nbytes: int, name: str) -> None:
 
 def _memcpy_plan(dst: Any, destMax: Any, src: Any, count: Any, kind: Any):
     """Validate a copy in the real order: (dst, src, count, dst_is_device, src_is_device, device), or None for no work."""
-    count = _integer("count", count, 0)
+    count = _integer("count", count, SIZE_T)
     if count == 0:
         return None
     dst, src = _pointer("dst", dst), _pointer("src", src)
-    kind = _integer("kind", kind)
+    kind = _integer("kind", kind, INT32)
     if kind not in _MEMCPY_KINDS:
         raise AclError(status.ACL_ERROR_INVALID_PARAM, "kind: expected an aclrtMemcpyKind in [0, 5], found %d" % kind)
     device = current_context().device
-    dest_max = _integer("destMax", destMax, 0)
+    dest_max = _integer("destMax", destMax, SIZE_T)
     if dest_max == 0 or count > dest_max:
         raise AclError(status.ACL_ERROR_RT_PARAM_INVALID,
                        "count: expected at most destMax (%d) bytes, found %d" % (dest_max, count))
@@ -635,13 +675,17 @@ def aclrtMemcpyAsync(dst: int, destMax: int, src: int, count: int, kind: int, st
     """Queued on the stream; the addresses are resolved, and checked, when the copy runs."""
     with _P.lock:
         plan = _memcpy_plan(dst, destMax, src, count, kind)
-        target_stream = stream_of(stream)
+        target_stream = stream_of(stream, for_work=True)
         if plan is None:
             return
         dst, src, count, dst_device, src_device, device = plan
         if not dst_device and not src_device:
             raise AclError(status.ACL_ERROR_RT_PARAM_INVALID,
                            "kind: expected a copy that involves device memory, found host-to-host (not supported on a stream)")
+        # What is already unusable is rejected now, as by aclrtMemcpy; what becomes unusable before the
+        # copy runs (a free, an unmap) faults when it runs.
+        for address, on_device, name in ((dst, dst_device, "dst"), (src, src_device, "src")):
+            _span(address, count, device.id, name) if on_device else _check_host(address, count, name)
         space = _P.address_space()
 
         def run() -> None:
@@ -658,13 +702,13 @@ def _host_or_fault(address: int, nbytes: int, name: str) -> int:
 
 
 def _memset_plan(devPtr: Any, maxCount: Any, value: Any, count: Any):
-    count = _integer("count", count, 0)
+    count = _integer("count", count, SIZE_T)
     if count == 0:
         return None
     address = _pointer("devPtr", devPtr)
-    value = _integer("value", value)
+    value = _integer("value", value, INT32)
     device = current_context().device
-    max_count = _integer("maxCount", maxCount, 0)
+    max_count = _integer("maxCount", maxCount, SIZE_T)
     if count > max_count:
         raise AclError(status.ACL_ERROR_RT_PARAM_INVALID,
                        "count: expected at most maxCount (%d) bytes, found %d" % (max_count, count))
@@ -689,25 +733,38 @@ def aclrtMemset(devPtr: int, maxCount: int, value: int, count: int) -> None:
 
 @api("aclrtMemsetAsync")
 def aclrtMemsetAsync(devPtr: int, maxCount: int, value: int, count: int, stream: Optional[int] = None) -> None:
+    """Queued on the stream. Device memory, or pinned host memory from aclrtMallocHost (which the device
+    reaches by DMA, as aclrtMemcpyAsync does); other host memory is rejected now."""
     with _P.lock:
         plan = _memset_plan(devPtr, maxCount, value, count)
-        target_stream = stream_of(stream)
+        target_stream = stream_of(stream, for_work=True)
         if plan is None:
             return
         address, byte, count, device = plan
         space = _P.address_space()
-        if not space.is_device(address):
+        on_device = space.is_device(address)
+        if not on_device and space.find_host(address, count) is None:
             raise AclError(status.ACL_ERROR_RT_PARAM_INVALID,
-                           "devPtr: expected device memory for an asynchronous memset, found host address 0x%x" % address)
+                           "devPtr: expected device memory or aclrtMallocHost memory for %d bytes, found host "
+                           "address 0x%x" % (count, address))
 
         def run() -> None:
-            ctypes.memset(space.resolve(address, count, device.id, "devPtr")[1], byte, count)
+            if on_device:
+                target = space.resolve(address, count, device.id, "devPtr")[1]
+            elif space.find_host(address, count) is None:
+                raise DeviceFault("devPtr [0x%x, 0x%x): expected aclrtMallocHost memory, found it freed"
+                                  % (address, address + count))
+            else:
+                target = address
+            ctypes.memset(target, byte, count)
         enqueue(target_stream, Task("aclrtMemsetAsync(%d bytes)" % count, run))
 
 
-def resolve_device_range(address: int, nbytes: int, device_id: int, what: str) -> tuple[Allocation, int]:
-    """For kernels at execution time: DeviceFault if the range is not inside one live allocation."""
-    return _P.address_space().resolve(address, nbytes, device_id, what)
+def resolve_device_range(address: int, nbytes: int, device_id: int, what: str,
+                         base: Optional[int] = None) -> tuple[Allocation, int]:
+    """For kernels at execution time: DeviceFault if the range is not inside the live allocation that
+    holds `base` (default: `address`; a tensor's data address, so a view cannot stray into a neighbour)."""
+    return _P.address_space().resolve(address, nbytes, device_id, what, base)
 
 
 def configure(**settings: Any) -> None:

@@ -165,3 +165,24 @@ def run_sample(name: str) -> subprocess.CompletedProcess:
     """Run samples/<name>.py in a fresh interpreter, as a user would."""
     return subprocess.run([sys.executable, os.path.join(REPO, "samples", name + ".py")],
                           capture_output=True, text=True, timeout=120)
+
+
+def assert_rejected(ret: int, code: int, *words: str) -> str:
+    """`ret` is `code`, and this thread's message says what was expected and found and names each of
+    `words` (the parameter, the values...). Returns the message."""
+    message = last_error()
+    assert ret == code, "expected status %d, got %d (message: %s)" % (code, ret, message)
+    for word in ("expected", "found") + words:
+        assert word in message, "%r missing from the message %r" % (word, message)
+    return message
+
+
+def run_program(source: str, directory: str, env: Optional[dict] = None) -> tuple[subprocess.CompletedProcess, str]:
+    """Run `source` as <directory>/program.py in a fresh interpreter (so that its lines have a file
+    name); `env` adds to the environment. Returns the finished process and the program's path."""
+    path = os.path.join(str(directory), "program.py")
+    with open(path, "w", encoding="utf-8") as handle:
+        handle.write(source)
+    done = subprocess.run([sys.executable, path], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, **(env or {})})
+    return done, path

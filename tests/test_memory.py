@@ -1,0 +1,427 @@
+"""Device and host memory (spec/RUNTIME.md §1.3, §1.5, §3.2): aclrtMalloc padding and capacity, lazy
+backing, aclrtGetMemInfo, copies of every kind with every rejection, memset, and the acl.util
+pointer helpers (bytes_to_ptr written in place, as the pyACL samples do)."""
+import ctypes
+import os
+
+import numpy as np
+import pytest
+
+import acl
+import emulator
+from support import ALL_SOCS, assert_rejected, last_error
+
+H2H, H2D, D2H, D2D, DEFAULT, H2BUF2D = range(6)
+PAGE = os.sysconf("SC_PAGE_SIZE")
+
+
+def padded(size):
+    """spec §1.5: aclrtMalloc reserves ALIGN_UP(size, 32) + 32 bytes."""
+    return (size + 31) // 32 * 32 + 32
+
+
+@pytest.fixture
+def device():
+    assert acl.rt.set_device(0) == 0
+    made = []
+
+    def malloc(size):
+        address, ret = acl.rt.malloc(size, acl.ACL_MEM_MALLOC_HUGE_FIRST)
+        assert ret == 0, last_error()
+        made.append(address)
+        return address
+    yield malloc
+    for address in made:
+        acl.rt.free(address)
+    acl.rt.reset_device(0)
+
+
+def upload(address, data: bytes):
+    assert acl.rt.memcpy(address, len(data), acl.util.bytes_to_ptr(data), len(data), H2D) == 0, last_error()
+
+
+def download(address, size) -> bytes:
+    out = bytes(size)
+    assert acl.rt.memcpy(acl.util.bytes_to_ptr(out), size, address, size, D2H) == 0, last_error()
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# aclrtMalloc: padding, capacity, lazy backing, bad sizes
+
+
+@pytest.mark.parametrize("size", [1, 31, 32, 33, 100, 4096, 5000])
+def test_padding_is_usable_and_one_byte_beyond_is_an_overrun(device, size):
+    free_before = acl.rt.get_mem_info(acl.ACL_HBM_MEM)[0]
+    address = device(size)
+    assert free_before - acl.rt.get_mem_info(acl.ACL_HBM_MEM)[0] == padded(size)
+    data = bytes(np.random.default_rng(size).integers(0, 256, padded(size), dtype=np.uint8))
+    upload(address, data)                                        # the whole padded range is legal
+    assert download(address, padded(size)) == data
+    assert acl.rt.memcpy(address + padded(size) - 1, 1, acl.util.bytes_to_ptr(b"x"), 1, H2D) == 0
+    too_long = bytes(padded(size) + 1)
+    ret = acl.rt.memcpy(address, len(too_long), acl.util.bytes_to_ptr(too_long), len(too_long), H2D)
+    assert_rejected(ret, acl.ACL_ERROR_RT_PARAM_INVALID, "dst", "overruns", "allocation", "by 1 bytes")
+    out = bytes(1)
+    ret = acl.rt.memcpy(acl.util.bytes_to_ptr(out), 1, address + padded(size), 1, D2H)
+    assert_rejected(ret, acl.ACL_ERROR_RT_PARAM_INVALID, "src", hex(address + padded(size)))
+
+
+def test_start_addresses_are_64_byte_aligned(device):
+    for size in (1, 7, 100, 1000, 33):
+        assert device(size) % 64 == 0
+
+
+def resident_bytes() -> int:
+    with open("/proc/self/statm") as handle:
+        return int(handle.read().split()[1]) * PAGE
+
+
+def test_device_memory_is_backed_lazily(device):
+    before = resident_bytes()
+    address = device(4 << 30)
+    assert acl.rt.memset(address + (4 << 30) - 1, 1, 0x5A, 1) == 0      # touch the last byte
+    assert download(address + (4 << 30) - 1, 1) == b"\x5a"
+    assert resident_bytes() - before < 64 << 20, "a 4 GiB allocation was backed eagerly"
+
+
+def test_capacity_limit_is_207001_and_freeing_makes_room():
+    emulator.configure(device_memory="64M")
+    assert acl.rt.set_device(0) == 0
+    assert acl.rt.get_mem_info(acl.ACL_HBM_MEM) == (64 << 20, 64 << 20, 0)
+    first, ret = acl.rt.malloc(40 << 20, 0)
+    assert ret == 0
+    assert acl.rt.get_mem_info(acl.ACL_HBM_MEM)[0] == (64 << 20) - padded(40 << 20)
+    address, ret = acl.rt.malloc(30 << 20, 0)
+    assert address == 0
+    assert_rejected(ret, acl.ACL_ERROR_RT_MEMORY_ALLOCATION, "size", str(30 << 20), "device 0")
+    assert acl.rt.free(first) == 0
+    assert acl.rt.get_mem_info(acl.ACL_HBM_MEM)[0] == 64 << 20
+    second, ret = acl.rt.malloc(30 << 20, 0)
+    assert ret == 0
+    assert acl.rt.free(second) == 0
+
+
+@pytest.mark.parametrize("size,word", [(0, "positive"), (-5, "positive"), (1 << 70, "overflow")])
+def test_bad_malloc_sizes_are_100000(device, size, word):
+    address, ret = acl.rt.malloc(size, 0)
+    assert address == 0
+    assert_rejected(ret, acl.ACL_ERROR_INVALID_PARAM, "size", word)
+    assert_rejected(acl.rt.malloc_host(size)[1], acl.ACL_ERROR_INVALID_PARAM, "size")
+
+
+def test_any_policy_is_accepted_as_the_runtime_falls_back(device):
+    for policy in (acl.ACL_MEM_MALLOC_HUGE_ONLY, acl.ACL_MEM_MALLOC_NORMAL_ONLY, 99,
+                   acl.ACL_MEM_MALLOC_HUGE_FIRST | acl.ACL_MEM_TYPE_HIGH_BAND_WIDTH):
+        address, ret = acl.rt.malloc(64, policy)
+        assert ret == 0
+        assert acl.rt.free(address) == 0
+
+
+def test_free_rejections_name_the_allocation(device):
+    address = device(64)
+    assert_rejected(acl.rt.free(None), acl.ACL_ERROR_INVALID_PARAM, "devPtr", "null")
+    assert_rejected(acl.rt.free(address + 32), acl.ACL_ERROR_RT_PARAM_INVALID, "devPtr", "inside", "allocation #")
+    assert_rejected(acl.rt.free(np.zeros(4).ctypes.data), acl.ACL_ERROR_RT_PARAM_INVALID, "devPtr", "host address")
+    other, _ = acl.rt.malloc(64, 0)
+    assert acl.rt.free(other) == 0
+    message = assert_rejected(acl.rt.free(other), acl.ACL_ERROR_RT_PARAM_INVALID, "devPtr", "freed at")
+    assert os.path.basename(__file__) in message, "the message should name the line that freed it"
+
+
+def test_host_memory_is_real_and_free_host_checks_its_pointer():
+    host, ret = acl.rt.malloc_host(100)
+    assert ret == 0
+    ctypes.memset(host, 0x33, 100)                               # plain host memory
+    assert acl.util.ptr_to_bytes(host, 100) == b"\x33" * 100
+    assert_rejected(acl.rt.free_host(host + 8), acl.ACL_ERROR_RT_PARAM_INVALID, "hostPtr")
+    assert_rejected(acl.rt.free_host(None), acl.ACL_ERROR_INVALID_PARAM, "hostPtr", "null")
+    assert acl.rt.free_host(host) == 0
+    assert_rejected(acl.rt.free_host(host), acl.ACL_ERROR_RT_PARAM_INVALID, "hostPtr")
+
+
+# ---------------------------------------------------------------------------------------------
+# aclrtGetMemInfo
+
+
+HBM_ATTRS = {acl.ACL_HBM_MEM, acl.ACL_HBM_MEM_HUGE, acl.ACL_HBM_MEM_NORMAL, acl.ACL_HBM_MEM_P2P_HUGE,
+             acl.ACL_HBM_MEM_P2P_NORMAL, acl.ACL_HBM_MEM_HUGE1G, acl.ACL_HBM_MEM_P2P_HUGE1G}
+DDR_ATTRS = {acl.ACL_DDR_MEM, acl.ACL_DDR_MEM_HUGE, acl.ACL_DDR_MEM_NORMAL, acl.ACL_DDR_MEM_P2P_HUGE,
+             acl.ACL_DDR_MEM_P2P_NORMAL}
+
+
+@pytest.mark.parametrize("soc", ALL_SOCS)
+def test_mem_info_reports_the_chips_memory_kind_for_every_attr(soc):
+    """HBM on the training/A2/A3/950 chips, DDR on the inference series; the other kind is (0, 0);
+    the kind-neutral attrs 12..17 always report the device memory."""
+    emulator.configure(soc=soc)
+    assert acl.rt.set_device(0) == 0
+    total = emulator.settings().device_memory
+    address, _ = acl.rt.malloc(1000, 0)
+    own = DDR_ATTRS if soc == "Ascend310P" else HBM_ATTRS
+    for attr in range(18):
+        free, size, ret = acl.rt.get_mem_info(attr)
+        assert ret == 0
+        if attr in own or attr >= 12:
+            assert (free, size) == (total - padded(1000), total), attr
+        else:
+            assert (free, size) == (0, 0), attr
+    for attr in (18, -1):
+        free, size, ret = acl.rt.get_mem_info(attr)
+        assert (free, size) == (0, 0)
+        assert_rejected(ret, acl.ACL_ERROR_INVALID_PARAM, "attr", str(attr))
+    assert acl.rt.free(address) == 0
+
+
+# ---------------------------------------------------------------------------------------------
+# aclrtMemcpy: every kind, every rejection
+
+
+def random_bytes(n, seed=0) -> bytes:
+    return bytes(np.random.default_rng(seed).integers(0, 256, n, dtype=np.uint8))
+
+
+@pytest.mark.parametrize("kind", [H2D, DEFAULT, H2BUF2D])
+def test_host_to_device_kinds(device, kind):
+    data = random_bytes(200, kind)
+    address = device(200)
+    assert acl.rt.memcpy(address, 200, acl.util.bytes_to_ptr(data), 200, kind) == 0, last_error()
+    assert download(address, 200) == data
+
+
+@pytest.mark.parametrize("kind", [D2H, DEFAULT])
+def test_device_to_host_kinds(device, kind):
+    data = random_bytes(300, kind)
+    address = device(300)
+    upload(address, data)
+    out = np.zeros(300, np.uint8)
+    assert acl.rt.memcpy(out.ctypes.data, 300, address, 300, kind) == 0
+    assert out.tobytes() == data
+
+
+@pytest.mark.parametrize("kind", [D2D, DEFAULT])
+def test_device_to_device_kinds(device, kind):
+    data = random_bytes(256, kind)
+    source, target = device(256), device(256)
+    upload(source, data)
+    assert acl.rt.memcpy(target + 16, 240, source, 240, kind) == 0
+    assert download(target + 16, 240) == data[:240]
+
+
+@pytest.mark.parametrize("kind", [H2H, DEFAULT])
+def test_host_to_host_kinds(device, kind):
+    source = np.arange(64, dtype=np.uint8)
+    target = np.zeros(64, np.uint8)
+    assert acl.rt.memcpy(target.ctypes.data, 64, source.ctypes.data, 64, kind) == 0
+    np.testing.assert_array_equal(target, source)
+
+
+# (kind, dst is device, src is device) that do not match
+MISMATCHED = [(H2D, False, False), (H2D, True, True), (H2D, False, True), (D2H, True, False), (D2H, False, False),
+              (D2D, True, False), (D2D, False, True), (H2H, True, False), (H2H, False, True), (H2BUF2D, False, True)]
+KIND_NAMES = {H2H: "HOST_TO_HOST", H2D: "HOST_TO_DEVICE", D2H: "DEVICE_TO_HOST", D2D: "DEVICE_TO_DEVICE",
+              H2BUF2D: "HOST_TO_BUF_TO_DEVICE"}
+
+
+@pytest.mark.parametrize("kind,dst_device,src_device", MISMATCHED)
+def test_kind_that_does_not_match_the_addresses_is_107000(device, kind, dst_device, src_device):
+    host_a, host_b = np.zeros(64, np.uint8), np.zeros(64, np.uint8)
+    dst = device(64) if dst_device else host_a.ctypes.data
+    src = device(64) if src_device else host_b.ctypes.data
+    ret = acl.rt.memcpy(dst, 64, src, 64, kind)
+    assert_rejected(ret, acl.ACL_ERROR_RT_PARAM_INVALID, "kind", KIND_NAMES[kind], hex(dst), hex(src))
+
+
+@pytest.mark.parametrize("kind", [6, 7, -1, 100])
+def test_kind_outside_0_to_5_is_100000(device, kind):
+    address = device(64)
+    assert_rejected(acl.rt.memcpy(address, 64, address + 32, 16, kind), acl.ACL_ERROR_INVALID_PARAM, "kind", str(kind))
+
+
+def test_count_and_dest_max(device):
+    address = device(64)
+    host = np.zeros(64, np.uint8)
+    ret = acl.rt.memcpy(address, 32, host.ctypes.data, 33, H2D)
+    assert_rejected(ret, acl.ACL_ERROR_RT_PARAM_INVALID, "count", "destMax", "32", "33")
+    assert_rejected(acl.rt.memcpy(address, 0, host.ctypes.data, 8, H2D), acl.ACL_ERROR_RT_PARAM_INVALID, "destMax")
+    for null in (None, 0):
+        assert acl.rt.memcpy(null, 0, null, 0, H2D) == 0, "count 0 succeeds even with null pointers"
+        assert acl.rt.memcpy_async(null, 0, null, 0, H2D, None) == 0
+    assert_rejected(acl.rt.memcpy(None, 64, host.ctypes.data, 8, H2D), acl.ACL_ERROR_INVALID_PARAM, "dst", "null")
+    assert_rejected(acl.rt.memcpy(address, 64, 0, 8, H2D), acl.ACL_ERROR_INVALID_PARAM, "src", "null")
+    assert acl.rt.memcpy(address, 64, address, 64, D2D) == 0, "dst == src is a successful no-op"
+
+
+def test_freed_foreign_and_unmapped_pointers_are_107000(device):
+    address = device(64)
+    freed, _ = acl.rt.malloc(64, 0)
+    assert acl.rt.free(freed) == 0
+    host = np.zeros(64, np.uint8)
+    ret = acl.rt.memcpy(host.ctypes.data, 64, freed, 64, D2H)
+    assert_rejected(ret, acl.ACL_ERROR_RT_PARAM_INVALID, "src", "freed at", os.path.basename(__file__))
+    foreign = address + (1 << 24)                                   # in the device range, never allocated
+    ret = acl.rt.memcpy(foreign, 64, host.ctypes.data, 64, DEFAULT)
+    assert_rejected(ret, acl.ACL_ERROR_RT_PARAM_INVALID, "dst", hex(foreign), "no allocation")
+    ret = acl.rt.memcpy(address, 64, 0x10, 64, H2D)
+    assert_rejected(ret, acl.ACL_ERROR_RT_PARAM_INVALID, "src", "unmapped")
+
+
+def test_pointer_of_another_device_is_107000(device):
+    assert acl.rt.set_device(1) == 0
+    other, _ = acl.rt.malloc(64, 0)
+    assert acl.rt.set_device(0) == 0
+    host = np.zeros(64, np.uint8)
+    ret = acl.rt.memcpy(host.ctypes.data, 64, other, 64, D2H)
+    assert_rejected(ret, acl.ACL_ERROR_RT_PARAM_INVALID, "src", "device 1", "device 0")
+    ret = acl.rt.memcpy(device(64), 64, other, 64, D2D)
+    assert_rejected(ret, acl.ACL_ERROR_RT_PARAM_INVALID, "src", "device 1")
+    assert acl.rt.free(other) == 0
+    acl.rt.reset_device(1)
+
+
+def test_async_copy_runs_at_the_sync_and_checks_its_stream(device):
+    stream, _ = acl.rt.create_stream()
+    address = device(128)
+    data = random_bytes(128, 7)
+    assert acl.rt.memset(address, 128, 0, 128) == 0
+    assert acl.rt.memcpy_async(address, 128, acl.util.bytes_to_ptr(data), 128, H2D, stream) == 0
+    assert download(address, 128) == bytes(128), "an async copy ran before any sync point"
+    assert acl.rt.synchronize_stream(stream) == 0
+    assert download(address, 128) == data
+    ret = acl.rt.memcpy_async(address, 64, acl.util.bytes_to_ptr(data), 128, H2D, stream)
+    assert_rejected(ret, acl.ACL_ERROR_RT_PARAM_INVALID, "count", "destMax")
+    ret = acl.rt.memcpy_async(address, 128, acl.util.bytes_to_ptr(data), 128, D2H, stream)
+    assert_rejected(ret, acl.ACL_ERROR_RT_PARAM_INVALID, "kind", "DEVICE_TO_HOST")
+    assert acl.rt.set_device(1) == 0
+    ret = acl.rt.memcpy_async(address, 128, acl.util.bytes_to_ptr(data), 128, H2D, stream)
+    assert_rejected(ret, acl.ACL_ERROR_RT_STREAM_CONTEXT, "stream", "device 0")
+    assert acl.rt.reset_device(1) == 0
+    assert acl.rt.destroy_stream(stream) == 0
+
+
+def test_async_copy_rejects_unusable_memory_now_and_faults_on_memory_freed_before_it_runs(device):
+    address, freed = device(64), device(64)
+    host = np.zeros(64, np.uint8)
+    assert acl.rt.free(freed) == 0
+    ret = acl.rt.memcpy_async(host.ctypes.data, 64, freed, 64, D2H, None)
+    assert_rejected(ret, acl.ACL_ERROR_RT_PARAM_INVALID, "src", "freed at")
+    ret = acl.rt.memcpy_async(address, 64, 0x10, 64, H2D, None)
+    assert_rejected(ret, acl.ACL_ERROR_RT_PARAM_INVALID, "src", "unmapped")
+    doomed, _ = acl.rt.malloc(64, 0)
+    assert acl.rt.memcpy_async(host.ctypes.data, 64, doomed, 64, D2H, None) == 0
+    assert acl.rt.free(doomed) == 0
+    host[:] = 0x5A
+    assert_rejected(acl.rt.synchronize_stream(None), acl.ACL_ERROR_RT_AICORE_EXCEPTION, "aclrtMemcpyAsync", "src",
+                    "freed at")
+    assert (host == 0x5A).all(), "a copy from freed memory must not write anything"
+
+
+# ---------------------------------------------------------------------------------------------
+# aclrtMemset / aclrtMemsetAsync
+
+
+@pytest.mark.parametrize("value,byte", [(0x41, 0x41), (0x1FF, 0xFF), (-1, 0xFF), (256, 0), (-255, 1)])
+def test_memset_uses_the_value_as_a_byte_on_device_and_host_memory(device, value, byte):
+    address = device(100)
+    assert acl.rt.memset(address, 100, value, 60) == 0
+    assert download(address, 60) == bytes([byte]) * 60
+    host, _ = acl.rt.malloc_host(100)
+    assert acl.rt.memset(host, 100, value, 100) == 0
+    assert acl.util.ptr_to_bytes(host, 100) == bytes([byte]) * 100
+    assert acl.rt.free_host(host) == 0
+
+
+def test_memset_async_on_device_and_pinned_host_memory_runs_at_the_sync(device):
+    stream, _ = acl.rt.create_stream()
+    address = device(64)
+    host, _ = acl.rt.malloc_host(64)
+    ctypes.memset(host, 0, 64)
+    assert acl.rt.memset(address, 64, 0, 64) == 0
+    assert acl.rt.memset_async(address, 64, 0x17, 64, stream) == 0
+    assert acl.rt.memset_async(host, 64, 0x29, 32, stream) == 0
+    assert download(address, 64) == bytes(64) and acl.util.ptr_to_bytes(host, 64) == bytes(64)
+    assert acl.rt.synchronize_stream(stream) == 0
+    assert download(address, 64) == b"\x17" * 64
+    assert acl.util.ptr_to_bytes(host, 64) == b"\x29" * 32 + bytes(32)
+    assert acl.rt.free_host(host) == 0
+    assert acl.rt.destroy_stream(stream) == 0
+
+
+def test_memset_rejections(device):
+    address = device(64)
+    assert_rejected(acl.rt.memset(address, 16, 0, 17), acl.ACL_ERROR_RT_PARAM_INVALID, "count", "maxCount")
+    assert_rejected(acl.rt.memset_async(address, 16, 0, 17, None), acl.ACL_ERROR_RT_PARAM_INVALID, "maxCount")
+    assert_rejected(acl.rt.memset(None, 16, 0, 8), acl.ACL_ERROR_INVALID_PARAM, "devPtr", "null")
+    assert acl.rt.memset(None, 0, 0, 0) == 0 and acl.rt.memset_async(None, 0, 0, 0, None) == 0
+    pageable = np.zeros(64, np.uint8)
+    ret = acl.rt.memset_async(pageable.ctypes.data, 64, 1, 64, None)
+    assert_rejected(ret, acl.ACL_ERROR_RT_PARAM_INVALID, "devPtr", "aclrtMallocHost")
+    assert_rejected(acl.rt.memset(address, 200, 0, 200), acl.ACL_ERROR_RT_PARAM_INVALID, "devPtr", "overruns")
+
+
+# ---------------------------------------------------------------------------------------------
+# acl.util
+
+
+def test_bytes_to_ptr_lets_a_device_to_host_copy_write_into_bytes(device):
+    """The pyACL sample idiom: memcpy into bytes_to_ptr(b), then np.frombuffer(b)."""
+    values = np.linspace(-1, 1, 25, dtype=np.float32)
+    address = device(values.nbytes)
+    assert acl.rt.memcpy(address, values.nbytes, acl.util.numpy_to_ptr(values), values.nbytes, H2D) == 0
+    buffer = bytes(values.nbytes)
+    assert acl.rt.memcpy(acl.util.bytes_to_ptr(buffer), len(buffer), address, values.nbytes, D2H) == 0
+    np.testing.assert_array_equal(np.frombuffer(buffer, dtype=np.float32), values)
+    mutable = bytearray(values.nbytes)
+    assert acl.rt.memcpy(acl.util.bytes_to_ptr(mutable), len(mutable), address, values.nbytes, D2H) == 0
+    assert bytes(mutable) == buffer
+
+
+def test_device_pointers_are_refused_by_the_host_helpers(device):
+    address = device(64)
+    assert acl.util.ptr_to_bytes(address, 16) is None
+    message = last_error()
+    assert "device address" in message and hex(address) in message
+    assert acl.util.ptr_to_numpy(address, (4,), 11) is None
+    assert "device address" in last_error()
+
+
+NPY = {0: np.bool_, 1: np.int8, 2: np.uint8, 3: np.int16, 4: np.uint16, 5: np.int32, 6: np.uint32,
+       7: np.int64, 8: np.uint64, 11: np.float32, 12: np.float64, 23: np.float16}
+
+
+@pytest.mark.parametrize("code", NPY)
+def test_ptr_to_numpy_views_host_memory_with_the_numpy_type_code(code):
+    source = np.arange(12).astype(NPY[code])
+    view = acl.util.ptr_to_numpy(acl.util.numpy_to_ptr(source), (3, 4), code)
+    assert view.dtype == NPY[code] and view.shape == (3, 4)
+    np.testing.assert_array_equal(view, source.reshape(3, 4))
+    source[0] = source[5]
+    assert view[0, 0] == source[5], "ptr_to_numpy must view the memory, not copy it"
+
+
+def test_ptr_to_bytes_copies_and_numpy_helpers(capfd):
+    source = np.arange(16, dtype=np.uint8)
+    copy = acl.util.ptr_to_bytes(acl.util.numpy_to_ptr(source), 16)
+    source[:] = 0
+    assert copy == bytes(range(16))
+    assert acl.util.ptr_to_bytes(acl.util.numpy_to_ptr(source), 0) == b""
+    strided = np.arange(20, dtype=np.float32)[::2]
+    assert acl.util.numpy_to_ptr(strided) == strided.ctypes.data
+    assert "numpy_contiguous_to_ptr" in capfd.readouterr().err
+    pointer, contiguous = acl.util.numpy_contiguous_to_ptr(strided)
+    assert contiguous.flags.c_contiguous and pointer == contiguous.ctypes.data
+    np.testing.assert_array_equal(acl.util.ptr_to_numpy(pointer, (10,), 11), strided)
+    assert "bytes_to_ptr" in dir(acl.util)                       # samples probe for it
+
+
+def test_util_rejections_leave_messages():
+    assert acl.util.ptr_to_numpy(np.zeros(4).ctypes.data, (4,), 99) is None
+    assert "np_type" in last_error()
+    assert acl.util.ptr_to_numpy(np.zeros(4).ctypes.data, (-1, 2), 11) is None
+    assert "shape" in last_error()
+    assert acl.util.ptr_to_bytes(0x10, 8) is None
+    assert "unmapped" in last_error()
+    assert acl.util.bytes_to_ptr("text") == 0
+    assert "bytes" in last_error()
+    assert acl.util.numpy_to_ptr([1, 2]) == 0
+    assert "ndarray" in last_error()

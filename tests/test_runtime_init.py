@@ -1,0 +1,135 @@
+"""aclInit / aclFinalize / aclFinalizeReference (spec/RUNTIME.md §1.5): reference counting, repeat
+codes, re-initialisation, and the JSON configuration file (missing, invalid, different on a second
+call, `defaultDevice`). Facts that only a fresh process shows are checked in a subprocess."""
+import json
+
+import pytest
+
+import acl
+from support import assert_rejected, last_error, run_program
+
+
+def device_is_set() -> bool:
+    return acl.rt.get_device()[1] == 0
+
+
+def test_repeated_init_is_harmless_and_counted_by_finalize_reference():
+    assert acl.init() == 0
+    assert_rejected(acl.init(), acl.ACL_ERROR_REPEAT_INITIALIZE, "aclInit", "reference count is now 2")
+    assert_rejected(acl.init(""), acl.ACL_ERROR_REPEAT_INITIALIZE, "reference count is now 3")
+    assert acl.rt.set_device(0) == 0
+    assert acl.finalize_reference() == (2, 0)
+    assert acl.finalize_reference() == (1, 0)
+    assert device_is_set(), "finalize_reference tore down before the count reached zero"
+    assert acl.finalize_reference() == (0, 0)
+    assert not device_is_set(), "the last finalize_reference must release the devices"
+    count, ret = acl.finalize_reference()
+    assert (count, ret) == (0, acl.ACL_ERROR_REPEAT_FINALIZE)
+    assert "reference count 0" in last_error()
+    assert_rejected(acl.finalize(), acl.ACL_ERROR_REPEAT_FINALIZE, "aclFinalize")
+
+
+def test_finalize_tears_down_whatever_the_count_and_twice_is_reported():
+    assert acl.init() == 0
+    acl.init()
+    acl.get_recent_err_msg()
+    assert acl.rt.set_device(1) == 0
+    assert acl.finalize() == 0
+    assert not device_is_set()
+    assert_rejected(acl.finalize(), acl.ACL_ERROR_REPEAT_FINALIZE, "aclFinalize", "repeated")
+
+
+def test_reinit_after_finalize_is_a_full_init():
+    assert acl.init() == 0
+    assert acl.finalize() == 0
+    assert acl.init() == 0, last_error()
+    assert acl.rt.set_device(0) == 0
+    assert acl.rt.get_device() == (0, 0)
+    assert acl.rt.reset_device(0) == 0
+    assert acl.finalize() == 0
+
+
+def write(tmp_path, name, text):
+    path = tmp_path / name
+    path.write_text(text)
+    return str(path)
+
+
+def test_config_file_accepted_and_same_content_repeats_with_100002(tmp_path):
+    path = write(tmp_path, "acl.json", "{}")
+    same = write(tmp_path, "same.json", "{}")
+    assert acl.init(path) == 0, last_error()
+    assert_rejected(acl.init(same), acl.ACL_ERROR_REPEAT_INITIALIZE)
+
+
+def test_missing_config_file_is_100003_and_leaves_the_runtime_uninitialised(tmp_path):
+    missing = str(tmp_path / "nowhere.json")
+    assert_rejected(acl.init(missing), acl.ACL_ERROR_INVALID_FILE, "configPath", "nowhere.json")
+    assert acl.init() == 0, "a failed aclInit must not count as an initialisation"
+
+
+@pytest.mark.parametrize("text", ["{not json", "[1, 2]", "\"text\""])
+def test_config_file_that_is_no_json_object_is_100006(tmp_path, text):
+    path = write(tmp_path, "bad.json", text)
+    assert_rejected(acl.init(path), acl.ACL_ERROR_PARSE_FILE, "configPath", "bad.json")
+    assert acl.init() == 0
+
+
+def test_second_init_with_different_content_is_100000(tmp_path):
+    assert acl.init(write(tmp_path, "a.json", "{}")) == 0
+    other = write(tmp_path, "b.json", json.dumps({"dump": {"dump_path": "/tmp"}}))
+    assert_rejected(acl.init(other), acl.ACL_ERROR_INVALID_PARAM, "configPath", "different")
+    assert acl.finalize_reference() == (0, 0), "a rejected second aclInit must not add a reference"
+
+
+def test_default_device_in_config_sets_the_device_implicitly(tmp_path):
+    path = write(tmp_path, "acl.json", json.dumps({"defaultDevice": {"default_device": "2"}}))
+    assert acl.init(path) == 0, last_error()
+    address, ret = acl.rt.malloc(64, acl.ACL_MEM_MALLOC_HUGE_FIRST)   # no aclrtSetDevice
+    assert ret == 0, last_error()
+    assert acl.rt.get_device() == (2, 0)
+    assert acl.rt.free(address) == 0
+    assert acl.finalize() == 0
+    assert acl.init() == 0
+    assert acl.rt.get_device()[1] == acl.ACL_ERROR_RT_CONTEXT_NULL, "defaultDevice outlived its aclInit"
+
+
+@pytest.mark.parametrize("value", ["99", "minus one"])
+def test_bad_default_device_rejects_init_without_initialising(tmp_path, value):
+    path = write(tmp_path, "acl.json", json.dumps({"defaultDevice": {"default_device": value}}))
+    ret = acl.init(path)
+    assert ret in (acl.ACL_ERROR_RT_INVALID_DEVICEID, acl.ACL_ERROR_INVALID_PARAM)
+    assert "default" in last_error().lower()
+    assert acl.init() == 0, "a rejected aclInit left the runtime initialised"
+
+
+FRESH_PROCESS = r"""
+import json, acl, aclnn_api
+facts = {
+    "finalize_without_init": acl.finalize(),
+    "finalize_again": acl.finalize(),
+    "init": acl.init(),
+    "count": acl.rt.get_device_count(),
+    "soc": acl.get_soc_name(),
+    "family": aclnn_api.operator.soc().family,
+}
+acl.finalize()
+print(json.dumps(facts))
+"""
+
+
+def test_fresh_process_finalize_once_without_init_and_environment_settings(tmp_path):
+    """In a new process aclFinalize without aclInit succeeds once (the flag starts false); the device
+    count and the chip come from NPUEMU_DEVICE_COUNT and NPUEMU_SOC."""
+    done, _ = run_program(FRESH_PROCESS, tmp_path, {"NPUEMU_DEVICE_COUNT": "3", "NPUEMU_SOC": "Ascend910B2"})
+    assert done.returncode == 0, done.stderr
+    facts = json.loads(done.stdout)
+    assert facts == {"finalize_without_init": 0, "finalize_again": acl.ACL_ERROR_REPEAT_FINALIZE, "init": 0,
+                     "count": [3, 0], "soc": "Ascend910B2", "family": "Ascend910B"}
+    assert done.stderr == ""
+
+
+def test_unknown_soc_in_environment_is_reported_by_name(tmp_path):
+    done, _ = run_program("import acl\n", tmp_path, {"NPUEMU_SOC": "Ascend123"})
+    assert done.returncode != 0
+    assert "Ascend123" in done.stderr and "Ascend910B" in done.stderr

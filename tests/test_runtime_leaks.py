@@ -1,0 +1,129 @@
+"""Leak reports (DESIGN.md "strictness"): aclFinalize and interpreter exit name every resource the
+program never released (device and host memory, contexts, streams, events, tensors, arrays, scalars,
+executors) with the user's source line that made it; a clean program reports nothing."""
+import re
+
+import numpy as np
+import acl
+import aclnn_api as nn
+import emulator
+from support import run_program
+
+LEAKY_BODY = """\
+import acl, aclnn_api as nn
+acl.init()
+acl.rt.set_device(0)
+memory, _ = acl.rt.malloc(100, 0)
+host, _ = acl.rt.malloc_host(100)
+stream, _ = acl.rt.create_stream()
+event, _ = acl.rt.create_event()
+context, _ = acl.rt.create_context(1)
+tensor = nn.aclCreateTensor([5], nn.ACL_FLOAT, None, 0, nn.ACL_FORMAT_ND, None, memory)
+array = nn.aclCreateIntArray([1, 2])
+scalar = nn.aclCreateScalar(1.5, nn.ACL_FLOAT)
+size, executor, ret = nn.aclnnLogSigmoidBackwardGetWorkspaceSize(tensor, tensor, tensor, tensor)
+"""
+# kind of resource -> the call on the line that must be named
+EXPECTED = {"device memory": "acl.rt.malloc(", "host memory": "acl.rt.malloc_host(", "stream": "create_stream(",
+            "event": "create_event(", "context": "create_context(", "aclTensor": "aclCreateTensor(",
+            "aclIntArray": "aclCreateIntArray(", "aclScalar": "aclCreateScalar(",
+            "aclOpExecutor": "GetWorkspaceSize("}
+
+
+def assert_each_leak_named_with_its_line(stderr: str, path: str, source: str, when: str) -> None:
+    lines = source.splitlines()
+    leaks = [line for line in stderr.splitlines() if line.startswith("npuemu: leak: ")]
+    assert "never released at %s" % when in stderr, stderr
+    for kind, call in EXPECTED.items():
+        found = [line for line in leaks if line.startswith("npuemu: leak: %s " % kind)]
+        assert len(found) == 1, "%s: %s" % (kind, stderr)
+        site = re.search(r"made at (.+):(\d+)", found[0])
+        assert site and site.group(1) == path, found[0]
+        assert call in lines[int(site.group(2)) - 1], "%s is reported at the wrong line: %s" % (kind, found[0])
+    assert len(leaks) == len(EXPECTED), stderr
+
+
+def test_finalize_reports_every_unreleased_resource_with_its_line_once(tmp_path):
+    program = LEAKY_BODY + "print(acl.finalize(), acl.finalize())\n"
+    done, path = run_program(program, tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["0", str(acl.ACL_ERROR_REPEAT_FINALIZE)]
+    assert_each_leak_named_with_its_line(done.stderr, path, program, "aclFinalize")
+    assert "at exit" not in done.stderr, "what aclFinalize reported is not reported again at exit"
+
+
+def test_interpreter_exit_reports_what_a_program_never_released(tmp_path):
+    done, path = run_program(LEAKY_BODY, tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert_each_leak_named_with_its_line(done.stderr, path, LEAKY_BODY, "exit")
+
+
+CLEAN_PROGRAM = """\
+import numpy as np, acl, aclnn_api as nn
+acl.init()
+acl.rt.set_device(0)
+context, _ = acl.rt.create_context(0)
+stream, _ = acl.rt.create_stream()
+start, _ = acl.rt.create_event()
+host, _ = acl.rt.malloc_host(16)
+data = np.arange(4, dtype=np.float32)
+memory, _ = acl.rt.malloc(16, 0)
+acl.rt.memcpy(memory, 16, acl.util.numpy_to_ptr(data), 16, 1)
+tensor = nn.aclCreateTensor([4], nn.ACL_FLOAT, None, 0, nn.ACL_FORMAT_ND, None, memory)
+array, scalar = nn.aclCreateIntArray([1]), nn.aclCreateScalar(2, nn.ACL_INT64)
+size, executor, ret = nn.aclnnLogSigmoidBackwardGetWorkspaceSize(tensor, tensor, tensor, tensor)
+nn.aclSetAclOpExecutorRepeatable(executor)
+nn.aclnnLogSigmoidBackward(None, size, executor, stream)
+acl.rt.record_event(start, stream)
+acl.rt.synchronize_stream(stream)
+acl.rt.memcpy(host, 16, memory, 16, 2)
+print(acl.util.ptr_to_numpy(host, (4,), 11).astype(float).round(4).tolist())
+nn.aclDestroyAclOpExecutor(executor)
+nn.aclDestroyIntArray(array); nn.aclDestroyScalar(scalar); nn.aclDestroyTensor(tensor)
+acl.rt.free(memory); acl.rt.free_host(host)
+acl.rt.destroy_event(start); acl.rt.destroy_stream(stream); acl.rt.destroy_context(context)
+acl.rt.reset_device(0)
+acl.finalize()
+"""
+
+
+def test_a_clean_program_reports_nothing(tmp_path):
+    done, _ = run_program(CLEAN_PROGRAM, tmp_path)
+    assert done.returncode == 0, done.stderr
+    expected = (np.arange(4) / (1 + np.exp(np.arange(4)))).round(4).tolist()
+    assert done.stdout.strip() == str(expected)
+    assert done.stderr == "", done.stderr
+
+
+def test_leak_check_can_be_switched_off(capsys):
+    emulator.configure(leak_check=False)
+    assert acl.init() == 0
+    assert acl.rt.set_device(0) == 0
+    acl.rt.malloc(64, 0)
+    nn.aclCreateIntArray([1])
+    assert acl.finalize() == 0
+    assert capsys.readouterr().err == ""
+
+
+def test_a_stream_released_only_by_destroy_context_is_reported(capsys):
+    assert acl.init() == 0
+    assert acl.rt.set_device(0) == 0
+    context, _ = acl.rt.create_context(0)
+    acl.rt.create_stream()                                     # in the created context, never destroyed
+    assert acl.rt.destroy_context(context) == 0
+    assert acl.rt.reset_device(0) == 0
+    assert acl.finalize() == 0
+    err = capsys.readouterr().err
+    assert re.search(r"leak: stream .* made at \S+test_runtime_leaks.py:\d+ \(released only by aclrtDestroyContext",
+                     err), err
+
+
+def test_memory_released_only_by_reset_device_is_reported(capsys):
+    assert acl.init() == 0
+    assert acl.rt.set_device(0) == 0
+    acl.rt.malloc(64, 0)
+    assert acl.rt.reset_device(0) == 0
+    assert acl.finalize() == 0
+    err = capsys.readouterr().err
+    assert re.search(r"leak: device memory .* made at \S+test_runtime_leaks.py:\d+ \(released only by "
+                     r"aclrtResetDevice\(0\)", err), err

@@ -1,0 +1,243 @@
+"""Streams and events (spec/RUNTIME.md §1.5, DESIGN.md): work is queued and runs only at sync points
+(stream, device, event), in stream order; events order work across streams; aclrtMemcpy does not
+wait for queued work; event status and measured elapsed times; eager mode; stale handles."""
+import numpy as np
+import pytest
+
+import acl
+import aclnn_api as nn
+import emulator
+from support import assert_rejected, last_error, npu
+
+D2H = acl.ACL_MEMCPY_DEVICE_TO_HOST
+
+
+def sigmoid_complement(x):
+    """LogSigmoidBackward with gradOutput = 1: 1 / (1 + e^x), in float64."""
+    return 1.0 / (1.0 + np.exp(x))
+
+
+def launch(device, stream, n=64, seed=0):
+    """Queue aclnnLogSigmoidBackward on `stream` into a zero-filled output; returns (output, expected)."""
+    x = np.random.default_rng(seed).uniform(-4, 4, n).astype(np.float32)
+    grad, xs = device.tensor(np.ones(n), nn.ACL_FLOAT), device.tensor(x, nn.ACL_FLOAT)
+    out = device.empty((n,), nn.ACL_FLOAT)
+    relaunch(out, grad, xs, stream)
+    return out, sigmoid_complement(x.astype(np.float64)), (grad, xs)
+
+
+def relaunch(out, grad, xs, stream):
+    size, executor, ret = nn.aclnnLogSigmoidBackwardGetWorkspaceSize(grad.tensor, xs.tensor, grad.tensor, out.tensor)
+    assert (size, ret) == (0, 0), last_error()
+    assert nn.aclnnLogSigmoidBackward(None, 0, executor, stream) == 0, last_error()
+
+
+def peek(t) -> np.ndarray:
+    """The output's device bytes right now, with no synchronisation (aclrtMemcpy is immediate)."""
+    host = np.empty(t.storage_elements, np.float32)
+    assert acl.rt.memcpy(host.ctypes.data, host.nbytes, t.address, host.nbytes, D2H) == 0, last_error()
+    return host.astype(np.float64)
+
+
+def test_memcpy_without_synchronize_reads_stale_data():
+    with npu() as device:
+        out, expected, _ = launch(device, device.stream)
+        assert not peek(out).any(), "the kernel ran before any sync point"
+        assert acl.rt.synchronize_stream(device.stream) == 0
+        np.testing.assert_allclose(peek(out), expected, rtol=1e-6)
+
+
+def test_synchronize_event_runs_work_up_to_the_event_only():
+    with npu() as device:
+        event, _ = acl.rt.create_event()
+        first, expected_first, _ = launch(device, device.stream, seed=1)
+        assert acl.rt.record_event(event, device.stream) == 0
+        second, expected_second, _ = launch(device, device.stream, seed=2)
+        assert acl.rt.synchronize_event(event) == 0
+        np.testing.assert_allclose(peek(first), expected_first, rtol=1e-6)
+        assert not peek(second).any(), "work recorded after the event ran at the event's sync"
+        assert acl.rt.synchronize_device() == 0
+        np.testing.assert_allclose(peek(second), expected_second, rtol=1e-6)
+        assert acl.rt.destroy_event(event) == 0
+
+
+def test_synchronize_device_runs_every_stream_of_the_device():
+    with npu() as device:
+        other, _ = acl.rt.create_stream()
+        a, expected_a, _ = launch(device, device.stream, seed=3)
+        b, expected_b, _ = launch(device, other, seed=4)
+        c, expected_c, _ = launch(device, None, seed=5)           # the default stream
+        assert acl.rt.synchronize_device() == 0
+        for t, expected in ((a, expected_a), (b, expected_b), (c, expected_c)):
+            np.testing.assert_allclose(peek(t), expected, rtol=1e-6)
+        assert acl.rt.destroy_stream(other) == 0
+
+
+def test_work_of_one_stream_runs_in_order():
+    with npu() as device:
+        a, b = device.malloc(256), device.malloc(256)
+        stream = device.stream
+        assert acl.rt.memset(b, 256, 0, 256) == 0
+        assert acl.rt.memset_async(a, 256, 1, 256, stream) == 0
+        assert acl.rt.memcpy_async(b, 256, a, 256, acl.ACL_MEMCPY_DEVICE_TO_DEVICE, stream) == 0
+        assert acl.rt.memset_async(a, 256, 2, 128, stream) == 0
+        assert acl.rt.synchronize_stream(stream) == 0
+        host = np.zeros(256, np.uint8)
+        assert acl.rt.memcpy(host.ctypes.data, 256, b, 256, D2H) == 0
+        assert (host == 1).all()
+        assert acl.rt.memcpy(host.ctypes.data, 256, a, 256, D2H) == 0
+        assert (host[:128] == 2).all() and (host[128:] == 1).all()
+
+
+@pytest.mark.parametrize("wait", [True, False])
+def test_stream_wait_event_orders_a_copy_after_a_kernel_of_another_stream(wait):
+    """Stream B copies the kernel's output of stream A: with aclrtStreamWaitEvent on an event recorded
+    after the kernel, synchronising B alone gives the kernel's result; without it, B's copy runs first."""
+    with npu() as device:
+        stream_b, _ = acl.rt.create_stream()
+        event, _ = acl.rt.create_event()
+        out, expected, _ = launch(device, device.stream)
+        assert acl.rt.record_event(event, device.stream) == 0
+        copy = device.empty(out.shape, nn.ACL_FLOAT)
+        if wait:
+            assert acl.rt.stream_wait_event(stream_b, event) == 0
+        nbytes = out.storage_elements * 4
+        assert acl.rt.memcpy_async(copy.address, nbytes, out.address, nbytes, acl.ACL_MEMCPY_DEVICE_TO_DEVICE, stream_b) == 0
+        assert acl.rt.synchronize_stream(stream_b) == 0
+        if wait:
+            np.testing.assert_allclose(peek(copy), expected, rtol=1e-6)
+        else:
+            assert not peek(copy).any()
+        assert acl.rt.synchronize_device() == 0
+        assert acl.rt.destroy_event(event) == 0
+        assert acl.rt.destroy_stream(stream_b) == 0
+
+
+def test_query_event_status_tells_pending_from_complete():
+    with npu() as device:
+        event, never_recorded = acl.rt.create_event()[0], acl.rt.create_event()[0]
+        assert acl.rt.query_event_status(never_recorded) == (acl.ACL_EVENT_RECORDED_STATUS_COMPLETE, 0)
+        out, expected, _ = launch(device, device.stream)
+        assert acl.rt.record_event(event, device.stream) == 0
+        assert acl.rt.query_event_status(event) == (acl.ACL_EVENT_RECORDED_STATUS_NOT_READY, 0)
+        assert acl.ACL_EVENT_RECORDED_STATUS_NOT_READY == 0 and acl.ACL_EVENT_RECORDED_STATUS_COMPLETE == 1
+        assert acl.rt.synchronize_stream(device.stream) == 0
+        assert acl.rt.query_event_status(event) == (acl.ACL_EVENT_RECORDED_STATUS_COMPLETE, 0)
+        np.testing.assert_allclose(peek(out), expected, rtol=1e-6)
+        for handle in (event, never_recorded):
+            assert acl.rt.destroy_event(handle) == 0
+
+
+def test_stream_query_reports_not_ready_while_work_is_queued():
+    with npu() as device:
+        launch(device, device.stream)
+        assert acl.rt.stream_query(device.stream) == (acl.ACL_STREAM_STATUS_NOT_READY, 0)
+        assert acl.rt.synchronize_stream(device.stream) == 0
+        assert acl.rt.stream_query(device.stream) == (acl.ACL_STREAM_STATUS_COMPLETE, 0)
+
+
+def timed(device, n, launches=6):
+    """Milliseconds between two events around `launches` LogSigmoidBackward runs over n elements."""
+    start, end = acl.rt.create_event()[0], acl.rt.create_event()[0]
+    out, _, (grad, xs) = launch(device, device.stream, n)
+    assert acl.rt.synchronize_stream(device.stream) == 0
+    assert acl.rt.record_event(start, device.stream) == 0
+    for _ in range(launches):
+        relaunch(out, grad, xs, device.stream)
+    assert acl.rt.record_event(end, device.stream) == 0
+    _, ret = acl.rt.event_elapsed_time(start, end)
+    assert_rejected(ret, acl.ACL_ERROR_RT_EVENT_NOT_COMPLETE, "startEvent", "synchronise")
+    assert acl.rt.synchronize_stream(device.stream) == 0
+    ms, ret = acl.rt.event_elapsed_time(start, end)
+    assert ret == 0, last_error()
+    for event in (start, end):
+        acl.rt.destroy_event(event)
+    return ms
+
+
+def test_event_elapsed_time_measures_the_work_between_the_events():
+    with npu() as device:
+        small = timed(device, 16)
+        large = timed(device, 1 << 20)
+        assert 0 < small < large, (small, large)
+        assert large > 4 * small, "the time between the events should be dominated by the kernels' work"
+
+
+def test_event_elapsed_time_errors():
+    with npu() as device:
+        recorded, never = acl.rt.create_event()[0], acl.rt.create_event()[0]
+        external, ret = acl.rt.create_event_with_flag(acl.ACL_EVENT_EXTERNAL)
+        assert ret == 0
+        assert acl.rt.record_event(recorded, device.stream) == 0
+        assert acl.rt.record_event(external, device.stream) == 0
+        assert acl.rt.synchronize_stream(device.stream) == 0
+        ms, ret = acl.rt.event_elapsed_time(recorded, never)
+        assert ms == 0.0
+        assert_rejected(ret, acl.ACL_ERROR_RT_PARAM_INVALID, "endEvent", "aclrtRecordEvent")
+        assert_rejected(acl.rt.event_elapsed_time(external, recorded)[1], acl.ACL_ERROR_RT_PARAM_INVALID,
+                        "startEvent", "EXTERNAL")
+        later, _ = acl.rt.create_event()
+        assert acl.rt.record_event(later, device.stream) == 0
+        assert acl.rt.synchronize_stream(device.stream) == 0
+        assert acl.rt.event_elapsed_time(recorded, later)[1] == 0
+        assert_rejected(acl.rt.event_elapsed_time(later, recorded)[1], acl.ACL_ERROR_RT_EVENT_TIMESTAMP_REVERSAL,
+                        "endEvent", "earlier")
+        for event in (recorded, never, external, later):
+            assert acl.rt.destroy_event(event) == 0
+        assert_rejected(acl.rt.event_elapsed_time(recorded, recorded)[1], acl.ACL_ERROR_RT_INVALID_HANDLE, "startEvent")
+
+
+def test_eager_execution_runs_work_at_once():
+    emulator.configure(execution="eager")
+    with npu() as device:
+        out, expected, _ = launch(device, device.stream)
+        np.testing.assert_allclose(peek(out), expected, rtol=1e-6)
+        event, _ = acl.rt.create_event()
+        assert acl.rt.record_event(event, device.stream) == 0
+        assert acl.rt.query_event_status(event) == (acl.ACL_EVENT_RECORDED_STATUS_COMPLETE, 0)
+        assert acl.rt.destroy_event(event) == 0
+
+
+def test_stale_and_null_stream_and_event_handles():
+    with npu() as device:
+        stream, _ = acl.rt.create_stream()
+        event, _ = acl.rt.create_event()
+        assert acl.rt.destroy_stream(stream) == 0
+        assert acl.rt.destroy_event(event) == 0
+        buffer = device.malloc(8)
+        for call in (lambda: acl.rt.destroy_stream(stream), lambda: acl.rt.synchronize_stream(stream),
+                     lambda: acl.rt.stream_query(stream)[1], lambda: acl.rt.memset_async(buffer, 8, 0, 8, stream)):
+            assert_rejected(call(), acl.ACL_ERROR_RT_INVALID_HANDLE, "stream", hex(stream))
+        assert_rejected(acl.rt.destroy_event(event), acl.ACL_ERROR_RT_INVALID_HANDLE, "event", hex(event))
+        assert_rejected(acl.rt.record_event(event, None), acl.ACL_ERROR_RT_INVALID_HANDLE, "event")
+        assert_rejected(acl.rt.synchronize_event(event), acl.ACL_ERROR_RT_INVALID_HANDLE, "event")
+        assert_rejected(acl.rt.query_event_status(event)[1], acl.ACL_ERROR_RT_INVALID_HANDLE, "event")
+        assert_rejected(acl.rt.stream_wait_event(None, event), acl.ACL_ERROR_RT_INVALID_HANDLE, "event")
+        for garbage in (0x1234, -8):
+            assert_rejected(acl.rt.synchronize_stream(garbage), acl.ACL_ERROR_RT_INVALID_HANDLE, "stream")
+            assert_rejected(acl.rt.synchronize_event(garbage), acl.ACL_ERROR_RT_INVALID_HANDLE, "event")
+        for null in (None, 0):
+            assert_rejected(acl.rt.destroy_stream(null), acl.ACL_ERROR_INVALID_PARAM, "stream", "null")
+            assert_rejected(acl.rt.destroy_event(null), acl.ACL_ERROR_INVALID_PARAM, "event", "null")
+            assert_rejected(acl.rt.record_event(null, None), acl.ACL_ERROR_INVALID_PARAM, "event", "null")
+            assert_rejected(acl.rt.synchronize_event(null), acl.ACL_ERROR_INVALID_PARAM, "event", "null")
+        assert acl.rt.synchronize_stream(None) == 0, "the null stream is the default stream"
+        context, _ = acl.rt.get_context()
+        assert_rejected(acl.rt.synchronize_stream(context), acl.ACL_ERROR_RT_INVALID_HANDLE, "stream")
+
+
+def test_work_on_a_stream_of_another_context_of_the_device_is_107003():
+    """The runtime refuses work on a stream that is not in the current context (spec §1.5)."""
+    with npu() as device:
+        buffer = device.malloc(64)
+        event, _ = acl.rt.create_event()
+        context, _ = acl.rt.create_context(0)                   # now current: device.stream is not in it
+        calls = {"memset_async": lambda: acl.rt.memset_async(buffer, 64, 0, 64, device.stream),
+                 "memcpy_async": lambda: acl.rt.memcpy_async(buffer, 64, buffer + 64, 8, 3, device.stream),
+                 "record_event": lambda: acl.rt.record_event(event, device.stream),
+                 "stream_wait_event": lambda: acl.rt.stream_wait_event(device.stream, event)}
+        for name, call in calls.items():
+            assert_rejected(call(), acl.ACL_ERROR_RT_STREAM_CONTEXT, "stream", "current context", hex(context))
+        assert acl.rt.synchronize_stream(device.stream) == 0, "synchronising it needs no particular context"
+        assert acl.rt.destroy_context(context) == 0
+        assert acl.rt.destroy_event(event) == 0
