@@ -64,7 +64,7 @@ FORMAT_NAMES = {value: name[4:] for name, value in list(globals().items())
                 if name.startswith(("ACL_FORMAT", "ACL_FRACTAL")) and isinstance(value, int)}
 
 # aclDataTypeSize (spec/RUNTIME.md §1.5): 0 for STRING/UNDEFINED, 8 for the default branch.
-_SIZES = {ACL_STRING: 0, ACL_DT_UNDEFINED: 0, ACL_INT4: 1, ACL_UINT1: 1, ACL_BOOL: 1, ACL_INT8: 1, ACL_UINT8: 1,
+ITEM_SIZES = {ACL_STRING: 0, ACL_DT_UNDEFINED: 0, ACL_INT4: 1, ACL_UINT1: 1, ACL_BOOL: 1, ACL_INT8: 1, ACL_UINT8: 1,
           ACL_HIFLOAT8: 1, ACL_FLOAT8_E5M2: 1, ACL_FLOAT8_E4M3FN: 1, ACL_FLOAT8_E8M0: 1,
           ACL_FLOAT16: 2, ACL_INT16: 2, ACL_UINT16: 2, ACL_BF16: 2,
           ACL_FLOAT: 4, ACL_INT32: 4, ACL_UINT32: 4, ACL_COMPLEX32: 4, ACL_COMPLEX128: 16}
@@ -77,7 +77,7 @@ def aclDataTypeSize(data_type: int) -> int:
         _errors.record(_status.ACL_ERROR_INVALID_PARAM, "aclDataTypeSize",
                       "dataType: expected an aclDataType, found %r" % (data_type,))
         return 0
-    return _SIZES.get(int(data_type), 8)
+    return ITEM_SIZES.get(int(data_type), 8)
 
 
 def dtype_name(data_type: int) -> str:

@@ -19,7 +19,7 @@ from emulator.soc import SocProfile
 from emulator.stream import Task
 
 from . import _kernels, status
-from .dtypes import aclDataTypeSize, dtype_name
+from .dtypes import ITEM_SIZES, dtype_name
 from .executor import aclOpExecutor, live_executor
 from .shapes import broadcast_strides
 from .tensor import aclTensor
@@ -30,24 +30,25 @@ def soc() -> SocProfile:
     return runtime.settings().profile
 
 
-@dataclass(frozen=True)
 class TensorView:
     """A tensor as its kernel sees it, fixed by the first phase: base address, dtype, the shape the
-    kernel iterates and the element strides that read it (0 along broadcast dims)."""
-    name: str
-    data: int
-    data_type: int
-    shape: tuple
-    strides: tuple
-    offset: int
+    kernel iterates and the element strides that read it (0 along broadcast dims), and the byte
+    range [start, start + nbytes) that it touches (nbytes 0 when it touches nothing)."""
 
-    def byte_span(self) -> tuple[int, int]:
-        """(first byte address, byte count) that the view touches; (0, 0) if it touches nothing."""
-        itemsize = aclDataTypeSize(self.data_type)
-        if 0 in self.shape:
-            return 0, 0
-        last = self.offset + sum((d - 1) * s for d, s in zip(self.shape, self.strides))
-        return self.data + self.offset * itemsize, (last - self.offset + 1) * itemsize
+    __slots__ = ("name", "data", "data_type", "shape", "strides", "offset", "start", "nbytes")
+
+    def __init__(self, name: str, data: int, data_type: int, shape: tuple, strides: tuple, offset: int):
+        self.name, self.data, self.data_type = name, data, data_type
+        self.shape, self.strides, self.offset = shape, strides, offset
+        itemsize = ITEM_SIZES.get(data_type, 8)
+        self.start = data + offset * itemsize
+        last = 0  # element index of the view's last element, relative to its first
+        for dim, stride in zip(shape, strides):
+            if dim == 0:
+                self.nbytes = 0
+                return
+            last += (dim - 1) * stride
+        self.nbytes = (last + 1) * itemsize
 
     def describe(self) -> str:
         return "%s (%s%s, strides %s, offset %d)" % (self.name, dtype_name(self.data_type), list(self.shape),
@@ -160,12 +161,11 @@ def _execute(op: str, launch: KernelLaunch, device_id: int, workspace: Optional[
         _threads_in_force[0] = threads
     args = []
     for arg in launch.args:
-        if isinstance(arg, TensorView):
-            start, nbytes = arg.byte_span()
+        if type(arg) is TensorView:
             pointer = 0
-            if nbytes:
-                what = "%s tensor %s" % (op, arg.describe())
-                pointer = runtime.resolve_device_range(start, nbytes, device_id, what, base=arg.data)[1]
+            if arg.nbytes:
+                what = lambda arg=arg: "%s tensor %s" % (op, arg.describe())  # built only for a fault
+                pointer = runtime.resolve_device_range(arg.start, arg.nbytes, device_id, what, base=arg.data)[1]
             args.append((pointer, arg.data_type, arg.shape, arg.strides))
         elif isinstance(arg, Workspace):
             args.append(runtime.resolve_device_range(workspace + arg.offset, arg.size, device_id,

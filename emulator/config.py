@@ -11,6 +11,7 @@
 """
 from __future__ import annotations
 
+import functools
 import os
 import re
 from dataclasses import dataclass, replace
@@ -31,11 +32,11 @@ class Config:
     execution: str
     leak_check: bool
 
-    @property
+    @functools.cached_property
     def profile(self) -> soc_profiles.SocProfile:
-        return soc_profiles.resolve(self.soc)[0]
+        return soc_profiles.resolve(self.soc)[0]  # cached: operators ask on every first phase
 
-    @property
+    @functools.cached_property
     def soc_name(self) -> str:
         return soc_profiles.resolve(self.soc)[1]
 

@@ -13,7 +13,7 @@ import ctypes
 import ctypes.util
 import os
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Callable, Optional, Union
 
 from . import status
 from .errors import AclError
@@ -259,13 +259,23 @@ class AddressSpace:
                            "hostPtr: expected an address returned by aclrtMallocHost, found 0x%x" % address)
         _unmap(host.address, (host.size + PAGE - 1) // PAGE * PAGE)
 
-    def resolve(self, address: int, nbytes: int, device_id: int, what: str,
+    def resolve(self, address: int, nbytes: int, device_id: int, what: Union[str, Callable[[], str]],
                 base: Optional[int] = None) -> tuple[Allocation, int]:
         """The allocation of device `device_id` holding `base` (default: `address`), which must hold all of
         [address, address+nbytes), and the host address backing `address`; DeviceFault, naming `what` and
         the allocation, if not. A tensor passes its data address as `base`: a view whose offset or shape
-        carries it into a neighbouring allocation is an overrun of its own, not an access to the other."""
+        carries it into a neighbouring allocation is an overrun of its own, not an access to the other.
+        `what` may be a callable, so that hot paths only build the description when there is a fault."""
         base = address if base is None else base
+        allocation = None
+        if self.base <= base < self.base + self.total:
+            heap = self.heaps[(base - self.base) // self.span]
+            allocation = heap.find(base) if heap.device_id == device_id else None
+        if allocation is not None and allocation.address <= address and address + nbytes <= allocation.end:
+            return allocation, allocation.backing + (address - allocation.address)
+        self._fault(address, nbytes, device_id, what() if callable(what) else what, base)
+
+    def _fault(self, address: int, nbytes: int, device_id: int, what: str, base: int) -> None:
         where = "%s [0x%x, 0x%x)" % (what, address, address + nbytes)
         if not self.is_device(base):
             raise DeviceFault("%s: expected device memory, found 0x%x, which is not device memory (a host address?)"
@@ -277,10 +287,8 @@ class AddressSpace:
         allocation = heap.find(base)
         if allocation is None:
             raise DeviceFault("%s: %s" % (where, heap.explain(base, "memory of a live allocation")))
-        if address < allocation.address or address + nbytes > allocation.end:
-            beyond = max(address + nbytes - allocation.end, allocation.address - address)
-            other = heap.find(address + nbytes - 1) if self.is_device(address + nbytes - 1) else None
-            reach = ", reaching into %s" % other.describe() if other not in (None, allocation) else ""
-            raise DeviceFault("%s: expected a range inside %s; found it overruns that allocation by %d bytes%s"
-                              % (where, allocation.describe(), beyond, reach))
-        return allocation, allocation.backing + (address - allocation.address)
+        beyond = max(address + nbytes - allocation.end, allocation.address - address)
+        other = heap.find(address + nbytes - 1) if self.is_device(address + nbytes - 1) else None
+        reach = ", reaching into %s" % other.describe() if other not in (None, allocation) else ""
+        raise DeviceFault("%s: expected a range inside %s; found it overruns that allocation by %d bytes%s"
+                          % (where, allocation.describe(), beyond, reach))

@@ -417,7 +417,8 @@ def aclrtSynchronizeStream(stream: Optional[int] = None) -> None:
     with _P.lock:
         target = stream_of(stream)
         target.drain()
-        _raise_faults([target])
+        if target.fault:
+            _raise_faults([target])
 
 
 @api("aclrtStreamQuery", failure=(status.ACL_STREAM_STATUS_NOT_READY,))
@@ -760,7 +761,7 @@ def aclrtMemsetAsync(devPtr: int, maxCount: int, value: int, count: int, stream:
         enqueue(target_stream, Task("aclrtMemsetAsync(%d bytes)" % count, run))
 
 
-def resolve_device_range(address: int, nbytes: int, device_id: int, what: str,
+def resolve_device_range(address: int, nbytes: int, device_id: int, what,
                          base: Optional[int] = None) -> tuple[Allocation, int]:
     """For kernels at execution time: DeviceFault if the range is not inside the live allocation that
     holds `base` (default: `address`; a tensor's data address, so a view cannot stray into a neighbour)."""
