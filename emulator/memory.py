@@ -23,10 +23,13 @@ _libc.mmap.restype = ctypes.c_void_p
 _libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
 _libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
 _libc.msync.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+_libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
 
 PROT_NONE, PROT_READ, PROT_WRITE = 0, 1, 2
 MAP_PRIVATE, MAP_ANONYMOUS, MAP_NORESERVE = 0x02, 0x20, 0x4000
 MS_ASYNC = 1
+MADV_HUGEPAGE = 14
+HUGE_PAGE = 2 << 20
 MAP_FAILED = ctypes.c_void_p(-1).value
 PAGE = os.sysconf("SC_PAGE_SIZE")
 
@@ -39,6 +42,16 @@ def _map(size: int, prot: int) -> int:
     address = _libc.mmap(None, size, prot, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0)
     if address in (None, MAP_FAILED):
         return 0
+    return address
+
+
+def _back(size: int) -> int:
+    """Host memory backing a device allocation: committed page by page on first touch. Large
+    buffers ask for transparent huge pages (as the default HUGE_FIRST policy does on the device),
+    which keeps the TLB out of the way of kernels streaming through them."""
+    address = _map(size, PROT_READ | PROT_WRITE)
+    if address and size >= HUGE_PAGE:
+        _libc.madvise(address, size, MADV_HUGEPAGE)
     return address
 
 
@@ -110,7 +123,7 @@ class DeviceHeap:
                            "(%d with padding); %d of %d bytes in use"
                            % (self.capacity - self.used, self.device_id, size, padded, self.used, self.capacity))
         address = self._place(padded)
-        backing = _map(padded, PROT_READ | PROT_WRITE)
+        backing = _back(padded)
         if not backing:
             raise AclError(status.ACL_ERROR_RT_MEMORY_ALLOCATION,
                            "size: expected a size the host can back, found %d bytes of device memory (errno %d)"
