@@ -11,12 +11,12 @@
 #include <pybind11/stl.h>
 
 #include <algorithm>
-#include <cmath>
 #include <type_traits>
 
 #include "common/dispatch.h"
 #include "common/elementwise.h"
 #include "common/registry.h"
+#include "common/vmath.h"
 
 namespace py = pybind11;
 
@@ -24,9 +24,19 @@ namespace npuemu {
 namespace {
 
 template <bool LogTarget>
-inline float kl_grad(float grad, float target, float coefficient) {
-  const float weight = LogTarget ? std::exp(target) : target;
+NPUEMU_INLINE float kl_grad(float grad, float target, float coefficient) {
+  const float weight = LogTarget ? vm_exp(target) : target;
   return -(weight * grad) * coefficient;
+}
+
+// The element-wise pass over fp32 chunks (in = gradOutput, target).
+NPUEMU_VECTORIZED void compute(float* out, const float* const* in, int64_t n, bool log_target, float coefficient) {
+  const float *grad = in[0], *target = in[1];
+  if (log_target) {
+    for (int64_t i = 0; i < n; ++i) out[i] = kl_grad<true>(grad[i], target[i], coefficient);
+  } else {
+    for (int64_t i = 0; i < n; ++i) out[i] = kl_grad<false>(grad[i], target[i], coefficient);
+  }
 }
 
 template <class T>
@@ -38,13 +48,12 @@ inline float load(const char* p) {
 template <class TO, class TG, class TT, bool LogTarget>
 struct ElementwiseBody {
   float coefficient;
+  std::array<int, 3> dtype;
+  bool streaming;
 
   void contiguous(std::array<char*, 3> p, int64_t n) {
-    TO* out = reinterpret_cast<TO*>(p[0]);
-    const TG* grad = reinterpret_cast<const TG*>(p[1]);
-    const TT* target = reinterpret_cast<const TT*>(p[2]);
-    for (int64_t i = 0; i < n; ++i)
-      out[i] = from_float<TO>(kl_grad<LogTarget>(to_float(grad[i]), to_float(target[i]), coefficient));
+    float_chunks<2>(p[0], dtype[0], {p[1], p[2]}, {dtype[1], dtype[2]}, n, streaming,
+                    [&](float* out, const float* const* in, int64_t m) { compute(out, in, m, LogTarget, coefficient); });
   }
   void strided(std::array<char*, 3> p, const std::array<int64_t, 3>& s, int64_t n) {
     for (int64_t i = 0; i < n; ++i) {
@@ -191,7 +200,8 @@ template <class TO, class TG, class TT, bool LogTarget>
 void run(const TensorArg& out, const TensorArg& grad, const TensorArg& target, float coefficient) {
   if (out.numel() == grad.numel()) {  // out's shape is B up to axes of size 1: nothing to sum
     const TensorArg widened = out_over_b(out, grad.shape);
-    ElementwiseBody<TO, TG, TT, LogTarget> body{coefficient};
+    ElementwiseBody<TO, TG, TT, LogTarget> body{coefficient, {out.dtype, grad.dtype, target.dtype},
+                                                out.numel() * out.itemsize() > kStreamingThreshold};
     for_each_element<3>({&widened, &grad, &target}, grad.shape, body);
   } else {
     reduce_into_out<TO, TG, TT, LogTarget>(out, grad, target, coefficient);
