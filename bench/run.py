@@ -1,0 +1,373 @@
+"""`make bench`: npuemu's five operators against PyTorch CPU and this machine's memory bandwidth.
+
+For each operator (cases.py), size, dtype and thread count: npuemu's whole two-phase call on device
+tensors prepared beforehand, the PyTorch CPU path a user would run on the same data, and a
+STREAM-like triad moving the same bytes, timed in turns to a time budget (medians). npuemu's
+result is checked against PyTorch's (a benchmark of a wrong result is worthless). Large cases also
+get their peak memory measured in a fresh process. Writes bench/RESULTS.md and prints it.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import os
+import platform
+import sys
+import time
+from typing import Optional
+
+import numpy as np
+
+import aclnn_api as nn
+import emulator
+from aclnn_api import _kernels
+
+from cases import LOG_SIGMOID, OPERATORS, Case, Operator, Size
+from data import DTYPE_LABEL, FLOAT_DTYPES, TOLERANCE, BenchDevice, decode
+from memory import run_child
+from report import Result, render
+from timing import BUDGETS, QUICK, NpuemuCall, Triad, interleaved_medians, profile_text
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+THREADS = (1, 2)
+COMPARE_CHUNK = 1 << 22
+STALL = 2.0     # a contender this many times slower with 2 threads than with 1 is flagged
+
+
+def log(text: str) -> None:
+    print(text, flush=True)
+
+
+def load_torch(disabled: bool):
+    if disabled:
+        return None
+    try:
+        import torch
+    except ImportError:
+        return None
+    return torch
+
+
+def machine_info(torch) -> dict:
+    model = "unknown"
+    with open("/proc/cpuinfo") as cpuinfo:
+        for line in cpuinfo:
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    memory = "unknown"
+    with open("/proc/meminfo") as meminfo:
+        for line in meminfo:
+            if line.startswith("MemTotal"):
+                memory = "%.1f GiB" % (int(line.split()[1]) / (1 << 20))
+    return {"date": datetime.datetime.now().strftime("%Y-%m-%d %H:%M"), "CPU": model,
+            "cores": os.cpu_count(), "memory": memory,
+            "PyTorch": torch.__version__ if torch else "not installed",
+            "NumPy": np.__version__, "Python": platform.python_version(),
+            "emulated chip": emulator.settings().soc_name, "kernels": _kernels.build_info(),
+            "load average at start": "%.2f %.2f %.2f" % os.getloadavg()}
+
+
+# ---------------------------------------------------------------------------------------------
+# data in PyTorch
+
+
+def torch_tensor(torch, raw: np.ndarray, dtype: int):
+    """The host array as a PyTorch tensor of the same dtype, sharing its memory."""
+    if dtype == nn.ACL_BF16:
+        return torch.from_numpy(raw.view(np.int16)).view(torch.bfloat16)
+    return torch.from_numpy(raw)
+
+
+def torch_dtype(torch, dtype: int):
+    return {nn.ACL_FLOAT: torch.float32, nn.ACL_FLOAT16: torch.float16, nn.ACL_BF16: torch.bfloat16,
+            nn.ACL_DOUBLE: torch.float64}[dtype]
+
+
+def torch_reference(torch, op: Operator, case: Case, tensors: dict) -> np.ndarray:
+    """PyTorch's result in float32 on the case's (rounded) inputs: the result a float32 compute gives."""
+    upcast = {k: v.float() if v.is_floating_point() else v for k, v in tensors.items()}
+    out = torch.empty(case.output[1], dtype=torch.float32)
+    op.torch_setup(upcast, case.attrs, out)()
+    return out.numpy()
+
+
+def numpy_values(case: Case, host: dict) -> dict:
+    return {name: decode(host[name], source.dtype) for name, source in case.inputs.items()}
+
+
+# ---------------------------------------------------------------------------------------------
+# checks
+
+
+def compare(raw: np.ndarray, dtype: int, expected: np.ndarray) -> str:
+    """'ok' when every element is within the spec tolerance of the reference, relative to the
+    element plus the output's RMS: |actual - expected| <= tol * (|expected| + rms). The RMS term
+    (rather than an absolute 1) keeps the check meaningful for outputs much smaller than 1."""
+    tol = TOLERANCE[dtype]
+    actual_flat, expected_flat = raw.reshape(-1), expected.reshape(-1)
+    squares, count = 0.0, 0
+    for start in range(0, expected_flat.size, COMPARE_CHUNK):
+        e = expected_flat[start:start + COMPARE_CHUNK].astype(np.float64)
+        e = e[np.isfinite(e)]
+        squares, count = squares + float(np.dot(e, e)), count + e.size
+    rms = (squares / count) ** 0.5 if count else 0.0
+    bad, worst = 0, 0.0
+    for start in range(0, actual_flat.size, COMPARE_CHUNK):
+        a = decode(actual_flat[start:start + COMPARE_CHUNK], dtype)
+        e = expected_flat[start:start + COMPARE_CHUNK].astype(np.float64)
+        with np.errstate(invalid="ignore"):
+            error = np.abs(a - e)
+            fine = (error <= tol * (np.abs(e) + rms)) | (a == e) | (np.isnan(a) & np.isnan(e))
+        bad += int((~fine).sum())
+        worst = max(worst, float(error[np.isfinite(error)].max(initial=0.0)))
+    if bad:
+        return "**WRONG**: %d of %d off (max error %.3g, tolerance %g × (|ref| + %.3g))" % (
+            bad, actual_flat.size, worst, tol, rms)
+    return "ok"
+
+
+def validate_references(ops: list, torch) -> list:
+    """Each PyTorch path against the NumPy float64 formula, in float64 on the 4x4 and 1e5 cases."""
+    lines = []
+    for op in ops:
+        for size in op.sizes[:2]:
+            case = op.build(size, nn.ACL_DOUBLE)
+            values = {name: decode(source.materialize(), source.dtype) for name, source in case.inputs.items()}
+            expected = op.numpy_reference(values, case.attrs)
+            out = torch.empty(case.output[1], dtype=torch.float64)
+            op.torch_setup({k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in values.items()}, case.attrs, out)()
+            with np.errstate(invalid="ignore"):
+                error = np.abs(out.numpy() - expected) / (1 + np.abs(expected))
+            worst = float(np.nanmax(error))
+            verdict = "ok" if worst < 1e-10 and np.array_equal(np.isnan(out.numpy()), np.isnan(expected)) else "**MISMATCH**"
+            extra = op.check_inputs(values, case.attrs) if op.check_inputs else ""
+            if extra:
+                verdict = "**MISMATCH**"
+            lines.append("%s %s: %s (max relative difference %.1e)%s"
+                         % (op.name, size.shape, verdict, worst, "; " + extra if extra else ""))
+    return lines
+
+
+# ---------------------------------------------------------------------------------------------
+# one case
+
+
+class CaseRunner:
+    """One operator, size and dtype: data made once, then timed for each thread count."""
+
+    def __init__(self, op: Operator, size: Size, dtype: int, torch, budget):
+        self.op, self.size, self.dtype, self.torch, self.budget = op, size, dtype, torch, budget
+        self.case = op.build(size, dtype)
+        self.host = {name: source.materialize() for name, source in self.case.inputs.items()}
+        self.tensors = self.torch_out = None
+        if torch is not None:
+            self.tensors = {name: torch_tensor(torch, raw, self.case.inputs[name].dtype) for name, raw in self.host.items()}
+            self.torch_out = torch.empty(self.case.output[1], dtype=torch_dtype(torch, dtype))
+        self._reference: Optional[np.ndarray] = None
+
+    def reference(self) -> Optional[np.ndarray]:
+        if self._reference is None:
+            if self.torch is not None:
+                self._reference = torch_reference(self.torch, self.op, self.case, self.tensors)
+            elif not self.size.large:
+                self._reference = self.op.numpy_reference(numpy_values(self.case, self.host), self.case.attrs)
+        return self._reference
+
+    def check(self, raw: np.ndarray) -> str:
+        expected = self.reference()
+        if expected is None:
+            return "unchecked (no PyTorch)"
+        return compare(raw, self.dtype, expected)
+
+    def run(self, threads: int) -> tuple[Optional[Result], str]:
+        """(result, '') or (None, why the case was skipped)."""
+        emulator.configure(threads=threads)
+        device = BenchDevice()
+        try:
+            tensors = {name: device.upload(raw.shape, self.case.inputs[name].dtype, [(0, raw)]).tensor
+                       for name, raw in self.host.items()}
+            out_name, shape = self.case.output
+            out = device.output(shape, self.dtype)
+            tensors[out_name] = out.tensor
+            attrs = {k: device.int_array(v) if isinstance(v, list) else v for k, v in self.case.attrs.items()}
+            call = NpuemuCall(device, self.op.first_phase(), self.op.second_phase(), self.op.npuemu_args(tensors, attrs))
+            if call.status != 0:
+                return None, "npuemu returns %d: %s" % (call.status, call.message)
+            check = self.check(device.read_raw(out))
+            # The triad runs in the kernels' pool: size it to the configured count, as npuemu's
+            # launches do, so that the two never disagree about the pool.
+            _kernels.set_threads(threads)
+            contenders = {"npuemu": call}
+            if self.torch is not None:
+                self.torch.set_num_threads(threads)
+                contenders["torch"] = self.op.torch_setup(self.tensors, self.case.attrs, self.torch_out)
+            triad = Triad(self.case.bytes_moved)
+            contenders["triad"] = triad
+            medians, calls = interleaved_medians(contenders, self.budget)
+            if _kernels.threads() != threads:
+                raise RuntimeError("kernel pool has %d threads, expected %d" % (_kernels.threads(), threads))
+            return Result(self.op.name, self.size, self.dtype, threads, medians["npuemu"], medians.get("torch"),
+                          medians["triad"], triad.nbytes, self.case.bytes_moved, calls, check,
+                          self.dtype in self.op.torch_upcasts), ""
+        finally:
+            device.close()
+
+
+def flag_stalls(case_results: list) -> None:
+    """Mark a contender that ran STALL times slower with more threads than with one: on a shared
+    2-core machine, a thread that waits for a core taken by someone else stalls the whole call (the
+    OpenMP barrier of PyTorch spins on its own core meanwhile, so PyTorch suffers most). Such rows
+    are kept in the tables, flagged, and left out of the headline."""
+    single = next((r for r in case_results if r.threads == 1), None)
+    if single is None:
+        return
+    for r in case_results:
+        if r.threads == 1:
+            continue
+        if r.torch_s and single.torch_s and r.torch_s > STALL * single.torch_s:
+            r.stalled.append("torch")
+        if r.npuemu_s > STALL * single.npuemu_s:
+            r.stalled.append("npuemu")
+
+
+def describe(result: Result) -> str:
+    torch_part = ""
+    if result.torch_s:
+        torch_part = "torch %8.3f ms  speedup %5.2f×  " % (result.torch_s * 1e3, result.speedup)
+    return "  %-5s %-20s %-8s %d thr: npuemu %8.3f ms  %s%6.2f GB/s (%3.0f%% of triad)  %s%s" % (
+        result.size.label, result.size.shape, DTYPE_LABEL[result.dtype], result.threads, result.npuemu_s * 1e3,
+        torch_part, result.gbps, result.percent_of_triad, result.check,
+        "  (stalled: %s)" % ", ".join(result.stalled) if result.stalled else "")
+
+
+# ---------------------------------------------------------------------------------------------
+# small-call profile
+
+
+def small_profile(torch, calls: int, budget) -> dict:
+    """LogSigmoidBackward 4x4 float32: median of the whole call, its steps, and a cProfile."""
+    threads = emulator.settings().threads
+    runner = CaseRunner(LOG_SIGMOID, LOG_SIGMOID.sizes[0], nn.ACL_FLOAT, torch, budget)
+    device = BenchDevice()
+    try:
+        tensors = {name: device.upload(raw.shape, runner.case.inputs[name].dtype, [(0, raw)]).tensor
+                   for name, raw in runner.host.items()}
+        tensors["gradInput"] = device.output(runner.case.output[1], nn.ACL_FLOAT).tensor
+        call = NpuemuCall(device, LOG_SIGMOID.first_phase(), LOG_SIGMOID.second_phase(),
+                          LOG_SIGMOID.npuemu_args(tensors, {}))
+        contenders = {"npuemu": call}
+        if torch is not None:
+            contenders["torch"] = LOG_SIGMOID.torch_setup(runner.tensors, {}, runner.torch_out)
+        medians, _ = interleaved_medians(contenders, budget)
+        return {"threads": threads, "median_us": medians["npuemu"] * 1e6,
+                "torch_us": medians["torch"] * 1e6 if "torch" in medians else None,
+                "steps": call.phase_medians(calls), "calls": calls, "text": profile_text(call, calls)}
+    finally:
+        device.close()
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+def parse_args(argv: Optional[list]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--ops", help="comma-separated operator names (default: all five)")
+    parser.add_argument("--sizes", default="4x4,1e5,large", help="size classes (default: 4x4,1e5,large)")
+    parser.add_argument("--dtypes", default="float32,float16,bfloat16")
+    parser.add_argument("--threads", default="1,2")
+    parser.add_argument("--no-torch", action="store_true", help="npuemu and triad only")
+    parser.add_argument("--no-memory", action="store_true", help="skip the peak-memory subprocesses")
+    parser.add_argument("--quick", action="store_true", help="2 rounds per case: a smoke test, not a measurement")
+    parser.add_argument("--output", default=os.path.join(HERE, "RESULTS.md"), help="'-' to write no file")
+    return parser.parse_args(argv)
+
+
+def main(argv: Optional[list] = None) -> int:
+    args = parse_args(argv)
+    started = time.perf_counter()
+    torch = load_torch(args.no_torch)
+    info = machine_info(torch)
+    names = args.ops.split(",") if args.ops else [op.name for op in OPERATORS]
+    unknown = set(names) - {op.name for op in OPERATORS}
+    if unknown:
+        raise SystemExit("unknown operator(s) %s: expected some of %s" % (sorted(unknown), [op.name for op in OPERATORS]))
+    ops = [op for op in OPERATORS if op.name in names]
+    sizes = args.sizes.split(",")
+    dtypes = [d for d in FLOAT_DTYPES if DTYPE_LABEL[d] in args.dtypes.split(",")]
+    threads = tuple(int(t) for t in args.threads.split(","))
+
+    notes = []
+    if torch is None:
+        notes.append("**PyTorch is not installed** (or --no-torch): npuemu and the triad only; npuemu's results "
+                     "are checked against NumPy float64 except for the large sizes, which stay unchecked.")
+    validations = []
+    if torch is not None:
+        log("== PyTorch references against NumPy float64")
+        validations = validate_references(ops, torch)
+        for line in validations:
+            log("  " + line)
+
+    skips, results, memory = [], [], []
+    profile = None
+    if LOG_SIGMOID in ops and LOG_SIGMOID.available() and "4x4" in sizes:
+        log("== small-tensor profile (LogSigmoidBackward 4x4)")
+        profile = small_profile(torch, 200 if args.quick else 3000, QUICK if args.quick else BUDGETS["4x4"])
+        log("  whole call %.1f µs" % profile["median_us"])
+
+    for op in ops:
+        if not op.available():
+            skips.append("%s: aclnn_api has no %s yet, skipped" % (op.name, op.first_phase_name))
+            log("== %s: skipped (aclnn_api has no %s yet)" % (op.name, op.first_phase_name))
+            continue
+        log("== %s" % op.name)
+        for index, size in enumerate(op.sizes):
+            if size.label not in sizes:
+                continue
+            for dtype in dtypes:
+                runner = CaseRunner(op, size, dtype, torch, QUICK if args.quick else BUDGETS[size.label])
+                rejected, case_results = "", []
+                for n in threads:
+                    result, rejected = runner.run(n)
+                    if result is None:
+                        break
+                    case_results.append(result)
+                    log(describe(result))
+                flag_stalls(case_results)
+                for r in case_results:
+                    if r.stalled:
+                        log("  ^ %d threads flagged as stalled (%s more than %.0f× slower than with 1 thread)"
+                            % (r.threads, ", ".join(r.stalled), STALL))
+                results += case_results
+                if rejected:
+                    skips.append("%s %s %s: %s" % (op.name, size.shape, DTYPE_LABEL[dtype], rejected))
+                    log("  %s %s: skipped, %s" % (size.shape, DTYPE_LABEL[dtype], rejected))
+                    continue
+                del runner
+                if size.large and not args.no_memory:
+                    peak = run_child(op.name, index, dtype)
+                    memory.append((op.name, size, dtype, peak))
+                    log("  peak memory %s %s: %s" % (size.shape, DTYPE_LABEL[dtype], peak))
+
+    notes.append("Each time is the median over interleaved rounds (npuemu, PyTorch, triad take turns, a burst of "
+                 "back-to-back calls each) after warm-up; budgets per size class: %s." % ", ".join(
+                     "%s %.1f s (%d to %d rounds%s%s)" % (
+                         k, b.seconds, b.min_rounds, b.max_rounds, ", at most %.0f s" % b.cap if b.cap else "",
+                         ", bursts of ~%.0f ms" % (b.burst * 1e3) if b.burst else ", one call per round")
+                     for k, b in BUDGETS.items())
+                 if not args.quick else "--quick: 2 rounds per case, a smoke test, not a measurement.")
+    notes.append("Whole run: %.0f s; load average (1, 5, 15 min) at the end: %.2f %.2f %.2f on %d cores."
+                 % ((time.perf_counter() - started,) + os.getloadavg() + (os.cpu_count(),)))
+    text = render(info, notes, validations, profile, results, skips, memory, threads,
+                  {op.name: op.torch_path for op in ops})
+    if args.output != "-":
+        with open(args.output, "w") as f:
+            f.write(text)
+    log("")
+    log(text)
+    wrong = [r for r in results if "WRONG" in r.check] + [v for v in validations if "MISMATCH" in v]
+    return 1 if wrong else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
