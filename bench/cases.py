@@ -64,6 +64,10 @@ class Operator:
     torch_path: str                                        # what the PyTorch column runs
     torch_upcasts: tuple = ()                              # dtypes PyTorch CPU lacks: run in float32 with casts
     check_inputs: Optional[Callable[[dict, dict], str]] = None  # extra torch check of derived inputs
+    # Size classes where, without PyTorch, npuemu (float32 compute) is checked against the float64
+    # formula with the spec tolerance. Not CTC's large case: float32 log-space recursions over
+    # T = 400 steps drift by ~1e-3 relative from float64, in the real kernel as in PyTorch's.
+    float64_check_sizes: tuple = ("4x4", "1e5", "large")
 
     @property
     def first_phase_name(self) -> str:
@@ -434,7 +438,7 @@ CTC = Operator(
                   t["negLogLikelihood"], t["logAlpha"], a["blank"], a["zeroInfinity"], t["out"]),
     torch_ctc, numpy_ctc,
     "aten._ctc_loss_backward.out (float16/bfloat16: in float32 with casts)",
-    torch_upcasts=(nn.ACL_FLOAT16, nn.ACL_BF16), check_inputs=check_ctc_forward)
+    torch_upcasts=(nn.ACL_FLOAT16, nn.ACL_BF16), check_inputs=check_ctc_forward, float64_check_sizes=("4x4", "1e5"))
 
 OPERATORS = (LOG_SIGMOID, BCE, KL_DIV, SMS, CTC)
 BY_NAME = {op.name: op for op in OPERATORS}

@@ -63,7 +63,8 @@ def geomean(values: list) -> Optional[float]:
 
 
 def mib(nbytes: float) -> str:
-    return "%.0f" % (nbytes / (1 << 20))
+    value = nbytes / (1 << 20)
+    return "%.1f" % value if 0 < value < 10 else "%.0f" % value
 
 
 def headline(results: list, threads: tuple) -> list:
