@@ -16,13 +16,13 @@ NPUEMU_INLINE float vm_bits_to_float(uint32_t u) {
   return f;
 }
 
-// exp(x): Cody-Waite range reduction to r in [-ln2/2, ln2/2], degree-6 polynomial, scale by 2^n.
-// Results below FLT_MIN underflow gradually (scaled by 2^64 first, then by 2^-64), as IEEE exp does.
+// exp(x): Cody-Waite range reduction to r in [-ln2/2, ln2/2], degree-6 polynomial, then 2^n as two
+// factors 2^(n>>1) and 2^(n-(n>>1)), each a normal float for every n in [-150, 128]: results below
+// FLT_MIN underflow gradually and results beyond FLT_MAX overflow to inf, as IEEE exp does, with no
+// special cases (the clamp keeps n in range). Within 1 ulp of exp over the float range.
 NPUEMU_INLINE float vm_exp(float x) {
-  const bool tiny = x < -87.33654f;        // the result is subnormal (or zero)
-  const bool zero = x < -103.97208f;       // below half the smallest subnormal
-  const bool overflow = x > 88.72283f;
-  const float c = tiny ? (zero ? -103.97208f : x) : (overflow ? 88.72283f : x);
+  float c = x < 89.0f ? x : 89.0f;  // (NaN compares false: handled at the end)
+  c = c > -104.0f ? c : -104.0f;
   const float n = (c * 1.44269504088896341f + 12582912.0f) - 12582912.0f;  // round to nearest
   const float r = (c - n * 0.693145751953125f) - n * 1.428606765330187e-06f;
   float p = 1.9875691500e-4f;
@@ -32,13 +32,10 @@ NPUEMU_INLINE float vm_exp(float x) {
   p = p * r + 1.6666665459e-1f;
   p = p * r + 5.0000001201e-1f;
   p = p * r * r + r + 1.0f;
-  // 2^n in two factors where one would leave the normal range: n < -126 near underflow, n = 128
-  // just below overflow.
-  const bool huge = n > 127.0f;
-  const int32_t bias = tiny ? 127 + 64 : (huge ? 126 : 127);
-  const float rescale = tiny ? 5.42101086242752217e-20f : (huge ? 2.0f : 1.0f);  // 2^-64, 2, 1
-  const float scaled = p * vm_bits_to_float(static_cast<uint32_t>(static_cast<int32_t>(n) + bias) << 23) * rescale;
-  const float result = zero ? 0.0f : (overflow ? __builtin_inff() : scaled);
+  const int32_t k = static_cast<int32_t>(n);
+  const int32_t half = k >> 1;
+  const float result = p * vm_bits_to_float(static_cast<uint32_t>(half + 127) << 23) *
+                       vm_bits_to_float(static_cast<uint32_t>(k - half + 127) << 23);
   return x != x ? x : result;  // NaN propagates
 }
 
