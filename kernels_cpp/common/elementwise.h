@@ -106,7 +106,7 @@ void for_each_element(const std::array<const TensorArg*, N>& args, const std::ve
 // `compute(float* out, const float* const* in, int64_t n)` works on fp32 arrays (write it as a
 // NPUEMU_VECTORIZED loop), and the result is rounded to the output dtype, streamed past the caches
 // when `streaming`. FLOAT inputs and outputs are used in place, without copies.
-constexpr int64_t kChunk = 1024;
+constexpr int64_t kChunk = 256;
 
 template <int NIN, class Compute>
 void float_chunks(char* out, int out_dtype, const std::array<const char*, NIN>& in, const std::array<int, NIN>& in_dtypes,

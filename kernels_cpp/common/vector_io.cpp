@@ -2,6 +2,7 @@
 
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "common/numeric.h"
@@ -104,17 +105,35 @@ __attribute__((target("avx2,f16c,fma"))) __m128i bf16_round_avx2(__m256 v) {
   return _mm_packus_epi32(lo, hi);
 }
 
-__attribute__((target("avx2,f16c,fma"))) void store_avx2(int dtype, const float* src, void* dst, int64_t n) {
-  int64_t i = 0;
-  if (dtype == kFloat16) {
+// Elements to store one by one before dst reaches an `align`-byte boundary (streaming stores
+// need aligned addresses).
+int64_t head_elements(const void* dst, int64_t align, int64_t size, int64_t n) {
+  const int64_t bytes = (align - static_cast<int64_t>(reinterpret_cast<uintptr_t>(dst) % align)) % align;
+  return std::min(n, bytes / size);
+}
+
+__attribute__((target("avx2,f16c,fma"))) void store_avx2(int dtype, const float* src, void* dst, int64_t n,
+                                                          bool streaming) {
+  const int64_t size = dtype_size(dtype);
+  int64_t i = streaming ? head_elements(dst, dtype == kFloat ? 32 : 16, size, n) : 0;
+  if (i) store_baseline(dtype, src, dst, i);
+  if (dtype == kFloat) {
+    auto d = static_cast<float*>(dst);
+    for (; i + 8 <= n; i += 8) {
+      const __m256 v = _mm256_loadu_ps(src + i);
+      if (streaming) _mm256_stream_ps(d + i, v);
+      else _mm256_storeu_ps(d + i, v);
+    }
+  } else if (dtype == kFloat16 || dtype == kBFloat16) {
     auto d = static_cast<uint16_t*>(dst);
-    for (; i + 8 <= n; i += 8)
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(d + i), _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT));
-  } else if (dtype == kBFloat16) {
-    auto d = static_cast<uint16_t*>(dst);
-    for (; i + 8 <= n; i += 8) _mm_storeu_si128(reinterpret_cast<__m128i*>(d + i), bf16_round_avx2(_mm256_loadu_ps(src + i)));
+    for (; i + 8 <= n; i += 8) {
+      const __m256 v = _mm256_loadu_ps(src + i);
+      const __m128i h = dtype == kFloat16 ? _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT) : bf16_round_avx2(v);
+      if (streaming) _mm_stream_si128(reinterpret_cast<__m128i*>(d + i), h);
+      else _mm_storeu_si128(reinterpret_cast<__m128i*>(d + i), h);
+    }
   }
-  if (i < n) store_baseline(dtype, src + i, static_cast<char*>(dst) + i * dtype_size(dtype), n - i);
+  if (i < n) store_baseline(dtype, src + i, static_cast<char*>(dst) + i * size, n - i);
 }
 
 // ---- AVX-512 ----
@@ -135,27 +154,37 @@ __attribute__((target("avx512f,avx512bw,avx512vl,f16c,fma"))) void load_avx512(i
   if (i < n) load_avx2(dtype, static_cast<const char*>(src) + i * dtype_size(dtype), dst + i, n - i);
 }
 
+__attribute__((target("avx512f,avx512bw,avx512vl,f16c,fma"))) __m256i bf16_round_avx512(__m512 v) {
+  const __m512i u = _mm512_castps_si512(v);
+  const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+  const __m512i rounded = _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7fff)), lsb), 16);
+  const __m512i quiet = _mm512_or_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x40));
+  const __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+  return _mm512_cvtepi32_epi16(_mm512_mask_mov_epi32(rounded, nan, quiet));
+}
+
 __attribute__((target("avx512f,avx512bw,avx512vl,f16c,fma"))) void store_avx512(int dtype, const float* src, void* dst,
-                                                                                 int64_t n) {
-  int64_t i = 0;
-  if (dtype == kFloat16) {
-    auto d = static_cast<uint16_t*>(dst);
-    for (; i + 16 <= n; i += 16)
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(d + i), _mm512_cvtps_ph(_mm512_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT));
-  } else if (dtype == kBFloat16) {
+                                                                                 int64_t n, bool streaming) {
+  const int64_t size = dtype_size(dtype);
+  int64_t i = streaming ? head_elements(dst, dtype == kFloat ? 64 : 32, size, n) : 0;
+  if (i) store_baseline(dtype, src, dst, i);
+  if (dtype == kFloat) {
+    auto d = static_cast<float*>(dst);
+    for (; i + 16 <= n; i += 16) {
+      const __m512 v = _mm512_loadu_ps(src + i);
+      if (streaming) _mm512_stream_ps(d + i, v);
+      else _mm512_storeu_ps(d + i, v);
+    }
+  } else if (dtype == kFloat16 || dtype == kBFloat16) {
     auto d = static_cast<uint16_t*>(dst);
     for (; i + 16 <= n; i += 16) {
-      __m512 v = _mm512_loadu_ps(src + i);
-      __m512i u = _mm512_castps_si512(v);
-      __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
-      __m512i rounded = _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7fff)), lsb), 16);
-      __m512i quiet = _mm512_or_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x40));
-      __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
-      __m512i r = _mm512_mask_mov_epi32(rounded, nan, quiet);
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(d + i), _mm512_cvtepi32_epi16(r));
+      const __m512 v = _mm512_loadu_ps(src + i);
+      const __m256i h = dtype == kFloat16 ? _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT) : bf16_round_avx512(v);
+      if (streaming) _mm256_stream_si256(reinterpret_cast<__m256i*>(d + i), h);
+      else _mm256_storeu_si256(reinterpret_cast<__m256i*>(d + i), h);
     }
   }
-  if (i < n) store_avx2(dtype, src + i, static_cast<char*>(dst) + i * dtype_size(dtype), n - i);
+  if (i < n) store_avx2(dtype, src + i, static_cast<char*>(dst) + i * size, n - i, streaming);
 }
 
 }  // namespace
@@ -169,22 +198,20 @@ void load_as_float(int dtype, const void* src, float* dst, int64_t n) {
 }
 
 void store_from_float(int dtype, const float* src, void* dst, int64_t n, bool streaming) {
-  if (!streaming) {
-    switch (kIsa) {
-      case Isa::kAvx512: store_avx512(dtype, src, dst, n); return;
-      case Isa::kAvx2: store_avx2(dtype, src, dst, n); return;
-      default: store_baseline(dtype, src, dst, n); return;
-    }
+  switch (kIsa) {
+    case Isa::kAvx512: store_avx512(dtype, src, dst, n, streaming); return;
+    case Isa::kAvx2: store_avx2(dtype, src, dst, n, streaming); return;
+    default: break;
   }
-  if (dtype == kFloat) {
-    stream_bytes(static_cast<char*>(dst), reinterpret_cast<const char*>(src), n * 4);
+  if (!streaming) {
+    store_baseline(dtype, src, dst, n);
     return;
   }
-  alignas(64) char converted[4096];  // convert a block in L1, then stream it out
+  alignas(64) char converted[1024];  // convert a block in L1, then stream it out (SSE2)
   const int64_t size = dtype_size(dtype), block = sizeof(converted) / size;
   for (int64_t i = 0; i < n; i += block) {
     const int64_t count = n - i < block ? n - i : block;
-    store_from_float(dtype, src + i, converted, count, false);
+    store_baseline(dtype, src + i, converted, count);
     stream_bytes(static_cast<char*>(dst) + i * size, converted, count * size);
   }
 }
