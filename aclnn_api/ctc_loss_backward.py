@@ -10,13 +10,12 @@ them when it runs (a bad one is a device fault, never an out-of-bounds read).
 """
 from __future__ import annotations
 
-from emulator.soc import RANK_910E
 
 from . import _kernels, checks
 from .arrays import aclIntArray
 from .dtypes import (ACL_BF16, ACL_BOOL, ACL_DOUBLE, ACL_FLOAT, ACL_FLOAT16, ACL_INT32, ACL_INT64,
                      aclDataTypeSize, dtype_name)
-from .operator import KernelLaunch, Workspace, first_phase, second_phase, soc, view
+from .operator import KernelLaunch, Workspace, chip_dtypes, first_phase, second_phase, soc, view
 from .tensor import aclTensor
 
 TARGET_DTYPES = (ACL_INT32, ACL_INT64, ACL_BOOL, ACL_FLOAT, ACL_FLOAT16)  # non-int ones are cast to INT64
@@ -25,11 +24,8 @@ SCRATCH_SLOTS = 16  # batch items computed at once, each with its own scratch: b
 
 
 def log_probs_dtypes() -> tuple:
-    """910B, 910_93 and 950 add FLOAT16 and BFLOAT16 to FLOAT and DOUBLE."""
-    chip = soc()
-    if chip.version_rank in range(1, RANK_910E + 1):
-        return (ACL_FLOAT, ACL_FLOAT16, ACL_BF16, ACL_DOUBLE), chip.family
-    return (ACL_FLOAT, ACL_DOUBLE), chip.family
+    """FLOAT and DOUBLE; A2, A3 and 950 add FLOAT16 and BFLOAT16."""
+    return chip_dtypes((ACL_FLOAT, ACL_DOUBLE), (ACL_FLOAT16, ACL_BF16))
 
 
 def _max_floor0(array: aclIntArray) -> int:

@@ -6,20 +6,16 @@ format check; empty gradOutput or self succeeds with workspace 0 and nothing to 
 """
 from __future__ import annotations
 
-from emulator.soc import RANK_910E
 
 from . import _kernels, checks
 from .dtypes import ACL_BF16, ACL_FLOAT, ACL_FLOAT16
-from .operator import KernelLaunch, first_phase, second_phase, soc, view
+from .operator import KernelLaunch, chip_dtypes, first_phase, second_phase, view
 from .tensor import aclTensor
 
 
 def supported_dtypes() -> tuple:
-    """SoCs from 910B to 910E (A2, A3, 950) add BFLOAT16 to FLOAT16 and FLOAT."""
-    chip = soc()
-    if chip.version_rank in range(1, RANK_910E + 1):
-        return (ACL_FLOAT16, ACL_FLOAT, ACL_BF16), chip.family
-    return (ACL_FLOAT16, ACL_FLOAT), chip.family
+    """FLOAT16 and FLOAT; A2, A3 and 950 add BFLOAT16."""
+    return chip_dtypes((ACL_FLOAT16, ACL_FLOAT), (ACL_BF16,))
 
 
 @first_phase("aclnnLogSigmoidBackward")

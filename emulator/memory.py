@@ -12,7 +12,7 @@ import bisect
 import ctypes
 import ctypes.util
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable, Optional, Union
 
 from . import status

@@ -11,7 +11,7 @@ import acl
 import emulator
 from aclnn_api.operator import soc
 from emulator.errors import AclError
-from support import ALL_SOCS, assert_rejected, last_error
+from support import ALL_SOCS, assert_rejected
 
 
 def test_set_and_reset_are_reference_counted():
