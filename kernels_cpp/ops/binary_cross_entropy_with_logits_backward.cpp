@@ -33,12 +33,16 @@ NPUEMU_INLINE float bce_logits_grad(float g, float x, float t, float w, float p,
   return ((pt + 1.0f - t) * stable_sigmoid(x) - pt) * g * w * scale;
 }
 
-// in = gradOutput, self, target[, weight][, posWeight]: fp32 arrays of n elements.
-NPUEMU_VECTORIZED void compute(float* out, const float* const* in, int64_t n, bool has_weight, bool has_pos_weight,
-                               float scale) {
-  const float *g = in[0], *x = in[1], *t = in[2];
-  const float* w = has_weight ? in[3] : nullptr;
-  const float* p = has_pos_weight ? in[3 + has_weight] : nullptr;
+// in = gradOutput, self, target[, weight][, posWeight]: fp32 arrays of n elements. `__restrict`:
+// out may only be one of the inputs exactly (in place), where element i is read before it is
+// written; without it the compiler gives up vectorising over the alias checks of six pointers.
+NPUEMU_VECTORIZED void compute(float* __restrict out, const float* const* in, int64_t n, bool has_weight,
+                               bool has_pos_weight, float scale) {
+  const float* __restrict g = in[0];
+  const float* __restrict x = in[1];
+  const float* __restrict t = in[2];
+  const float* __restrict w = has_weight ? in[3] : nullptr;
+  const float* __restrict p = has_pos_weight ? in[3 + has_weight] : nullptr;
   if (w && p) {
     for (int64_t i = 0; i < n; ++i) out[i] = bce_logits_grad(g[i], x[i], t[i], w[i], p[i], scale);
   } else if (w) {

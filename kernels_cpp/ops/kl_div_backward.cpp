@@ -30,8 +30,11 @@ NPUEMU_INLINE float kl_grad(float grad, float target, float coefficient) {
 }
 
 // The element-wise pass over fp32 chunks (in = gradOutput, target).
-NPUEMU_VECTORIZED void compute(float* out, const float* const* in, int64_t n, bool log_target, float coefficient) {
-  const float *grad = in[0], *target = in[1];
+// `__restrict`: out may only alias an input exactly (in place), where element i is read first.
+NPUEMU_VECTORIZED void compute(float* __restrict out, const float* const* in, int64_t n, bool log_target,
+                               float coefficient) {
+  const float* __restrict grad = in[0];
+  const float* __restrict target = in[1];
   if (log_target) {
     for (int64_t i = 0; i < n; ++i) out[i] = kl_grad<true>(grad[i], target[i], coefficient);
   } else {

@@ -20,9 +20,10 @@ NPUEMU_INLINE float log_sigmoid_grad(float grad, float x) {
   return numerator / (1.0f + z) * grad;
 }
 
-NPUEMU_VECTORIZED void compute(float* out, const float* const* in, int64_t n) {
-  const float* grad = in[0];
-  const float* x = in[1];
+// `__restrict`: out may only alias an input exactly (in place), where element i is read first.
+NPUEMU_VECTORIZED void compute(float* __restrict out, const float* const* in, int64_t n) {
+  const float* __restrict grad = in[0];
+  const float* __restrict x = in[1];
   for (int64_t i = 0; i < n; ++i) out[i] = log_sigmoid_grad(grad[i], x[i]);
 }
 
