@@ -135,13 +135,18 @@ class Npu:
         workspace = self.malloc(size) if size else None
         return second_phase(workspace, size, executor, self.stream)
 
-    def close(self) -> None:
+    def release(self) -> None:
+        """Everything this object made, and its reference on the device (not aclFinalize: other
+        host threads may still be working)."""
         for t in self.tensors:
             nn.aclDestroyTensor(t.tensor)
         for address in self.buffers:
             acl.rt.free(address)
         acl.rt.destroy_stream(self.stream)
         acl.rt.reset_device(self.device_id)
+
+    def close(self) -> None:
+        self.release()
         acl.finalize()
 
 

@@ -1,0 +1,68 @@
+"""Host threads: NPUEMU_THREADS, concurrent launches from several host threads, the run-time choice
+of vector instructions."""
+import os
+import subprocess
+import sys
+import threading
+
+import numpy as np
+
+import acl
+import aclnn_api as nn
+import emulator
+from aclnn_api import _kernels
+from support import Npu, assert_close, representable
+
+
+def test_threads_setting_comes_from_the_environment(tmp_path):
+    code = "import emulator; print(emulator.settings().threads)"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path,
+                          env={**os.environ, "NPUEMU_THREADS": "3"}, timeout=60)
+    assert done.stdout.strip() == "3", done.stderr
+
+
+def test_default_threads_are_the_machines_cores():
+    assert emulator.settings().threads == (int(os.environ["NPUEMU_THREADS"]) if os.environ.get("NPUEMU_THREADS")
+                                           else os.cpu_count())
+
+
+def test_launches_from_several_host_threads_at_once_are_all_correct_and_share_one_pool():
+    """Each host thread runs its own stream; kernels run one at a time on the pool of
+    NPUEMU_THREADS workers, so concurrent launches neither oversubscribe nor interfere."""
+    emulator.configure(threads=2)
+    rng = np.random.default_rng(7)
+    inputs = [(representable(rng.normal(size=(64, 257)), nn.ACL_FLOAT),
+               representable(rng.normal(size=(64, 257)) * 4, nn.ACL_FLOAT)) for _ in range(4)]
+    results, errors = [None] * 4, []
+
+    def worker(index):
+        try:
+            grad, x = inputs[index]
+            device = Npu()  # its own reference on device 0 and its own stream, on this host thread
+            go, xs = device.tensor(grad, nn.ACL_FLOAT), device.tensor(x, nn.ACL_FLOAT)
+            gi = device.empty(grad.shape, nn.ACL_FLOAT)
+            for _ in range(20):
+                assert device.run(nn.aclnnLogSigmoidBackwardGetWorkspaceSize, nn.aclnnLogSigmoidBackward,
+                                  go.tensor, xs.tensor, go.tensor, gi.tensor) == 0
+            results[index] = device.read(gi)
+            device.release()
+        except Exception as error:  # surfaced below, with the thread's failure
+            errors.append(error)
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not errors, errors
+    for (grad, x), result in zip(inputs, results):
+        assert_close(result, grad / (1.0 + np.exp(x)), nn.ACL_FLOAT)
+    assert _kernels.threads() == 2
+
+
+def test_the_vector_instruction_set_is_chosen_at_run_time_from_the_cpu():
+    with open("/proc/cpuinfo", encoding="utf-8") as handle:
+        flags = set(next(line for line in handle if line.startswith("flags")).split())
+    expected = ("avx512" if {"avx512f", "avx512bw", "avx512vl"} <= flags
+                else "avx2" if {"avx2", "f16c", "fma"} <= flags else "baseline")
+    assert _kernels.build_info().endswith("vector ISA " + expected)
