@@ -168,17 +168,17 @@ def _execute(op: str, launch: KernelLaunch, device_id: int, workspace: Optional[
     if threads != _threads_in_force[0]:
         _kernels.set_threads(threads)
         _threads_in_force[0] = threads
+    resolve = runtime.PROCESS.address_space().resolve
     args = []
     for arg in launch.args:
         if type(arg) is TensorView:
             pointer = 0
             if arg.nbytes:
                 what = lambda arg=arg: "%s tensor %s" % (op, arg.describe())  # built only for a fault
-                pointer = runtime.resolve_device_range(arg.start, arg.nbytes, device_id, what, base=arg.data)[1]
+                pointer = resolve(arg.start, arg.nbytes, device_id, what, arg.data)[1]
             args.append((pointer, arg.data_type, arg.shape, arg.strides))
         elif isinstance(arg, Workspace):
-            args.append(runtime.resolve_device_range(workspace + arg.offset, arg.size, device_id,
-                                                     "%s workspace" % op, base=workspace)[1])
+            args.append(resolve(workspace + arg.offset, arg.size, device_id, "%s workspace" % op, workspace)[1])
         else:
             args.append(arg)
     try:
