@@ -10,7 +10,7 @@
 // streamed to memory chunk by chunk) with the few classes of l' patched by the full formula. The
 // recursion keeps PyTorch's scalar expressions and order (std::exp / std::log) and skips only the
 // calls whose result is exact without them (exp(0) = 1, exp(x) = 0 far below the range, log(1) = 0,
-// log(0) = -inf): bit for bit PyTorch's values.
+// log(0) = -inf, an exp too small to change the sum >= 1 it is added to): bit for bit PyTorch's values.
 //
 // Beta row t only needs row t+1, so each output row is written as soon as its beta row exists:
 // the scratch of a batch item is its labels, two beta rows and lcab per class of l' (workspace).
@@ -172,6 +172,30 @@ inline A exp_of(A x) {
   return std::exp(x);
 }
 
+// Below this, exp(x) <= 2^-25 (fp64: 2^-54), under half an ulp of any sum >= 1: adding it to such
+// a sum changes nothing.
+template <class A>
+constexpr A kExpNegligible = std::is_same_v<A, double> ? A(-37.5) : A(-17.5);
+
+// exp(x) where the caller only adds it to sums >= 1: 0 for a negligible x (exact there).
+template <class A>
+inline A exp_beside_one(A x) {
+  if (x == A(0)) return A(1);
+  if (x < kExpNegligible<A>) return A(0);
+  return std::exp(x);
+}
+
+// (exp(d1) + exp(d2)) + exp(d3), PyTorch's sum, bit for bit, for differences from their maximum:
+// one of them is 0 (its exp is 1), or all are -inf, or NaN is involved. When the 0 is d1 or d2,
+// both partial sums are >= 1 and negligible terms can be dropped; when it is d3, two negligible
+// d1, d2 add up to at most 2^-24 (fp64: 2^-53), which 1 absorbs, but one alone must be exact.
+template <class A>
+inline A sum_exp3(A d1, A d2, A d3) {
+  if (d1 == A(0) || d2 == A(0)) return (exp_beside_one(d1) + exp_beside_one(d2)) + exp_beside_one(d3);
+  if (d1 < kExpNegligible<A> && d2 < kExpNegligible<A>) return A(0) + exp_of(d3);
+  return (exp_of(d1) + exp_of(d2)) + exp_of(d3);
+}
+
 // std::log(x), bit for bit, without the call where the result is exact: log(1) = 0 (a sum whose
 // other terms vanished next to its 1), log(0) = -inf (all terms -inf).
 template <class A>
@@ -185,8 +209,8 @@ inline A log_of(A x) {
 template <class A>
 inline A log_add(A sum, A term) {
   if (sum == kNegInf<A>) return term;
-  const A max = std::max(sum, term);
-  return log_of(exp_of(sum - max) + exp_of(term - max)) + max;
+  const A max = std::max(sum, term);  // one difference is 0 (or NaN is involved): the sum is >= 1
+  return log_of(exp_beside_one(sum - max) + exp_beside_one(term - max)) + max;
 }
 
 // Scratch of one batch item at a time, carved from the workspace.
@@ -272,7 +296,7 @@ void step(const Problem& p, int64_t b, int64_t t, int64_t S, Scratch<Acc<T>>& w,
       if (lb3 > lbmax) lbmax = lb3;
     }
     if (lbmax == kNegInf<A>) lbmax = 0;
-    beta[s] = log_of(exp_of(lb1 - lbmax) + exp_of(lb2 - lbmax) + exp_of(lb3 - lbmax)) + lbmax +
+    beta[s] = log_of(sum_exp3(lb1 - lbmax, lb2 - lbmax, lb3 - lbmax)) + lbmax +
               load<T>(lp, lp_row + l[s] * lp_step);
     A& lcab = w.lcab[w.class_of[s]];
     lcab = log_add(lcab, load<T>(p.log_alpha, alpha_row + s * alpha_step) + beta[s]);
