@@ -440,7 +440,7 @@ void ctc_loss_backward(const TensorTuple& grad_out, const TensorTuple& log_probs
     // Each slot owns batch items N·slot/slots .. N·(slot+1)/slots and its scratch; a thread that
     // is done (or whose core was busy with other work) claims the next free slot.
     std::atomic<int64_t> next_slot{0};
-    parallel_for(threads(), 1, [&](int64_t, int64_t) {
+    parallel_for(std::min<int64_t>(threads(), slots), 1, [&](int64_t, int64_t) {  // one claimer per thread
       for (int64_t slot = next_slot++; slot < slots; slot = next_slot++) {
         Scratch<A> w{reinterpret_cast<int64_t*>(labels_ws) + slot * width,
                      reinterpret_cast<int64_t*>(class_of_ws) + slot * width,
