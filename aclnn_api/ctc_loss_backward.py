@@ -20,7 +20,7 @@ from .tensor import aclTensor
 
 TARGET_DTYPES = (ACL_INT32, ACL_INT64, ACL_BOOL, ACL_FLOAT, ACL_FLOAT16)  # non-int ones are cast to INT64
 HALF_LIMITS = {"C": 200000, "N": 8180, "(A-1)/2": 1000}  # fp16/bf16 on 910B/910_93 (§2.3)
-SCRATCH_SLOTS = 16  # batch items computed at once, each with its own scratch: bounds the workspace
+SCRATCH_SLOTS = 32  # sets of batch items, each with its own scratch, that threads claim in turn
 
 
 def log_probs_dtypes() -> tuple:
@@ -111,13 +111,17 @@ def _check_dtypes(gradOut: aclTensor, logProbs: aclTensor, targets: aclTensor, n
                                soc().family, found[what]))
 
 
-def workspace_layout(slots: int, label_width: int, classes: int, data_type: int) -> tuple:
-    """(labels, beta, lcab) byte sizes, in workspace order, for `slots` batch items at once: the
-    extended label sequence as int64 (targets cast to INT64, as the library does on the device),
-    two rows of log beta and a row of lcab in the compute type (fp64 for DOUBLE, else fp32).
-    Int64 first keeps every part aligned to its element size."""
+def workspace_layout(slots: int, label_width: int, data_type: int) -> tuple:
+    """(labels, label classes, classes, beta, lcab) byte sizes, in workspace order, for `slots`
+    batch items at once. As int64: the extended label sequence (targets cast to INT64, as the
+    library does on the device), the index of each label among the item's distinct classes, and
+    those classes (at most max targetLength + 1: the labels and the blank). In the compute type
+    (fp64 for DOUBLE, else fp32): two rows of log beta, and lcab of each distinct class (lcab is
+    -inf for every other class). Int64 first keeps every part aligned to its element size."""
     compute = aclDataTypeSize(ACL_DOUBLE if data_type == ACL_DOUBLE else ACL_FLOAT)
-    return slots * label_width * 8, slots * 2 * label_width * compute, slots * classes * compute
+    classes = (label_width + 1) // 2
+    return (slots * label_width * 8, slots * label_width * 8, slots * classes * 8,
+            slots * 2 * label_width * compute, slots * classes * compute)
 
 
 @first_phase("aclnnCtcLossBackward")
@@ -132,13 +136,13 @@ def aclnnCtcLossBackwardGetWorkspaceSize(gradOut: aclTensor, logProbs: aclTensor
     zero_infinity = checks.bool_attr("zeroInfinity", zeroInfinity)
     _check_shapes(gradOut, logProbs, targets, inputLengths, targetLengths, negLogLikelihood, logAlpha, blank, out)
     _check_dtypes(gradOut, logProbs, targets, negLogLikelihood, logAlpha, out)
-    _, n, c = logProbs.view_dims
+    n = logProbs.view_dims[1]
     if n == 0:
         return None
     slots = min(n, SCRATCH_SLOTS)
     label_width = 2 * _max_floor0(targetLengths) + 1  # l' and beta rows; logAlpha is read up to here
-    sizes = workspace_layout(slots, label_width, c, logProbs.data_type)
-    offsets = (0, sizes[0], sizes[0] + sizes[1])
+    sizes = workspace_layout(slots, label_width, logProbs.data_type)
+    offsets = tuple(sum(sizes[:i]) for i in range(len(sizes)))
     return KernelLaunch(
         _kernels.ctc_loss_backward,
         (view("gradOut", gradOut), view("logProbs", logProbs), view("targets", targets),

@@ -3,14 +3,27 @@
 // blank at even positions): log beta from t = L-1 down to 0, lcab[t, c] = log-sum over s with
 // l'_s = c of logAlpha[b, t, s] + log beta[t, s] (accumulated in descending s, as PyTorch does),
 // then out[t, b, c] = (exp(lp) - exp(lcab + nll - lp)) * gradOut[b] for t < L and 0 beyond.
+//
+// Where the time goes: the output has T·N·C elements and each needs exp(lp); the recursion is
+// only O(T·S) per item. lcab is -inf for every class outside l', where the second term is exactly
+// 0 (for finite nll and lp), so an output row is exp(lp)·g for all C classes (vm_exp, vectorised,
+// streamed to memory chunk by chunk) with the few classes of l' patched by the full formula. The
+// recursion keeps PyTorch's scalar expressions and order (std::exp / std::log) and skips only the
+// calls whose result is exact without them (exp(0) = 1, exp(x) = 0 far below the range, log(1) = 0,
+// log(0) = -inf, an exp too small to change the sum >= 1 it is added to): bit for bit PyTorch's values.
+//
 // Beta row t only needs row t+1, so each output row is written as soon as its beta row exists:
-// the scratch per batch item is two beta rows, one lcab row and the label row, in the workspace.
-// Computed in fp32 (fp64 for DOUBLE); batch items run in parallel, each entirely on one thread.
+// the scratch of a batch item is its labels, two beta rows and lcab per class of l' (workspace).
+// Computed in fp32 (fp64 for DOUBLE). Threads claim scratch slots (each a fixed set of batch
+// items) as they finish the previous one; every item is computed by one thread in one fixed
+// order, so the result is bit-identical for every thread count.
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <sstream>
 #include <string>
@@ -21,6 +34,8 @@
 #include "common/dispatch.h"
 #include "common/registry.h"
 #include "common/thread_pool.h"
+#include "common/vector_io.h"
+#include "common/vmath.h"
 
 namespace py = pybind11;
 
@@ -74,6 +89,7 @@ struct Problem {
   bool zero_infinity;
   int64_t T, N, C, width;  // width: 2 * max target length + 1, the label / beta row length
   int64_t target_step;     // element stride between consecutive labels of one batch item
+  bool streaming;          // output rows bypass the caches (an output far larger than them)
 
   int64_t lp_at(int64_t t, int64_t b, int64_t c) const {
     return t * log_probs.strides[0] + b * log_probs.strides[1] + c * log_probs.strides[2];
@@ -136,51 +152,141 @@ void validate_data(Problem& p) {
   }
 }
 
+// ---- the recursion: PyTorch's scalar expressions, minus the library calls with known results ----
+
+template <class A>
+constexpr A kNegInf = -std::numeric_limits<A>::infinity();
+
+// Below this, exp rounds to +0 (e^x < half the smallest subnormal): float 2^-150 = e^-103.97,
+// double 2^-1075 = e^-745.13.
+template <class A>
+constexpr A kExpUnderflow = std::is_same_v<A, double> ? A(-746) : A(-104);
+
+// std::exp(x), bit for bit, without the call where the result is exact: 1 at 0, +0 far below.
+// The recursion's terms are differences from their maximum, so one of them is always 0 and
+// many others are -inf (unreachable states) or far below. NaN still goes through std::exp.
+template <class A>
+inline A exp_of(A x) {
+  if (x == A(0)) return A(1);
+  if (x < kExpUnderflow<A>) return A(0);
+  return std::exp(x);
+}
+
+// Below this, exp(x) <= 2^-25 (fp64: 2^-54), under half an ulp of any sum >= 1: adding it to such
+// a sum changes nothing.
+template <class A>
+constexpr A kExpNegligible = std::is_same_v<A, double> ? A(-37.5) : A(-17.5);
+
+// exp(x) where the caller only adds it to sums >= 1: 0 for a negligible x (exact there).
+template <class A>
+inline A exp_beside_one(A x) {
+  if (x == A(0)) return A(1);
+  if (x < kExpNegligible<A>) return A(0);
+  return std::exp(x);
+}
+
+// (exp(d1) + exp(d2)) + exp(d3), PyTorch's sum, bit for bit, for differences from their maximum:
+// one of them is 0 (its exp is 1), or all are -inf, or NaN is involved. When the 0 is d1 or d2,
+// both partial sums are >= 1 and negligible terms can be dropped; when it is d3, two negligible
+// d1, d2 add up to at most 2^-24 (fp64: 2^-53), which 1 absorbs, but one alone must be exact.
+template <class A>
+inline A sum_exp3(A d1, A d2, A d3) {
+  if (d1 == A(0) || d2 == A(0)) return (exp_beside_one(d1) + exp_beside_one(d2)) + exp_beside_one(d3);
+  if (d1 < kExpNegligible<A> && d2 < kExpNegligible<A>) return A(0) + exp_of(d3);
+  return (exp_of(d1) + exp_of(d2)) + exp_of(d3);
+}
+
+// std::log(x), bit for bit, without the call where the result is exact: log(1) = 0 (a sum whose
+// other terms vanished next to its 1), log(0) = -inf (all terms -inf).
+template <class A>
+inline A log_of(A x) {
+  if (x == A(1)) return A(0);
+  if (x == A(0)) return kNegInf<A>;
+  return std::log(x);
+}
+
 // log(exp(a) + exp(b)) in PyTorch's order: the first term of an empty sum is taken as is.
 template <class A>
 inline A log_add(A sum, A term) {
-  constexpr A neginf = -std::numeric_limits<A>::infinity();
-  if (sum == neginf) return term;
-  const A max = std::max(sum, term);
-  return std::log(std::exp(sum - max) + std::exp(term - max)) + max;
+  if (sum == kNegInf<A>) return term;
+  const A max = std::max(sum, term);  // one difference is 0 (or NaN is involved): the sum is >= 1
+  return log_of(exp_beside_one(sum - max) + exp_beside_one(term - max)) + max;
 }
 
 // Scratch of one batch item at a time, carved from the workspace.
 template <class A>
 struct Scratch {
-  int64_t* labels;  // width
-  A* beta;          // 2 * width: rows t and t + 1
-  A* lcab;          // C
+  int64_t* labels;    // width: l'
+  int64_t* class_of;  // width: index in `classes` of l'_s
+  int64_t* classes;   // (width + 1) / 2: the distinct classes of l', ascending
+  A* beta;            // 2 * width: rows t and t + 1
+  A* lcab;            // (width + 1) / 2: lcab row t of each class in `classes`
+  int64_t count = 0;  // distinct classes in use
 };
 
-template <class T>
-void zero_rows(const Problem& p, int64_t b, int64_t from) {
-  for (int64_t t = from; t < p.T; ++t)
-    for (int64_t c = 0; c < p.C; ++c) store<T>(p.out, p.out_at(t, b, c), Acc<T>(0));
+// l' of batch item b and its classes: the blank plus the labels, sorted, without repeats.
+template <class A>
+void extended_labels(const Problem& p, int64_t b, int64_t S, Scratch<A>& w) {
+  for (int64_t s = 0; s <= 2 * S; ++s)
+    w.labels[s] = s % 2 == 0 ? p.blank : label_of(target_value(p.targets, p.target_offsets[b] + (s / 2) * p.target_step));
+  w.classes[0] = p.blank;
+  for (int64_t i = 0; i < S; ++i) w.classes[i + 1] = w.labels[2 * i + 1];
+  std::sort(w.classes, w.classes + S + 1);
+  w.count = std::unique(w.classes, w.classes + S + 1) - w.classes;
+  for (int64_t s = 0; s <= 2 * S; ++s)
+    w.class_of[s] = std::lower_bound(w.classes, w.classes + w.count, w.labels[s]) - w.classes;
 }
 
 // Log beta at t = L-1 and its lcab entries: PyTorch sets (does not log-add) the two entries, so
 // a target equal to the blank at the last position replaces the blank's value.
 template <class T>
 void last_step(const Problem& p, int64_t b, int64_t t, int64_t S, Scratch<Acc<T>>& w, Acc<T>* beta) {
-  const int64_t* l = w.labels;
+  std::fill(beta, beta + 2 * S + 1, kNegInf<Acc<T>>);
   beta[2 * S] = load<T>(p.log_probs, p.lp_at(t, b, p.blank));
-  w.lcab[p.blank] = load<T>(p.log_alpha, p.alpha_at(b, t, 2 * S)) + beta[2 * S];
+  w.lcab[w.class_of[2 * S]] = load<T>(p.log_alpha, p.alpha_at(b, t, 2 * S)) + beta[2 * S];
   if (S > 0) {
-    beta[2 * S - 1] = load<T>(p.log_probs, p.lp_at(t, b, l[2 * S - 1]));
-    w.lcab[l[2 * S - 1]] = load<T>(p.log_alpha, p.alpha_at(b, t, 2 * S - 1)) + beta[2 * S - 1];
+    beta[2 * S - 1] = load<T>(p.log_probs, p.lp_at(t, b, w.labels[2 * S - 1]));
+    w.lcab[w.class_of[2 * S - 1]] = load<T>(p.log_alpha, p.alpha_at(b, t, 2 * S - 1)) + beta[2 * S - 1];
   }
 }
 
+// A row of logProbs in memory, to be fetched into the caches a line at a time. The recursion reads
+// a row at the 2S+1 scattered classes of l' (mostly cache misses that its serial arithmetic cannot
+// overlap), then the output pass reads all of it: the row is fetched while the previous row's
+// recursion runs, so both find it in the caches.
+struct Prefetch {
+  const char* begin = nullptr;
+  int64_t lines = 0;
+  int64_t per_step = 0;  // lines fetched per step of the recursion
+
+  Prefetch(const Problem& p, int64_t t, int64_t b, int64_t steps) {
+    if (t < 0 || p.log_probs.strides[2] != 1) return;  // a strided row spans too much memory
+    begin = p.log_probs.data + p.lp_at(t, b, 0) * p.log_probs.itemsize();
+    lines = (p.C * p.log_probs.itemsize() + 63) / 64 + 1;  // + 1: the row need not start a line
+    per_step = (lines + steps - 1) / std::max<int64_t>(steps, 1);
+  }
+  void operator()(int64_t step) const {
+    for (int64_t i = step * per_step; i < std::min(lines, (step + 1) * per_step); ++i)
+      __builtin_prefetch(begin + i * 64, 0, 2);
+  }
+  void all() const {
+    for (int64_t i = 0; i < lines; ++i) __builtin_prefetch(begin + i * 64, 0, 2);
+  }
+};
+
 // Log beta at t < L-1 from row t+1 (`next`), log-adding alpha + beta into lcab, s descending.
 template <class T>
-void step(const Problem& p, int64_t b, int64_t t, int64_t S, Scratch<Acc<T>>& w, Acc<T>* beta, const Acc<T>* next) {
+void step(const Problem& p, int64_t b, int64_t t, int64_t S, Scratch<Acc<T>>& w, Acc<T>* beta, const Acc<T>* next,
+          const Prefetch& fetch) {
   using A = Acc<T>;
-  constexpr A neginf = -std::numeric_limits<A>::infinity();
   const int64_t* l = w.labels;
+  const TensorArg& lp = p.log_probs;
+  const int64_t lp_row = p.lp_at(t, b, 0), lp_step = lp.strides[2];
+  const int64_t alpha_row = p.alpha_at(b, t, 0), alpha_step = p.log_alpha.strides[2];
   for (int64_t s = 2 * S; s >= 0; --s) {
+    fetch(s);
     const A lb1 = next[s];
-    A lbmax = lb1, lb2 = neginf, lb3 = neginf;
+    A lbmax = lb1, lb2 = kNegInf<A>, lb3 = kNegInf<A>;
     if (s < 2 * S) {
       lb2 = next[s + 1];
       if (lb2 > lbmax) lbmax = lb2;
@@ -189,39 +295,117 @@ void step(const Problem& p, int64_t b, int64_t t, int64_t S, Scratch<Acc<T>>& w,
       lb3 = next[s + 2];
       if (lb3 > lbmax) lbmax = lb3;
     }
-    if (lbmax == neginf) lbmax = 0;
-    beta[s] = std::log(std::exp(lb1 - lbmax) + std::exp(lb2 - lbmax) + std::exp(lb3 - lbmax)) + lbmax +
-              load<T>(p.log_probs, p.lp_at(t, b, l[s]));
-    w.lcab[l[s]] = log_add(w.lcab[l[s]], load<T>(p.log_alpha, p.alpha_at(b, t, s)) + beta[s]);
+    if (lbmax == kNegInf<A>) lbmax = 0;
+    beta[s] = log_of(sum_exp3(lb1 - lbmax, lb2 - lbmax, lb3 - lbmax)) + lbmax +
+              load<T>(lp, lp_row + l[s] * lp_step);
+    A& lcab = w.lcab[w.class_of[s]];
+    lcab = log_add(lcab, load<T>(p.log_alpha, alpha_row + s * alpha_step) + beta[s]);
+  }
+}
+
+// ---- the output rows: exp(lp)·g everywhere, the classes of l' patched ----
+
+constexpr int64_t kRowChunk = 1024;  // elements of a row converted, computed and stored together
+
+// out = exp(lp) * g where lcab = -inf and nll is finite or -inf: the second term is exp(-inf) = 0,
+// except at lp = -inf where it is exp(NaN) (-inf + inf), so the formula gives NaN there.
+NPUEMU_VECTORIZED void exp_times(float* out, const float* lp, int64_t n, float g) {
+  const float nan = std::numeric_limits<float>::quiet_NaN(), neginf = kNegInf<float>;
+  for (int64_t i = 0; i < n; ++i) {
+    const float value = vm_exp(lp[i]) * g;
+    out[i] = lp[i] == neginf ? nan : value;
+  }
+}
+
+void exp_times(double* out, const double* lp, int64_t n, double g) {
+  for (int64_t i = 0; i < n; ++i) out[i] = lp[i] == kNegInf<double> ? std::numeric_limits<double>::quiet_NaN() : std::exp(lp[i]) * g;
+}
+
+// n elements of a row starting at `first` (element offset) into `dst` as the compute type; a
+// contiguous FLOAT / DOUBLE row is returned in place.
+template <class T>
+const Acc<T>* load_chunk(const TensorArg& a, int64_t first, int64_t step, int64_t n, Acc<T>* dst) {
+  using A = Acc<T>;
+  if (step == 1) {
+    if constexpr (std::is_same_v<T, A>) {
+      return reinterpret_cast<const A*>(a.data) + first;
+    } else {
+      load_as_float(a.dtype, reinterpret_cast<const T*>(a.data) + first, dst, n);
+      return dst;
+    }
+  }
+  for (int64_t i = 0; i < n; ++i) dst[i] = load<T>(a, first + i * step);
+  return dst;
+}
+
+template <class T>
+void store_chunk(const Problem& p, const Acc<T>* src, int64_t first, int64_t step, int64_t n) {
+  if (step == 1) {
+    T* dst = reinterpret_cast<T*>(p.out.data) + first;
+    if constexpr (std::is_same_v<T, double>) {
+      std::memcpy(dst, src, n * sizeof(double));
+    } else {
+      store_from_float(p.out.dtype, src, dst, n, p.streaming);
+    }
+    return;
+  }
+  for (int64_t i = 0; i < n; ++i) store<T>(p.out, first + i * step, src[i]);
+}
+
+template <class T>
+void zero_rows(const Problem& p, int64_t b, int64_t from) {
+  alignas(64) static const Acc<T> zeros[kRowChunk] = {};
+  for (int64_t t = from; t < p.T; ++t)
+    for (int64_t c = 0; c < p.C; c += kRowChunk)
+      store_chunk<T>(p, zeros, p.out_at(t, b, c), p.out.strides[2], std::min(kRowChunk, p.C - c));
+}
+
+// Output row t of item b. `general`: nll is NaN or +inf, where the second term is not 0 outside
+// l' either, so every element takes the full formula (with lcab = -inf).
+template <class T>
+void output_row(const Problem& p, int64_t b, int64_t t, const Scratch<Acc<T>>& w, Acc<T> nll, Acc<T> g, bool general) {
+  using A = Acc<T>;
+  alignas(64) A lp_buffer[kRowChunk];
+  alignas(64) A row[kRowChunk];
+  int64_t k = 0;  // next class of l' to patch
+  for (int64_t c0 = 0; c0 < p.C; c0 += kRowChunk) {
+    const int64_t n = std::min(kRowChunk, p.C - c0);
+    const A* lp = load_chunk<T>(p.log_probs, p.lp_at(t, b, c0), p.log_probs.strides[2], n, lp_buffer);
+    if (general) {
+      for (int64_t i = 0; i < n; ++i) row[i] = (std::exp(lp[i]) - std::exp(kNegInf<A> + nll - lp[i])) * g;
+    } else {
+      exp_times(row, lp, n, g);
+    }
+    for (; k < w.count && w.classes[k] < c0 + n; ++k) {
+      const A x = lp[w.classes[k] - c0];
+      row[w.classes[k] - c0] = (std::exp(x) - exp_of(w.lcab[k] + nll - x)) * g;
+    }
+    store_chunk<T>(p, row, p.out_at(t, b, c0), p.out.strides[2], n);
   }
 }
 
 template <class T>
 void backward_item(const Problem& p, int64_t b, Scratch<Acc<T>>& w) {
   using A = Acc<T>;
-  constexpr A neginf = -std::numeric_limits<A>::infinity();
   const A nll = load<T>(p.nll, b * p.nll.strides[0]);
   if (p.zero_infinity && nll == std::numeric_limits<A>::infinity()) return zero_rows<T>(p, b, 0);
   const int64_t L = p.input_lengths[b], S = p.target_lengths[b];
-  for (int64_t s = 0; s <= 2 * S; ++s)
-    w.labels[s] = s % 2 == 0 ? p.blank : label_of(target_value(p.targets, p.target_offsets[b] + (s / 2) * p.target_step));
+  extended_labels(p, b, S, w);
   const A grad = load<T>(p.grad_out, b * p.grad_out.strides[0]);
+  const bool general = std::isnan(nll) || nll == std::numeric_limits<A>::infinity();
   A* beta = w.beta;
   A* next = w.beta + p.width;
   for (int64_t t = L - 1; t >= 0; --t) {
-    std::fill(w.lcab, w.lcab + p.C, neginf);
+    std::fill(w.lcab, w.lcab + w.count, kNegInf<A>);
+    const Prefetch fetch(p, t - 1, b, 2 * S + 1);  // the row the next step reads
     if (t == L - 1) {
-      std::fill(beta, beta + 2 * S + 1, neginf);
+      Prefetch(p, t, b, 1).all();
       last_step<T>(p, b, t, S, w, beta);
+      fetch.all();
     } else {
-      step<T>(p, b, t, S, w, beta, next);
+      step<T>(p, b, t, S, w, beta, next, fetch);
     }
-    for (int64_t c = 0; c < p.C; ++c) {
-      const A lp = load<T>(p.log_probs, p.lp_at(t, b, c));
-      // Most classes are in no label: exp(-inf + finite) is exactly 0, without calling exp.
-      const bool none = w.lcab[c] == neginf && std::isfinite(nll) && std::isfinite(lp);
-      store<T>(p.out, p.out_at(t, b, c), (std::exp(lp) - (none ? A(0) : std::exp(w.lcab[c] + nll - lp))) * grad);
-    }
+    output_row<T>(p, b, t, w, nll, grad, general);
     std::swap(beta, next);
   }
   zero_rows<T>(p, b, std::max<int64_t>(L, 0));
@@ -230,32 +414,41 @@ void backward_item(const Problem& p, int64_t b, Scratch<Acc<T>>& w) {
 void ctc_loss_backward(const TensorTuple& grad_out, const TensorTuple& log_probs, const TensorTuple& targets,
                        const TensorTuple& nll, const TensorTuple& log_alpha, const TensorTuple& out,
                        std::vector<int64_t> input_lengths, std::vector<int64_t> target_lengths, int64_t blank,
-                       bool zero_infinity, int64_t slots, int64_t width, uintptr_t labels_ws, uintptr_t beta_ws,
-                       uintptr_t lcab_ws, const std::vector<int64_t>& workspace_sizes) {
+                       bool zero_infinity, int64_t slots, int64_t width, uintptr_t labels_ws, uintptr_t class_of_ws,
+                       uintptr_t classes_ws, uintptr_t beta_ws, uintptr_t lcab_ws,
+                       const std::vector<int64_t>& workspace_sizes) {
   Problem p{TensorArg(grad_out), TensorArg(log_probs), TensorArg(targets), TensorArg(nll), TensorArg(log_alpha),
             TensorArg(out), std::move(input_lengths), std::move(target_lengths), {}, blank, zero_infinity,
-            0, 0, 0, width, 0};
+            0, 0, 0, width, 0, false};
   p.T = p.log_probs.shape[0];
   p.N = p.log_probs.shape[1];
   p.C = p.log_probs.shape[2];
-  const int64_t acc_size = p.log_probs.dtype == kDouble ? 8 : 4;
-  const std::vector<int64_t> needed = {slots * width * 8, slots * 2 * width * acc_size, slots * p.C * acc_size};
-  if (slots < 1 || width < 1 || workspace_sizes != needed)
+  const int64_t acc_size = p.log_probs.dtype == kDouble ? 8 : 4, half = (width + 1) / 2;
+  const std::vector<int64_t> needed = {slots * width * 8, slots * width * 8, slots * half * 8,
+                                       slots * 2 * width * acc_size, slots * half * acc_size};
+  if (slots < 1 || width < 1 || width % 2 == 0 || workspace_sizes != needed)
     throw std::invalid_argument("workspace: expected the layout of " + std::to_string(slots) + " slot(s) of width " +
                                 std::to_string(width) + ", found other part sizes");
   if (blank < 0 || blank >= p.C)
     throw std::out_of_range("blank: expected a class in [0, " + std::to_string(p.C) + "), found " + std::to_string(blank));
+  p.streaming = p.out.strides[2] == 1 && p.out.numel() * p.out.itemsize() > kStreamingThreshold;
   py::gil_scoped_release release;
   validate_data(p);
   dispatch_floating(p.log_probs.dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
     using A = Acc<T>;
-    parallel_for(slots, 1, [&](int64_t begin, int64_t end) {
-      for (int64_t slot = begin; slot < end; ++slot) {
+    // Each slot owns batch items N·slot/slots .. N·(slot+1)/slots and its scratch; a thread that
+    // is done (or whose core was busy with other work) claims the next free slot.
+    std::atomic<int64_t> next_slot{0};
+    parallel_for(std::min<int64_t>(threads(), slots), 1, [&](int64_t, int64_t) {  // one claimer per thread
+      for (int64_t slot = next_slot++; slot < slots; slot = next_slot++) {
         Scratch<A> w{reinterpret_cast<int64_t*>(labels_ws) + slot * width,
-                     reinterpret_cast<A*>(beta_ws) + slot * 2 * width, reinterpret_cast<A*>(lcab_ws) + slot * p.C};
+                     reinterpret_cast<int64_t*>(class_of_ws) + slot * width,
+                     reinterpret_cast<int64_t*>(classes_ws) + slot * half,
+                     reinterpret_cast<A*>(beta_ws) + slot * 2 * width, reinterpret_cast<A*>(lcab_ws) + slot * half};
         for (int64_t b = p.N * slot / slots; b < p.N * (slot + 1) / slots; ++b) backward_item<T>(p, b, w);
       }
+      if (p.streaming) store_fence();  // this thread's streamed rows, visible before the kernel returns
     });
   });
 }
