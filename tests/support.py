@@ -166,6 +166,14 @@ def last_error() -> str:
     return acl.get_recent_err_msg() or ""
 
 
+def assert_sample_prints(name: str, lines: Sequence[str]) -> None:
+    """samples/<name>.py runs cleanly, prints exactly `lines` and leaves no leak report."""
+    done = run_sample(name)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.splitlines() == list(lines)
+    assert "leak" not in done.stderr, done.stderr
+
+
 def run_sample(name: str) -> subprocess.CompletedProcess:
     """Run samples/<name>.py in a fresh interpreter, as a user would."""
     return subprocess.run([sys.executable, os.path.join(REPO, "samples", name + ".py")],

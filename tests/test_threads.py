@@ -7,7 +7,6 @@ import threading
 
 import numpy as np
 
-import acl
 import aclnn_api as nn
 import emulator
 from aclnn_api import _kernels
