@@ -281,14 +281,23 @@ class Avx512Rows {
  public:
   explicit Avx512Rows(const Layout& layout) : l_(layout), level_((layout.cols + 1) / 2) {}
 
-  NPUEMU_AVX512 void operator()(const RowPointers& row) {
-    const T* g = reinterpret_cast<const T*>(row[kGrad]);
-    const T* y = reinterpret_cast<const T*>(row[kY]);
-    const unsigned char* mask = reinterpret_cast<const unsigned char*>(row[kMask]);
-    T* out = reinterpret_cast<T*>(row[kOut]);
-    const float sum = row_sum(g, y);
-    if (l_.scale != 1.0f) finish_row<true>(g, y, mask, out, sum);
-    else finish_row<false>(g, y, mask, out, sum);
+  // Pass 1 of `row`, then pass 2 of the row before it: the latency of this row's sum (a chain of
+  // dependent folds) overlaps with the previous row's arithmetic and stores. `ahead` (a later
+  // row, or null) is prefetched meanwhile.
+  NPUEMU_AVX512 void operator()(const RowPointers& row, const RowPointers* ahead) {
+    const float sum = row_sum(reinterpret_cast<const T*>(row[kGrad]), reinterpret_cast<const T*>(row[kY]));
+    flush(ahead);
+    pending_ = row;
+    pending_sum_ = sum;
+    has_pending_ = true;
+  }
+
+  // Pass 2 of the last row given.
+  NPUEMU_AVX512 void flush(const RowPointers* ahead = nullptr) {
+    if (!has_pending_) return;
+    if (l_.scale != 1.0f) finish_row<true>(pending_, pending_sum_, ahead);
+    else finish_row<false>(pending_, pending_sum_, ahead);
+    has_pending_ = false;
   }
 
  private:
@@ -323,11 +332,24 @@ class Avx512Rows {
     return _mm512_maskz_mov_ps(_mm_testn_epi8_mask(bytes, bytes), r);
   }
 
-  // Pass 2: each vector stored as soon as it is computed.
+  // Pass 2: each vector stored as soon as it is computed. Meanwhile the inputs of `ahead` are
+  // prefetched, a vector's worth per vector computed: the hardware prefetcher alone leaves the
+  // memory idle while a row is computed from cache.
   template <bool kScaled>
-  NPUEMU_AVX512 void finish_row(const T* g, const T* y, const unsigned char* mask, T* out, float sum_value) const {
+  NPUEMU_AVX512 void finish_row(const RowPointers& row, float sum_value, const RowPointers* ahead) const {
+    const T* g = reinterpret_cast<const T*>(row[kGrad]);
+    const T* y = reinterpret_cast<const T*>(row[kY]);
+    const unsigned char* mask = reinterpret_cast<const unsigned char*>(row[kMask]);
+    T* out = reinterpret_cast<T*>(row[kOut]);
     const int64_t n = l_.cols;
     const __m512 sum = _mm512_set1_ps(sum_value), scale = _mm512_set1_ps(l_.scale);
+    const auto vector = [&](int64_t j) {
+      if (ahead) {
+        for (int t : {kGrad, kY}) _mm_prefetch((*ahead)[t] + j * sizeof(T), _MM_HINT_T0);
+        _mm_prefetch((*ahead)[kMask] + j, _MM_HINT_T0);
+      }
+      return finish16<kScaled>(g + j, y + j, mask + j, sum, scale, 0xffff);
+    };
     int64_t j = 0;
     if (l_.streaming) {
       // A partial first vector up to the alignment streaming stores need (out is element-aligned).
@@ -338,11 +360,9 @@ class Avx512Rows {
         Lanes<T>::store(out, finish16<kScaled>(g, y, mask, sum, scale, m), m);
         j = head;
       }
-      for (; j + 16 <= n; j += 16)
-        Lanes<T>::stream(out + j, finish16<kScaled>(g + j, y + j, mask + j, sum, scale, 0xffff));
+      for (; j + 16 <= n; j += 16) Lanes<T>::stream(out + j, vector(j));
     } else {
-      for (; j + 16 <= n; j += 16)
-        Lanes<T>::store(out + j, finish16<kScaled>(g + j, y + j, mask + j, sum, scale, 0xffff));
+      for (; j + 16 <= n; j += 16) Lanes<T>::store(out + j, vector(j));
     }
     if (j < n) {
       const __mmask16 m = first_lanes(n - j);
@@ -352,6 +372,9 @@ class Avx512Rows {
 
   Layout l_;
   RowBuffer level_;
+  RowPointers pending_{};
+  float pending_sum_ = 0.0f;
+  bool has_pending_ = false;
 };
 
 // ---- the call ----
@@ -386,6 +409,14 @@ bool has_avx512() {
   return yes;
 }
 
+// Rows ahead of the one being read to prefetch: about this many bytes of input in flight.
+constexpr int64_t kPrefetchBytes = 8 << 10;
+
+int64_t prefetch_distance(const Layout& layout) {
+  const int64_t row_bytes = layout.cols * (2 * dtype_size(layout.dtype) + 1);
+  return (kPrefetchBytes + row_bytes - 1) / row_bytes;
+}
+
 template <class T>
 void run_rows(const std::array<const TensorArg*, kOperands>& operands, const Layout& layout, bool vector_rows) {
   const int64_t rows = operands[kGrad]->numel() / layout.cols;
@@ -393,7 +424,14 @@ void run_rows(const std::array<const TensorArg*, kOperands>& operands, const Lay
     RowCursor cursor(operands, begin);
     if (vector_rows) {
       Avx512Rows<T> kernel(layout);
-      for (int64_t r = begin; r < end; ++r, cursor.advance()) kernel(cursor.row());
+      const int64_t distance = prefetch_distance(layout);
+      RowCursor ahead(operands, std::min(begin + distance, end - 1));
+      for (int64_t r = begin; r < end; ++r, cursor.advance()) {
+        const bool prefetching = r + distance < end;
+        kernel(cursor.row(), prefetching ? &ahead.row() : nullptr);
+        if (prefetching) ahead.advance();
+      }
+      kernel.flush();
     } else {
       BufferedRows<T> kernel(layout);
       for (int64_t r = begin; r < end; ++r, cursor.advance()) kernel(cursor.row());
