@@ -1,6 +1,7 @@
 """aclnnScaledMaskedSoftmaxBackward (spec/OPS.md §5, §10 #7): values against a float64 NumPy
 reference (and PyTorch where installed) across chips, dtypes, scales, mask broadcast forms, row
 lengths and layouts; every check of §5.5 with its code, in the library's order."""
+import dataclasses
 import itertools
 import zlib
 
@@ -17,7 +18,8 @@ NZ = nn.ACL_FORMAT_FRACTAL_NZ
 KERNEL_DTYPES = {"Ascend910B": (F, H, B), "Ascend910_93": (F, H, B), "Ascend950": (F, H, B), "Ascend310P": (F, H)}
 KERNEL_SOCS = tuple(KERNEL_DTYPES)
 LIMIT = {"Ascend950": 8192}  # S2 limit; 4096 elsewhere
-SCALES = (1.0, 0.125, -2.5, 0.1)  # 0.1 is not an fp32 value: the kernel holds it as fp32
+SCALES = (1.0, 0.125, -2.5, 0.1)
+ITEMSIZE = {F: 4, H: 2, B: 2}  # 0.1 is not an fp32 value: the kernel holds it as fp32
 
 
 def reference(grad, y, mask, scale):
@@ -167,14 +169,63 @@ def test_masked_positions_are_zero_even_when_the_row_is_not_finite():
                 np.testing.assert_array_equal(actual, reference(grad, y, mask, 2.0))
 
 
-def test_out_may_be_gradOutput_itself():
+@pytest.mark.parametrize("kind", ("contiguous", "strided"))
+@pytest.mark.parametrize("aliased", ("gradOutput", "y"))
+@pytest.mark.parametrize("dtype", (F, H, B))
+def test_out_may_be_an_input_itself(kind, aliased, dtype):
     rng = np.random.default_rng(3)
-    grad, y, mask = inputs(rng, (2, 2, 3, 50), (1, 2, 3, 50), F)
+    grad, y, mask = inputs(rng, (2, 2, 3, 50), (1, 2, 3, 50), dtype)
+    strides, offset = layout(kind, grad.shape)
     with npu() as device:
-        go = device.tensor(grad, F, strides=layout("strided", grad.shape)[0], offset=5)
+        go = device.tensor(grad, dtype, strides=strides, offset=offset)
+        ys = device.tensor(y, dtype, strides=strides, offset=offset)
+        ms = device.tensor(mask, BOOL)
+        out = go if aliased == "gradOutput" else ys
+        assert device.run(*OP, go.tensor, ys.tensor, ms.tensor, 0.5, False, out.tensor) == 0, last_error()
+        check_values(device.read(out), grad, y, mask, 0.5, dtype)
+
+
+@pytest.mark.parametrize("shift", (-3, 1, 3))
+def test_out_may_overlap_an_input_within_its_rows(shift):
+    """out and gradOutput are views of one storage, out shifted by a few elements (rows padded so
+    that a row overlaps only its own shifted copy): each row is read whole before it is written."""
+    rng = np.random.default_rng(4)
+    shape, pad = (1, 2, 3, 37), 5
+    grad, y, mask = inputs(rng, shape, (1, 1, 3, 37), F)
+    row = shape[3] + pad
+    strides = (shape[1] * shape[2] * row, shape[2] * row, row, 1)
+    storage = np.zeros(shape[1] * shape[2] * row + 2 * pad)
+    index = pad + sum(np.indices(shape)[i] * s for i, s in enumerate(strides))
+    storage[index] = grad
+    with npu() as device:
+        flat = device.tensor(storage, F)
+        views = [nn.aclCreateTensor(list(shape), F, list(strides), pad + delta, nn.ACL_FORMAT_ND, [storage.size],
+                                    flat.address) for delta in (0, shift)]
         ys, ms = device.tensor(y, F), device.tensor(mask, BOOL)
-        assert device.run(*OP, go.tensor, ys.tensor, ms.tensor, 0.5, False, go.tensor) == 0, last_error()
-        check_values(device.read(go), grad, y, mask, 0.5, F)
+        try:
+            assert device.run(*OP, views[0], ys.tensor, ms.tensor, 0.5, False, views[1]) == 0, last_error()
+        finally:
+            for view in views:
+                nn.aclDestroyTensor(view)
+        out = dataclasses.replace(flat, shape=shape, strides=strides, offset=pad + shift)
+        check_values(device.read(out), grad, y, mask, 0.5, F)
+
+
+@pytest.mark.parametrize("dtype", (F, H, B))
+def test_large_outputs_are_streamed_with_the_same_bits(dtype):
+    """Outputs above the streaming threshold (8 MiB) are written with non-temporal stores from
+    the first aligned address of each row (here rows start unaligned and have odd lengths): the
+    same bits as the strided path, which gathers each row first."""
+    rng = np.random.default_rng(dtype)
+    cols = 2049
+    rows = 8 * 2**20 // (cols * ITEMSIZE[dtype]) + 7
+    shape = (1, 1, rows, cols)
+    grad, y, mask = inputs(rng, shape, shape, dtype)
+    with npu() as device:
+        streamed = run_case(device, dtype, grad, y, mask, 0.125, "offset")
+        gathered = run_case(device, dtype, grad[..., :8, :], y[..., :8, :], mask[..., :8, :], 0.125, "transposed")
+    np.testing.assert_array_equal(streamed[..., :8, :], gathered)
+    check_values(streamed, grad, y, mask, 0.125, dtype)
 
 
 def test_no_workspace_is_needed():
