@@ -5,17 +5,18 @@
 //
 // The op is memory-bound: each element of gradOutput and y is read from memory once, the output
 // written once, and the work in between must stay well below the memory time.
-// - Rows are visited in memory order, split evenly across threads; a row's result never depends
-//   on which thread runs it. (Visiting the rows that share a broadcast mask row one after another
-//   was measured 1.5-2x slower: it breaks the sequential streams the memory system favours.)
+// - Rows are visited in memory order, in blocks of about 1 MiB of input that the threads take from
+//   a shared counter (a thread that starts late or is slowed down takes fewer); a row's result
+//   never depends on which thread runs it. (Visiting the rows that share a broadcast mask row one
+//   after another was measured 1.5-2x slower: it breaks the sequential streams memory favours.)
 // - Pass 1 reads a row of gradOutput and y and folds the first level of the row sum (a fixed
 //   binary tree); pass 2 finishes the row from the same inputs, now in L1/L2 (S2 <= 8192), and
 //   writes each vector right after computing it, so that stores (streamed past the caches for
 //   large outputs) interleave with the arithmetic.
-// - With AVX-512, both passes convert fp16/bf16 in registers: the only fp32 array written is the
-//   half-row of partial sums; and while a row is finished, the inputs of a row about 12 KB ahead
-//   are prefetched into L2 (without that, memory sat idle while rows were computed from cache:
-//   53-77% of a STREAM triad instead of ~90-110% with two threads).
+// - With AVX-512, both passes convert fp16/bf16 in registers (the only fp32 array written is the
+//   half-row of partial sums), and pass 2 prefetches the rows ahead (AheadRows): without that,
+//   memory sat idle while rows were computed from cache (53-77% of a STREAM triad with two
+//   threads, against ~90-115% with it).
 // - Otherwise (other machines, strided rows, out overlapping an input other than as the same
 //   tensor) the row is widened into fp32 buffers first, then finished in chunks from those buffers
 //   with the same arithmetic, so results are bit-identical whichever way a row goes.
@@ -26,6 +27,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cstring>
 #include <stdexcept>
 #include <vector>
@@ -141,6 +143,9 @@ struct Layout {
   std::array<int64_t, kOperands> strides;     // element strides along S2
 };
 
+// Bytes of input per row: gradOutput, y and the mask.
+int64_t row_bytes(const Layout& layout) { return layout.cols * (2 * dtype_size(layout.dtype) + 1); }
+
 // ---- rows through fp32 buffers: any layout, any machine ----
 
 // The whole row is widened into fp32 buffers before anything is written, so out may overlap the
@@ -150,6 +155,12 @@ class BufferedRows {
  public:
   explicit BufferedRows(const Layout& layout)
       : l_(layout), g_(layout.cols), y_(layout.cols), level_((layout.cols + 1) / 2) {}
+
+  // Rows [begin, end) of the operands.
+  void run(const std::array<const TensorArg*, kOperands>& operands, int64_t begin, int64_t end) {
+    RowCursor cursor(operands, begin);
+    for (int64_t r = begin; r < end; ++r, cursor.advance()) (*this)(cursor.row());
+  }
 
   void operator()(const RowPointers& row) {
     const int64_t n = l_.cols, half = (n + 1) / 2;
@@ -280,13 +291,60 @@ NPUEMU_AVX512 float fold_to_sum_avx512(float* level, int64_t n) {
 
 // Dense rows where out is either apart from the inputs or the very same tensor as one of them
 // (each vector of out is written after the same vector of the inputs is read).
+// While a row is finished from cache, the inputs of the row about kPrefetchBytes of input ahead
+// are prefetched into L2: the hardware prefetcher alone leaves memory idle while a row is computed
+// from cache. FLOAT rows, twice the bytes for the same arithmetic, also get the next row into L1
+// (measured +10-15% of the triad with one thread and +5-10% with two; for FLOAT16/BFLOAT16, where
+// one thread is busy computing, the extra instructions cost more than they bring).
+constexpr int64_t kPrefetchBytes = 12 << 10;
+
+template <class T>
+struct AheadRows {
+  static constexpr bool kNextIntoL1 = sizeof(T) == 4;
+  const RowPointers* next = nullptr;  // into L1
+  const RowPointers* far = nullptr;   // into L2
+
+  // The 16 columns from j of both rows: a few prefetches between the vectors of pass 2 keep the
+  // requests flowing (issuing them in bursts measured slower). Always inlined: to GCC a function
+  // that only prefetches has no side effect, so a call to it may be deleted altogether.
+  NPUEMU_INLINE void prefetch(int64_t j) const {
+    if (next) columns<3>(*next, j);
+    if (far) columns<2>(*far, j);
+  }
+
+  template <int kLocality>
+  NPUEMU_INLINE static void columns(const RowPointers& row, int64_t j) {
+    __builtin_prefetch(row[kGrad] + j * sizeof(T), 0, kLocality);
+    __builtin_prefetch(row[kY] + j * sizeof(T), 0, kLocality);
+    __builtin_prefetch(row[kMask] + j, 0, kLocality);
+  }
+};
+
 template <class T>
 class Avx512Rows {
+  using Ahead = AheadRows<T>;
+
  public:
   explicit Avx512Rows(const Layout& layout) : l_(layout), level_((layout.cols + 1) / 2) {}
 
-  // Pass 1 then pass 2 of `row`; `ahead` (a later row, or null) is prefetched meanwhile.
-  NPUEMU_AVX512 void operator()(const RowPointers& row, const RowPointers* ahead) {
+  // Rows [begin, end) of the operands, prefetching rows ahead within the range.
+  void run(const std::array<const TensorArg*, kOperands>& operands, int64_t begin, int64_t end) {
+    const int64_t distance = (kPrefetchBytes + row_bytes(l_) - 1) / row_bytes(l_);
+    RowCursor cursor(operands, begin), next(operands, std::min(begin + 1, end - 1)),
+        far(operands, std::min(begin + distance, end - 1));
+    for (int64_t r = begin; r < end; ++r, cursor.advance(), next.advance()) {
+      Ahead ahead;
+      if (Ahead::kNextIntoL1 && distance > 1 && r + 1 < end) ahead.next = &next.row();
+      if (r + distance < end) {
+        ahead.far = &far.row();
+        far.advance();
+      }
+      (*this)(cursor.row(), ahead);
+    }
+  }
+
+  // Pass 1 then pass 2 of `row`.
+  NPUEMU_AVX512 void operator()(const RowPointers& row, const Ahead& ahead) {
     const float sum = row_sum(reinterpret_cast<const T*>(row[kGrad]), reinterpret_cast<const T*>(row[kY]));
     if (l_.scale != 1.0f) finish_row<true>(row, sum, ahead);
     else finish_row<false>(row, sum, ahead);
@@ -327,7 +385,7 @@ class Avx512Rows {
   // Pass 2: each vector stored as soon as it is computed, streamed past the caches for large
   // outputs (from the first address aligned for that).
   template <bool kScaled>
-  NPUEMU_AVX512 void finish_row(const RowPointers& row, float sum_value, const RowPointers* ahead) const {
+  NPUEMU_AVX512 void finish_row(const RowPointers& row, float sum_value, const Ahead& ahead) const {
     const T* g = reinterpret_cast<const T*>(row[kGrad]);
     const T* y = reinterpret_cast<const T*>(row[kY]);
     const unsigned char* mask = reinterpret_cast<const unsigned char*>(row[kMask]);
@@ -343,15 +401,9 @@ class Avx512Rows {
         Lanes<T>::store(out, finish16<kScaled>(g, y, mask, sum, scale, m), m);
         j = head;
       }
-      for (; j + 16 <= n; j += 16) {
-        prefetch(ahead, j);
-        Lanes<T>::stream(out + j, finish16<kScaled>(g + j, y + j, mask + j, sum, scale, 0xffff));
-      }
+      j = finish_vectors<kScaled, true>(g, y, mask, out, sum, scale, j, ahead);
     } else {
-      for (; j + 16 <= n; j += 16) {
-        prefetch(ahead, j);
-        Lanes<T>::store(out + j, finish16<kScaled>(g + j, y + j, mask + j, sum, scale, 0xffff));
-      }
+      j = finish_vectors<kScaled, false>(g, y, mask, out, sum, scale, j, ahead);
     }
     if (j < n) {
       const __mmask16 m = first_lanes(n - j);
@@ -359,13 +411,22 @@ class Avx512Rows {
     }
   }
 
-  // The inputs of row `ahead` at column j, into L2: the hardware prefetcher alone leaves memory
-  // idle while a row is computed from cache.
-  NPUEMU_AVX512 static void prefetch(const RowPointers* ahead, int64_t j) {
-    if (!ahead) return;
-    _mm_prefetch((*ahead)[kGrad] + j * sizeof(T), _MM_HINT_T1);
-    _mm_prefetch((*ahead)[kY] + j * sizeof(T), _MM_HINT_T1);
-    _mm_prefetch((*ahead)[kMask] + j, _MM_HINT_T1);
+  // The whole vectors from column j on, each preceded by the prefetch of the same columns of the
+  // rows ahead. Returns the first column left.
+  template <bool kScaled, bool kStream>
+  NPUEMU_AVX512 int64_t finish_vectors(const T* g, const T* y, const unsigned char* mask, T* out, __m512 sum,
+                                       __m512 scale, int64_t j, const Ahead& ahead) const {
+    for (; j + 16 <= l_.cols; j += 16) {
+      ahead.prefetch(j);
+      put<kStream>(out + j, finish16<kScaled>(g + j, y + j, mask + j, sum, scale, 0xffff));
+    }
+    return j;
+  }
+
+  template <bool kStream>
+  NPUEMU_AVX512 static void put(T* out, __m512 v) {
+    if constexpr (kStream) Lanes<T>::stream(out, v);
+    else Lanes<T>::store(out, v);
   }
 
   Layout l_;
@@ -404,31 +465,24 @@ bool has_avx512() {
   return yes;
 }
 
-// Rows ahead of the one being read to prefetch: about this many bytes of input in flight.
-constexpr int64_t kPrefetchBytes = 12 << 10;
+// Rows are handed out in blocks of about this many bytes of input, from a shared counter: a
+// thread that starts late (waking a sleeping worker takes a millisecond or more on this kind of
+// virtual machine) or runs slower simply takes fewer blocks. Which thread runs a row never changes
+// its result.
+constexpr int64_t kBlockBytes = 1 << 20;
 
-int64_t prefetch_distance(const Layout& layout) {
-  const int64_t row_bytes = layout.cols * (2 * dtype_size(layout.dtype) + 1);
-  return (kPrefetchBytes + row_bytes - 1) / row_bytes;
-}
-
-template <class T>
-void run_rows(const std::array<const TensorArg*, kOperands>& operands, const Layout& layout, bool vector_rows) {
+template <class Rows>
+void run_in_blocks(const std::array<const TensorArg*, kOperands>& operands, const Layout& layout) {
   const int64_t rows = operands[kGrad]->numel() / layout.cols;
-  parallel_for(rows, std::max<int64_t>(1, kGrain / layout.cols), [&](int64_t begin, int64_t end) {
-    RowCursor cursor(operands, begin);
-    if (vector_rows) {
-      Avx512Rows<T> kernel(layout);
-      const int64_t distance = prefetch_distance(layout);
-      RowCursor ahead(operands, std::min(begin + distance, end - 1));
-      for (int64_t r = begin; r < end; ++r, cursor.advance()) {
-        const bool prefetching = r + distance < end;
-        kernel(cursor.row(), prefetching ? &ahead.row() : nullptr);
-        if (prefetching) ahead.advance();
-      }
-    } else {
-      BufferedRows<T> kernel(layout);
-      for (int64_t r = begin; r < end; ++r, cursor.advance()) kernel(cursor.row());
+  const int64_t block_rows = std::max<int64_t>(1, kBlockBytes / row_bytes(layout));
+  const int64_t blocks = (rows + block_rows - 1) / block_rows;
+  const int64_t grains = (rows * layout.cols + kGrain - 1) / kGrain;  // below kGrain elements a thread costs more
+  std::atomic<int64_t> next_block{0};
+  parallel_for(std::min<int64_t>({threads(), blocks, grains}), 1, [&](int64_t, int64_t) {
+    Rows kernel(layout);
+    for (int64_t block = next_block++; block < blocks; block = next_block++) {
+      const int64_t begin = block * block_rows;
+      kernel.run(operands, begin, std::min(rows, begin + block_rows));
     }
     if (layout.streaming) store_fence();
   });
@@ -447,7 +501,10 @@ void scaled_masked_softmax_backward(const TensorTuple& grad_output, const Tensor
   const bool vector_rows = dense && has_avx512() && !overlaps_otherwise(out, go) && !overlaps_otherwise(out, y);
   dispatch_floating(go.dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    if constexpr (!std::is_same_v<T, double>) run_rows<T>({&go, &y, &mask, &out}, layout, vector_rows);
+    if constexpr (!std::is_same_v<T, double>) {
+      if (vector_rows) run_in_blocks<Avx512Rows<T>>({&go, &y, &mask, &out}, layout);
+      else run_in_blocks<BufferedRows<T>>({&go, &y, &mask, &out}, layout);
+    }
   });
 }
 
