@@ -162,27 +162,30 @@ constexpr A kNegInf = -std::numeric_limits<A>::infinity();
 template <class A>
 constexpr A kExpUnderflow = std::is_same_v<A, double> ? A(-746) : A(-104);
 
-// std::exp(x), bit for bit, without the call where the result is exact: 1 at 0, +0 far below.
-// The recursion's terms are differences from their maximum, so one of them is always 0 and
-// many others are -inf (unreachable states) or far below. NaN still goes through std::exp.
-template <class A>
-inline A exp_of(A x) {
-  if (x == A(0)) return A(1);
-  if (x < kExpUnderflow<A>) return A(0);
-  return std::exp(x);
-}
-
 // Below this, exp(x) <= 2^-25 (fp64: 2^-54), under half an ulp of any sum >= 1: adding it to such
 // a sum changes nothing.
 template <class A>
 constexpr A kExpNegligible = std::is_same_v<A, double> ? A(-37.5) : A(-17.5);
 
-// exp(x) where the caller only adds it to sums >= 1: 0 for a negligible x (exact there).
+// std::exp(x), without the call where the result is known: 1 at 0, and 0 below `zero_below`.
+// With kExpUnderflow that is std::exp bit for bit (the recursion's terms are differences from
+// their maximum, so one is always 0 and many are -inf or far below; NaN still goes through
+// std::exp); with kExpNegligible it is exact wherever the caller only adds the result to sums >= 1.
+template <class A>
+inline A exp_unless_known(A x, A zero_below) {
+  if (x == A(0)) return A(1);
+  if (x < zero_below) return A(0);
+  return std::exp(x);
+}
+
+template <class A>
+inline A exp_of(A x) {
+  return exp_unless_known(x, kExpUnderflow<A>);
+}
+
 template <class A>
 inline A exp_beside_one(A x) {
-  if (x == A(0)) return A(1);
-  if (x < kExpNegligible<A>) return A(0);
-  return std::exp(x);
+  return exp_unless_known(x, kExpNegligible<A>);
 }
 
 // (exp(d1) + exp(d2)) + exp(d3), PyTorch's sum, bit for bit, for differences from their maximum:
