@@ -1,22 +1,47 @@
-// The one iteration helper of the element-wise kernels. Operands (output first) share an
-// iteration shape, each with its own element strides (0 along broadcast dims). Dims are
-// coalesced where every operand is contiguous across them, so a contiguous call becomes one flat
-// loop that the compiler vectorises; anything else runs row by row with explicit strides.
-// Work is split into fixed chunks across the pool: the result never depends on the thread count.
+// The one engine of the element-wise kernels. An operator is a small struct:
+//
+//   struct Op {
+//     static constexpr int kInputs = ...;
+//     template <class V> NPUEMU_INLINE typename V::F apply(const typename V::F* in) const;
+//   };
+//
+// apply() computes the output lanes from fp32 input lanes with the generic vector code of simd.h /
+// vmath.h. run_elementwise() walks operands (output first) that share an iteration shape, each in
+// its own dtype with its own element strides (0 along broadcast dims):
+// - dims are coalesced where every operand steps evenly across them, so a dense call is one flat
+//   run and a row-broadcast operand (bias-like) is dense rows;
+// - a run where every operand is dense or broadcast (stride 0) is computed in registers: inputs
+//   converted from their dtype as they are loaded, the result rounded to the output dtype and
+//   stored, streamed past the caches for large outputs (one pass over memory, no fp32 copies), with
+//   the widest instructions of the machine (chosen at run time);
+// - any other run is gathered into fp32 blocks, computed by the same code, and scattered back.
+// Every path rounds the same way (simd.h), so the result never depends on the path, the machine or
+// the number of threads, which split the work in fixed chunks.
+//
+// An output may be the very same tensor as an input (in place): each vector, or each gathered
+// block, is read completely before it is written.
 #pragma once
+#include <algorithm>
 #include <array>
 #include <cstdint>
+#include <initializer_list>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
+#include "common/simd.h"
 #include "common/tensor_arg.h"
 #include "common/thread_pool.h"
-#include "common/vector_io.h"
+#include "common/vector_io.h"  // gather_as_float, scatter_from_float
 
 namespace npuemu {
+
+namespace elementwise_detail {
 
 template <int N>
 struct Operands {
   std::array<char*, N> data;
+  std::array<int, N> dtype;
   std::array<int64_t, N> itemsize;
   std::vector<int64_t> shape;                    // coalesced iteration shape
   std::vector<std::array<int64_t, N>> strides;   // byte strides per coalesced dim
@@ -27,6 +52,7 @@ Operands<N> coalesce(const std::array<const TensorArg*, N>& args, const std::vec
   Operands<N> ops;
   for (int k = 0; k < N; ++k) {
     ops.data[k] = args[k]->data;
+    ops.dtype[k] = args[k]->dtype;
     ops.itemsize[k] = args[k]->itemsize();
   }
   for (size_t d = 0; d < shape.size(); ++d) {
@@ -47,89 +73,213 @@ Operands<N> coalesce(const std::array<const TensorArg*, N>& args, const std::vec
   }
   if (ops.shape.empty()) {  // 0-D or all ones: one element
     ops.shape.push_back(1);
-    ops.strides.push_back({});
-    for (int k = 0; k < N; ++k) ops.strides.back()[k] = ops.itemsize[k];
+    ops.strides.push_back(ops.itemsize);
   }
   return ops;
 }
 
+// n consecutive elements of every operand; an input with broadcast[k] repeats its first element.
+template <int N>
+struct Run {
+  std::array<char*, N> data;
+  std::array<int, N> dtype;
+  std::array<bool, N> broadcast;
+  int64_t n;
+  bool streaming;
+};
+
+// How a loop reaches its operands: every operand of one storage type T known at compile time (the
+// common case, where the compiler keeps the whole loop in registers), or each operand by its dtype.
+template <class T>
+struct AllOf {
+  template <class V>
+  NPUEMU_INLINE static typename V::F load(int, const char* p) {
+    return simd::load<V>(reinterpret_cast<const T*>(p));
+  }
+  template <class V>
+  NPUEMU_INLINE static void store(int, char* p, typename V::F v, bool streaming) {
+    simd::store<V>(reinterpret_cast<T*>(p), v, streaming);
+  }
+};
+
+struct ByDtype {
+  template <class V>
+  NPUEMU_INLINE static typename V::F load(int dtype, const char* p) {
+    switch (dtype) {
+      case kFloat16: return AllOf<_Float16>::load<V>(dtype, p);
+      case kBFloat16: return AllOf<bfloat16>::load<V>(dtype, p);
+      default: return AllOf<float>::load<V>(dtype, p);
+    }
+  }
+  template <class V>
+  NPUEMU_INLINE static void store(int dtype, char* p, typename V::F v, bool streaming) {
+    switch (dtype) {
+      case kFloat16: return AllOf<_Float16>::store<V>(dtype, p, v, streaming);
+      case kBFloat16: return AllOf<bfloat16>::store<V>(dtype, p, v, streaming);
+      default: return AllOf<float>::store<V>(dtype, p, v, streaming);
+    }
+  }
+};
+
+// Elements [begin, end) of a run, V::kWidth at a time; end - begin must be a multiple of it.
+template <class V, class Access, class Op, int N>
+NPUEMU_INLINE void lanes(const Op& op, const Run<N>& r, int64_t begin, int64_t end, bool streaming) {
+  using F = typename V::F;
+  // Locals, not r's fields: the compiler cannot tell that the stores never write into r.
+  const std::array<char*, N> data = r.data;
+  const std::array<int, N> dtype = r.dtype;
+  const std::array<bool, N> broadcast = r.broadcast;
+  std::array<int64_t, N> size;
+  for (int k = 0; k < N; ++k) size[k] = dtype_size(dtype[k]);
+  F fixed[N - 1];  // broadcast inputs, converted once
+  for (int k = 1; k < N; ++k)
+    if (broadcast[k]) fixed[k - 1] = V::splat(ByDtype::load<simd::Scalar>(dtype[k], data[k])[0]);
+  for (int64_t i = begin; i < end; i += V::kWidth) {
+    F in[N - 1];
+    for (int k = 1; k < N; ++k)
+      in[k - 1] = broadcast[k] ? fixed[k - 1] : Access::template load<V>(dtype[k], data[k] + i * size[k]);
+    Access::template store<V>(dtype[0], data[0] + i * size[0], op.template apply<V>(in), streaming);
+  }
+}
+
+template <class V, class Op, int N>
+NPUEMU_INLINE void lanes(const Op& op, const Run<N>& r, int64_t begin, int64_t end, bool streaming) {
+  bool uniform = true;
+  for (int k = 1; k < N; ++k) uniform &= r.dtype[k] == r.dtype[0];
+  if (!uniform) return lanes<V, ByDtype>(op, r, begin, end, streaming);
+  switch (r.dtype[0]) {
+    case kFloat16: return lanes<V, AllOf<_Float16>>(op, r, begin, end, streaming);
+    case kBFloat16: return lanes<V, AllOf<bfloat16>>(op, r, begin, end, streaming);
+    default: return lanes<V, AllOf<float>>(op, r, begin, end, streaming);
+  }
+}
+
+// A whole run: single lanes up to the first output address that streaming stores accept, whole
+// vectors, then single lanes for the rest.
+template <class V, class Op, int N>
+NPUEMU_INLINE void run_lanes(const Op& op, const Run<N>& r) {
+  const int64_t out_size = dtype_size(r.dtype[0]);
+  const int64_t align = V::kWidth * out_size;
+  const auto address = reinterpret_cast<uintptr_t>(r.data[0]);
+  const bool streaming = V::kStreams && r.streaming && address % out_size == 0;
+  const int64_t head = streaming ? std::min(r.n, static_cast<int64_t>((align - address % align) % align) / out_size) : 0;
+  const int64_t body_end = head + (r.n - head) / V::kWidth * V::kWidth;
+  lanes<simd::Scalar>(op, r, 0, head, false);
+  lanes<V>(op, r, head, body_end, streaming);
+  lanes<simd::Scalar>(op, r, body_end, r.n, false);
+  if (streaming) simd::store_fence();
+}
+
+template <class Op, int N>
+NPUEMU_TARGET_AVX512 void run_avx512(const Op& op, const Run<N>& r) { run_lanes<simd::Avx512>(op, r); }
+template <class Op, int N>
+NPUEMU_TARGET_AVX2 void run_avx2(const Op& op, const Run<N>& r) { run_lanes<simd::Avx2>(op, r); }
+template <class Op, int N>
+void run_scalar(const Op& op, const Run<N>& r) { run_lanes<simd::Scalar>(op, r); }
+
+template <class Op, int N>
+void run(const Op& op, const Run<N>& r) {
+  switch (simd::machine_isa()) {
+    case simd::Isa::kAvx512: return run_avx512(op, r);
+    case simd::Isa::kAvx2: return run_avx2(op, r);
+    default: return run_scalar(op, r);
+  }
+}
+
+// Strided runs: blocks of every operand gathered into fp32, computed as dense FLOAT runs, the
+// result scattered in the output's dtype (after the whole block is read: in place is safe).
+constexpr int64_t kBlock = 256;
+
+template <class Op, int N>
+void run_strided(const Op& op, const std::array<char*, N>& p, const std::array<int, N>& dtype,
+                 const std::array<int64_t, N>& stride, int64_t n) {
+  alignas(64) float block[N][kBlock];
+  Run<N> r{};
+  for (int k = 0; k < N; ++k) r.data[k] = reinterpret_cast<char*>(block[k]), r.dtype[k] = kFloat;
+  for (int64_t b = 0; b < n; b += kBlock) {
+    r.n = std::min(kBlock, n - b);
+    for (int k = 1; k < N; ++k) gather_as_float(dtype[k], p[k] + b * stride[k], stride[k], block[k], r.n);
+    run(op, r);
+    scatter_from_float(dtype[0], block[0], p[0] + b * stride[0], stride[0], r.n);
+  }
+}
+
+}  // namespace elementwise_detail
+
+// out = op(inputs...) over n dense elements of every operand (output first), each in its dtype.
+template <class Op>
+void run_dense(const Op& op, const std::array<void*, Op::kInputs + 1>& data,
+               const std::array<int, Op::kInputs + 1>& dtype, int64_t n, bool streaming) {
+  elementwise_detail::Run<Op::kInputs + 1> r{{}, dtype, {}, n, streaming};
+  for (int k = 0; k <= Op::kInputs; ++k) r.data[k] = static_cast<char*>(data[k]);
+  elementwise_detail::run(op, r);
+}
+
+// The engine computes FLOAT, FLOAT16 and BFLOAT16 operands; anything else is a caller's bug.
+inline void require_float_dtypes(const char* op_name, std::initializer_list<const TensorArg*> args) {
+  for (const TensorArg* t : args)
+    if (t->dtype != kFloat && t->dtype != kFloat16 && t->dtype != kBFloat16)
+      throw std::invalid_argument(std::string(op_name) + " has no kernel for aclDataType " + std::to_string(t->dtype));
+}
+
 constexpr int64_t kGrain = 1 << 14;  // elements per chunk at least: below that threads cost more than they save
 
-// Body must provide:
-//   contiguous(std::array<char*, N> p, int64_t n)       every operand dense over n elements
-//   strided(std::array<char*, N> p, const std::array<int64_t, N>& byte_strides, int64_t n)
-template <int N, class Body>
-void for_each_element(const std::array<const TensorArg*, N>& args, const std::vector<int64_t>& shape, Body& body) {
+// out = op(inputs...) over `shape`; args = output then Op::kInputs inputs, views of `shape`.
+template <class Op>
+void run_elementwise(const Op& op, const std::array<const TensorArg*, Op::kInputs + 1>& args,
+                     const std::vector<int64_t>& shape) {
+  using namespace elementwise_detail;
+  constexpr int N = Op::kInputs + 1;
   int64_t total = 1;
   for (int64_t d : shape) total *= d;
   if (total == 0) return;
-  Operands<N> ops = coalesce<N>(args, shape);
+  const Operands<N> ops = coalesce<N>(args, shape);
+  const bool streaming = total * ops.itemsize[0] > kStreamingThreshold;
   const int rank = static_cast<int>(ops.shape.size());
   const int64_t inner = ops.shape[rank - 1];
   const auto& inner_strides = ops.strides[rank - 1];
-  bool dense = rank == 1;
-  for (int k = 0; k < N; ++k) dense &= inner_strides[k] == ops.itemsize[k];
+  bool lanes_ok = inner_strides[0] == ops.itemsize[0];  // the output dense, every input dense or broadcast
+  Run<N> run_template{ops.data, ops.dtype, {}, 0, streaming};
+  for (int k = 1; k < N; ++k) {
+    run_template.broadcast[k] = inner_strides[k] == 0;
+    lanes_ok &= inner_strides[k] == ops.itemsize[k] || inner_strides[k] == 0;
+  }
 
-  if (dense) {
+  if (rank == 1 && lanes_ok) {
     parallel_for(inner, kGrain, [&](int64_t begin, int64_t end) {
-      std::array<char*, N> p;
-      for (int k = 0; k < N; ++k) p[k] = ops.data[k] + begin * ops.itemsize[k];
-      body.contiguous(p, end - begin);
+      Run<N> r = run_template;
+      for (int k = 0; k < N; ++k) r.data[k] += begin * inner_strides[k];
+      r.n = end - begin;
+      run(op, r);
     });
     return;
   }
   const int64_t rows = total / inner;
-  bool inner_dense = true;
-  for (int k = 0; k < N; ++k) inner_dense &= inner_strides[k] == ops.itemsize[k];
   parallel_for(rows, std::max<int64_t>(1, kGrain / inner), [&](int64_t begin, int64_t end) {
     std::vector<int64_t> index(rank - 1, 0);
-    int64_t r = begin;  // unravel the first row index of this chunk
+    int64_t remaining = begin;  // unravel the first row index of this chunk
     for (int d = rank - 2; d >= 0; --d) {
-      index[d] = r % ops.shape[d];
-      r /= ops.shape[d];
+      index[d] = remaining % ops.shape[d];
+      remaining /= ops.shape[d];
     }
     for (int64_t row = begin; row < end; ++row) {
       std::array<char*, N> p = ops.data;
       for (int d = 0; d < rank - 1; ++d)
         for (int k = 0; k < N; ++k) p[k] += index[d] * ops.strides[d][k];
-      if (inner_dense) body.contiguous(p, inner);
-      else body.strided(p, inner_strides, inner);
+      if (lanes_ok) {
+        Run<N> r = run_template;
+        r.data = p;
+        r.n = inner;
+        run(op, r);
+      } else {
+        run_strided<Op, N>(op, p, ops.dtype, inner_strides, inner);
+      }
       for (int d = rank - 2; d >= 0; --d) {  // next row
         if (++index[d] < ops.shape[d]) break;
         index[d] = 0;
       }
     }
   });
-}
-
-// Contiguous runs computed through fp32 chunk buffers: each input is converted to fp32 (vectorised),
-// `compute(float* out, const float* const* in, int64_t n)` works on fp32 arrays (write it as a
-// NPUEMU_VECTORIZED loop), and the result is rounded to the output dtype, streamed past the caches
-// when `streaming`. FLOAT inputs and outputs are used in place, without copies.
-constexpr int64_t kChunk = 256;
-
-template <int NIN, class Compute>
-void float_chunks(char* out, int out_dtype, const std::array<const char*, NIN>& in, const std::array<int, NIN>& in_dtypes,
-                  int64_t n, bool streaming, Compute&& compute) {
-  alignas(64) float buffers[NIN][kChunk];
-  alignas(64) float result[kChunk];
-  const int64_t out_size = dtype_size(out_dtype);
-  for (int64_t i = 0; i < n; i += kChunk) {
-    const int64_t count = n - i < kChunk ? n - i : kChunk;
-    const float* args[NIN];
-    for (int k = 0; k < NIN; ++k) {
-      if (in_dtypes[k] == kFloat) {
-        args[k] = reinterpret_cast<const float*>(in[k]) + i;
-      } else {
-        load_as_float(in_dtypes[k], in[k] + i * dtype_size(in_dtypes[k]), buffers[k], count);
-        args[k] = buffers[k];
-      }
-    }
-    float* dst = (out_dtype == kFloat && !streaming) ? reinterpret_cast<float*>(out) + i : result;
-    compute(dst, args, count);
-    if (dst == result) store_from_float(out_dtype, result, out + i * out_size, count, streaming);
-  }
-  if (streaming) store_fence();
 }
 
 }  // namespace npuemu

@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "common/dispatch.h"
+#include "common/elementwise.h"
 #include "common/registry.h"
 #include "common/thread_pool.h"
 #include "common/vector_io.h"
@@ -312,12 +313,19 @@ constexpr int64_t kRowChunk = 1024;  // elements of a row converted, computed an
 
 // out = exp(lp) * g where lcab = -inf and nll is finite or -inf: the second term is exp(-inf) = 0,
 // except at lp = -inf where it is exp(NaN) (-inf + inf), so the formula gives NaN there.
-NPUEMU_VECTORIZED void exp_times(float* out, const float* lp, int64_t n, float g) {
-  const float nan = std::numeric_limits<float>::quiet_NaN(), neginf = kNegInf<float>;
-  for (int64_t i = 0; i < n; ++i) {
-    const float value = vm_exp(lp[i]) * g;
-    out[i] = lp[i] == neginf ? nan : value;
+struct ExpTimes {
+  static constexpr int kInputs = 1;  // lp
+  float g;
+
+  template <class V>
+  NPUEMU_INLINE typename V::F apply(const typename V::F* in) const {
+    const typename V::F value = simd::exp<V>(in[0]) * g;
+    return in[0] == kNegInf<float> ? V::splat(std::numeric_limits<float>::quiet_NaN()) : value;
   }
+};
+
+void exp_times(float* out, const float* lp, int64_t n, float g) {
+  run_dense(ExpTimes{g}, {out, const_cast<float*>(lp)}, {kFloat, kFloat}, n, false);
 }
 
 void exp_times(double* out, const double* lp, int64_t n, double g) {

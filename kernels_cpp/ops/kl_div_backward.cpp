@@ -23,48 +23,30 @@ namespace py = pybind11;
 namespace npuemu {
 namespace {
 
+// Inputs: gradOutput, target.
+template <bool LogTarget>
+struct KlDivGrad {
+  static constexpr int kInputs = 2;
+  float coefficient;
+
+  template <class V>
+  NPUEMU_INLINE typename V::F apply(const typename V::F* in) const {
+    const typename V::F weight = LogTarget ? simd::exp<V>(in[1]) : in[1];
+    return -(weight * in[0]) * coefficient;
+  }
+};
+
+// One term of a sum, with the very arithmetic of the element-wise pass.
 template <bool LogTarget>
 NPUEMU_INLINE float kl_grad(float grad, float target, float coefficient) {
-  const float weight = LogTarget ? vm_exp(target) : target;
-  return -(weight * grad) * coefficient;
-}
-
-// The element-wise pass over fp32 chunks (in = gradOutput, target).
-// `__restrict`: out may only alias an input exactly (in place), where element i is read first.
-NPUEMU_VECTORIZED void compute(float* __restrict out, const float* const* in, int64_t n, bool log_target,
-                               float coefficient) {
-  const float* __restrict grad = in[0];
-  const float* __restrict target = in[1];
-  if (log_target) {
-    for (int64_t i = 0; i < n; ++i) out[i] = kl_grad<true>(grad[i], target[i], coefficient);
-  } else {
-    for (int64_t i = 0; i < n; ++i) out[i] = kl_grad<false>(grad[i], target[i], coefficient);
-  }
+  const simd::Scalar::F in[2] = {{grad}, {target}};
+  return KlDivGrad<LogTarget>{coefficient}.template apply<simd::Scalar>(in)[0];
 }
 
 template <class T>
 inline float load(const char* p) {
   return to_float(*reinterpret_cast<const T*>(p));
 }
-
-// Operands: out, gradOutput, target; TO/TG/TT their element types.
-template <class TO, class TG, class TT, bool LogTarget>
-struct ElementwiseBody {
-  float coefficient;
-  std::array<int, 3> dtype;
-  bool streaming;
-
-  void contiguous(std::array<char*, 3> p, int64_t n) {
-    float_chunks<2>(p[0], dtype[0], {p[1], p[2]}, {dtype[1], dtype[2]}, n, streaming,
-                    [&](float* out, const float* const* in, int64_t m) { compute(out, in, m, LogTarget, coefficient); });
-  }
-  void strided(std::array<char*, 3> p, const std::array<int64_t, 3>& s, int64_t n) {
-    for (int64_t i = 0; i < n; ++i) {
-      const float value = kl_grad<LogTarget>(load<TG>(p[1] + i * s[1]), load<TT>(p[2] + i * s[2]), coefficient);
-      *reinterpret_cast<TO*>(p[0] + i * s[0]) = from_float<TO>(value);
-    }
-  }
-};
 
 // The axes of B split into those out keeps and those summed away, with byte strides. Axes of
 // size 1 are dropped: they change neither the addresses nor the order of the sum. There is at
@@ -203,9 +185,7 @@ template <class TO, class TG, class TT, bool LogTarget>
 void run(const TensorArg& out, const TensorArg& grad, const TensorArg& target, float coefficient) {
   if (out.numel() == grad.numel()) {  // out's shape is B up to axes of size 1: nothing to sum
     const TensorArg widened = out_over_b(out, grad.shape);
-    ElementwiseBody<TO, TG, TT, LogTarget> body{coefficient, {out.dtype, grad.dtype, target.dtype},
-                                                out.numel() * out.itemsize() > kStreamingThreshold};
-    for_each_element<3>({&widened, &grad, &target}, grad.shape, body);
+    run_elementwise(KlDivGrad<LogTarget>{coefficient}, {&widened, &grad, &target}, grad.shape);
   } else {
     reduce_into_out<TO, TG, TT, LogTarget>(out, grad, target, coefficient);
   }

@@ -1,10 +1,9 @@
 // aclnnLogSigmoidBackward (spec/OPS.md §4.2): gradInput = gradOutput * 1/(1 + e^x), in fp32:
 // z = exp(-|x|); numerator = x < 0 ? 1 : z; gradInput = numerator / (1 + z) * gradOutput.
-// One pass over the data; large outputs are streamed past the caches.
+// One pass over memory through the element-wise engine (common/elementwise.h).
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
-#include "common/dispatch.h"
 #include "common/elementwise.h"
 #include "common/registry.h"
 #include "common/vmath.h"
@@ -14,44 +13,24 @@ namespace py = pybind11;
 namespace npuemu {
 namespace {
 
-NPUEMU_INLINE float log_sigmoid_grad(float grad, float x) {
-  const float z = vm_exp(-__builtin_fabsf(x));
-  const float numerator = x < 0.0f ? 1.0f : z;
-  return numerator / (1.0f + z) * grad;
-}
+struct LogSigmoidGrad {
+  static constexpr int kInputs = 2;  // gradOutput, self
 
-// `__restrict`: out may only alias an input exactly (in place), where element i is read first.
-NPUEMU_VECTORIZED void compute(float* __restrict out, const float* const* in, int64_t n) {
-  const float* __restrict grad = in[0];
-  const float* __restrict x = in[1];
-  for (int64_t i = 0; i < n; ++i) out[i] = log_sigmoid_grad(grad[i], x[i]);
-}
-
-struct Body {
-  int dtype;
-  bool streaming;
-  // operands: gradInput (out), gradOutput, self
-  void contiguous(std::array<char*, 3> p, int64_t n) {
-    float_chunks<2>(p[0], dtype, {p[1], p[2]}, {dtype, dtype}, n, streaming, compute);
-  }
-  void strided(std::array<char*, 3> p, const std::array<int64_t, 3>& s, int64_t n) {
-    dispatch_floating(dtype, [&](auto tag) {
-      using T = typename decltype(tag)::type;
-      for (int64_t i = 0; i < n; ++i) {
-        const float grad = to_float(*reinterpret_cast<const T*>(p[1] + i * s[1]));
-        const float x = to_float(*reinterpret_cast<const T*>(p[2] + i * s[2]));
-        *reinterpret_cast<T*>(p[0] + i * s[0]) = from_float<T>(log_sigmoid_grad(grad, x));
-      }
-    });
+  template <class V>
+  NPUEMU_INLINE typename V::F apply(const typename V::F* in) const {
+    using F = typename V::F;
+    const F grad = in[0], x = in[1];
+    const F z = simd::exp_nonpositive<V>(V::from_bits(V::bits(x) | 0x80000000u));  // e^-|x|
+    const F numerator = x < 0.0f ? V::splat(1.0f) : z;
+    return numerator / (1.0f + z) * grad;
   }
 };
 
 void log_sigmoid_backward(const TensorTuple& grad_output, const TensorTuple& self, const TensorTuple& grad_input) {
   const TensorArg go(grad_output), x(self), gi(grad_input);
-  if (gi.dtype == kDouble) throw std::invalid_argument("aclnnLogSigmoidBackward has no DOUBLE kernel");
+  require_float_dtypes("aclnnLogSigmoidBackward", {&go, &x, &gi});
   py::gil_scoped_release release;
-  Body body{gi.dtype, gi.numel() * gi.itemsize() > kStreamingThreshold};
-  for_each_element<3>({&gi, &go, &x}, gi.shape, body);
+  run_elementwise(LogSigmoidGrad{}, {&gi, &go, &x}, gi.shape);
 }
 
 void bind(py::module_& m) {

@@ -80,6 +80,8 @@ NPUEMU_VECTORIZED void finish(float* __restrict out, const float* g, const float
   }
 }
 
+constexpr int64_t kChunk = 256;  // elements of a buffered row finished and stored together
+
 // fp32 row buffer starting on a cache line, so that whole-vector loads and stores never split one.
 class RowBuffer {
  public:

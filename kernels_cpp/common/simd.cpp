@@ -1,0 +1,31 @@
+#include "common/simd.h"
+
+namespace npuemu {
+namespace simd {
+namespace {
+
+Isa detect() {
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+      __builtin_cpu_supports("avx512dq"))
+    return Isa::kAvx512;
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c") && __builtin_cpu_supports("fma")) return Isa::kAvx2;
+  return Isa::kScalar;
+}
+
+const Isa kMachineIsa = detect();
+
+}  // namespace
+
+Isa machine_isa() { return kMachineIsa; }
+
+const char* isa_name(Isa isa) {
+  switch (isa) {
+    case Isa::kAvx512: return "avx512";
+    case Isa::kAvx2: return "avx2";
+    default: return "baseline";
+  }
+}
+
+}  // namespace simd
+}  // namespace npuemu

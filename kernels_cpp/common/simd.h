@@ -1,0 +1,176 @@
+// Vectors of fp32 lanes for the kernels' arithmetic, one struct per instruction set: Scalar (one
+// lane: any x86-64, and the per-element tails), Avx2 (8 lanes, with FMA and F16C) and Avx512 (16).
+//
+// Math is written once, as templates over such a struct V (see vmath.h), with GCC's vector
+// extensions: + - * / and comparisons work lane by lane on V::F whatever the width, `m ? a : b`
+// selects by lane. The few operations the extensions lack (fused multiply-add, fp16 conversions,
+// streaming stores) are V's static functions, written with the compiler's raw builtins rather than
+// the <immintrin.h> wrappers: the wrappers are functions that only inline into code compiled for
+// their instruction set, whereas these generic templates only get an instruction set once they are
+// inlined into a kernel entry point that has one (`NPUEMU_TARGET_AVX2`/`NPUEMU_TARGET_AVX512`).
+// Every function here is always inlined, so nothing is ever compiled for the wrong machine.
+//
+// max(a, b) and min(a, b) are the x86 instructions' a > b ? a : b and a < b ? a : b: when either is
+// NaN the result is b.
+//
+// Each operation rounds exactly as IEEE fp32 does on every width (fused multiply-add included), so
+// a kernel gives the same bits on every machine and for every split of its elements into vectors.
+#pragma once
+#include <immintrin.h>  // also declares the builtins below
+
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+
+#include "common/numeric.h"
+
+namespace npuemu {
+
+#define NPUEMU_INLINE inline __attribute__((always_inline))
+#define NPUEMU_TARGET_AVX2 __attribute__((target("avx2,fma,f16c")))
+#define NPUEMU_TARGET_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")))
+
+// Outputs larger than this many bytes are written with streaming stores.
+constexpr int64_t kStreamingThreshold = int64_t(8) << 20;
+
+namespace simd {
+
+// The widest of these that the machine runs (detected once, at load time).
+enum class Isa { kScalar, kAvx2, kAvx512 };
+Isa machine_isa();
+const char* isa_name(Isa isa);  // "avx512", "avx2" or "baseline"
+
+template <int W>
+struct Lanes {
+  static constexpr int kWidth = W;
+  typedef float F __attribute__((vector_size(4 * W)));     // fp32 values
+  typedef int32_t I __attribute__((vector_size(4 * W)));   // lane masks (-1 true, 0 false) and integers
+  typedef uint32_t U __attribute__((vector_size(4 * W)));  // fp32 bit patterns
+  typedef uint16_t H __attribute__((vector_size(2 * W)));  // fp16 / bf16 bit patterns
+
+  NPUEMU_INLINE static F splat(float x) { return F{} + x; }
+  NPUEMU_INLINE static U bits(F v) { return (U)v; }
+  NPUEMU_INLINE static F from_bits(U u) { return (F)u; }
+};
+
+struct Scalar : Lanes<1> {
+  NPUEMU_INLINE static F fma(F a, F b, F c) { return F{__builtin_fmaf(a[0], b[0], c[0])}; }
+  NPUEMU_INLINE static F max(F a, F b) { return a > b ? a : b; }
+  NPUEMU_INLINE static F min(F a, F b) { return a < b ? a : b; }
+  NPUEMU_INLINE static U widen_u16(H h) { return U{h[0]}; }
+  NPUEMU_INLINE static H narrow_u32(U u) { return H{static_cast<uint16_t>(u[0])}; }
+  NPUEMU_INLINE static F widen_half(H h) { return F{half_bits_to_float(h[0])}; }
+  NPUEMU_INLINE static H narrow_half(F v) { return H{float_to_half_bits(v[0])}; }
+  static constexpr bool kStreams = false;  // the one-lane path never streams
+  NPUEMU_INLINE static void stream(float* p, F v) { std::memcpy(p, &v, sizeof v); }
+  NPUEMU_INLINE static void stream(uint16_t* p, H v) { std::memcpy(p, &v, sizeof v); }
+};
+
+typedef int Int4 __attribute__((vector_size(16)));
+typedef short Short8 __attribute__((vector_size(16)));
+typedef short Short16 __attribute__((vector_size(32)));
+typedef long long Long2 __attribute__((vector_size(16)));
+typedef long long Long4 __attribute__((vector_size(32)));
+
+struct Avx2 : Lanes<8> {
+  NPUEMU_INLINE static F fma(F a, F b, F c) { return __builtin_ia32_vfmaddps256(a, b, c); }
+  NPUEMU_INLINE static F max(F a, F b) { return __builtin_ia32_maxps256(a, b); }
+  NPUEMU_INLINE static F min(F a, F b) { return __builtin_ia32_minps256(a, b); }
+  NPUEMU_INLINE static U widen_u16(H h) { return (U)__builtin_ia32_pmovzxwd256((Short8)h); }
+  NPUEMU_INLINE static H narrow_u32(U u) {  // u < 2^16 in every lane
+    const Int4 lo = {(int)u[0], (int)u[1], (int)u[2], (int)u[3]}, hi = {(int)u[4], (int)u[5], (int)u[6], (int)u[7]};
+    return (H)__builtin_ia32_packusdw128(lo, hi);
+  }
+  NPUEMU_INLINE static F widen_half(H h) { return __builtin_ia32_vcvtph2ps256((Short8)h); }
+  NPUEMU_INLINE static H narrow_half(F v) {
+    const Short8 h = __builtin_ia32_vcvtps2ph256(v, 0);  // 0: round to nearest even
+    return (H)h;
+  }
+  static constexpr bool kStreams = true;
+  NPUEMU_INLINE static void stream(float* p, F v) { __builtin_ia32_movntps256(p, v); }
+  NPUEMU_INLINE static void stream(uint16_t* p, H v) {
+    __builtin_ia32_movntdq(reinterpret_cast<Long2*>(p), (Long2)v);
+  }
+};
+
+struct Avx512 : Lanes<16> {
+  NPUEMU_INLINE static F fma(F a, F b, F c) { return __builtin_ia32_vfmaddps512_mask(a, b, c, -1, 4); }
+  NPUEMU_INLINE static F max(F a, F b) { return __builtin_ia32_maxps512_mask(a, b, F{}, -1, 4); }
+  NPUEMU_INLINE static F min(F a, F b) { return __builtin_ia32_minps512_mask(a, b, F{}, -1, 4); }
+  NPUEMU_INLINE static U widen_u16(H h) { return (U)__builtin_ia32_pmovzxwd512_mask((Short16)h, I{}, -1); }
+  NPUEMU_INLINE static H narrow_u32(U u) { return (H)__builtin_ia32_pmovdw512_mask((I)u, Short16{}, -1); }
+  NPUEMU_INLINE static F widen_half(H h) {
+    return __builtin_ia32_vcvtph2ps512_mask((Short16)h, F{}, -1, 4);  // 4: current rounding
+  }
+  NPUEMU_INLINE static H narrow_half(F v) {
+    const Short16 h = __builtin_ia32_vcvtps2ph512_mask(v, 0, Short16{}, -1);  // 0: round to nearest even
+    return (H)h;
+  }
+  static constexpr bool kStreams = true;
+  NPUEMU_INLINE static void stream(float* p, F v) { __builtin_ia32_movntps512(p, v); }
+  NPUEMU_INLINE static void stream(uint16_t* p, H v) {
+    __builtin_ia32_movntdq256(reinterpret_cast<Long4*>(p), (Long4)v);
+  }
+};
+
+// ---- storage <-> fp32 lanes, by element type ----
+
+template <class V>
+NPUEMU_INLINE typename V::F load(const float* p) {
+  typename V::F v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
+template <class V>
+NPUEMU_INLINE typename V::F load(const _Float16* p) {
+  typename V::H h;
+  std::memcpy(&h, p, sizeof h);
+  return V::widen_half(h);
+}
+
+template <class V>
+NPUEMU_INLINE typename V::F load(const bfloat16* p) {
+  typename V::H h;
+  std::memcpy(&h, p, sizeof h);
+  return V::from_bits(V::widen_u16(h) << 16);
+}
+
+// fp32 -> bf16 bits, round to nearest even; NaN stays NaN (quieted), as from_float<bfloat16>.
+template <class V>
+NPUEMU_INLINE typename V::H narrow_bfloat16(typename V::F v) {
+  using U = typename V::U;
+  const U u = V::bits(v);
+  const U rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+  const U quiet = (u >> 16) | 0x40u;
+  return V::narrow_u32(v != v ? quiet : rounded);
+}
+
+template <class V>
+NPUEMU_INLINE typename V::H narrow(typename V::F v, _Float16*) {
+  return V::narrow_half(v);
+}
+template <class V>
+NPUEMU_INLINE typename V::H narrow(typename V::F v, bfloat16*) {
+  return narrow_bfloat16<V>(v);
+}
+
+// Stores one vector at p; `streaming` writes past the caches and needs p aligned to the vector's
+// size in storage.
+template <class V, class T>
+NPUEMU_INLINE void store(T* p, typename V::F v, bool streaming) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (V::kStreams && streaming) V::stream(p, v);
+    else std::memcpy(p, &v, sizeof v);
+  } else {
+    const typename V::H h = narrow<V>(v, p);
+    if (V::kStreams && streaming) V::stream(reinterpret_cast<uint16_t*>(p), h);
+    else std::memcpy(p, &h, sizeof h);
+  }
+}
+
+// Makes streamed stores visible to other threads (SSE2: every x86-64 has it).
+NPUEMU_INLINE void store_fence() { __builtin_ia32_sfence(); }
+
+}  // namespace simd
+}  // namespace npuemu
