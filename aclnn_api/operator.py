@@ -159,15 +159,21 @@ def _check_workspace(workspace: int, size: int, device_id: int) -> None:
                        "workspace: expected %d bytes of device memory of device %d, found: %s" % (size, device_id, fault)) from None
 
 
-_threads_in_force = [0]
+_kernel_settings_in_force = [(0, "")]  # (threads, vector_isa) last handed to the kernels
+
+
+def _apply_kernel_settings() -> None:
+    settings = runtime.settings()
+    wanted = (settings.threads, settings.vector_isa)
+    if wanted != _kernel_settings_in_force[0]:
+        _kernels.set_threads(settings.threads)
+        _kernels.set_vector_isa(settings.vector_isa)
+        _kernel_settings_in_force[0] = wanted
 
 
 def _execute(op: str, launch: KernelLaunch, device_id: int, workspace: Optional[int]) -> None:
     """Runs on the stream: resolve every address now (faults name the tensor and the allocation)."""
-    threads = runtime.settings().threads
-    if threads != _threads_in_force[0]:
-        _kernels.set_threads(threads)
-        _threads_in_force[0] = threads
+    _apply_kernel_settings()
     resolve = runtime.PROCESS.address_space().resolve
     args = []
     for arg in launch.args:

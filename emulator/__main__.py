@@ -31,8 +31,10 @@ def main(argv: list[str] | None = None) -> int:
     print("threads        %d" % config.threads)
     print("execution      %s" % config.execution)
     print("leak_check     %s" % ("on" if config.leak_check else "off"))
+    print("vector_isa     %s" % config.vector_isa)
     try:
         from aclnn_api import _kernels
+        _kernels.set_vector_isa(config.vector_isa)
         print("kernels        %s" % _kernels.build_info())
     except ImportError as error:
         print("kernels        not built (%s)" % error)

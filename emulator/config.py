@@ -8,6 +8,11 @@
 | NPUEMU_THREADS       | threads        | host threads a kernel may use                   | the machine's cores  |
 | NPUEMU_EXECUTION     | execution      | `async` (queued until a sync point) or `eager`  | async                |
 | NPUEMU_LEAK_CHECK    | leak_check     | report unreleased resources at finalize/exit    | 1                    |
+| NPUEMU_VECTOR_ISA    | vector_isa     | widest vector instructions the kernels may use: | auto (the machine's  |
+|                      |                | `auto`, `avx512`, `avx2` or `baseline`          | widest)              |
+
+Every vector_isa gives bit-identical results; a narrower one only runs slower (it is there to
+reproduce another machine's path and to test them all on one machine).
 """
 from __future__ import annotations
 
@@ -17,6 +22,9 @@ import re
 from dataclasses import dataclass, replace
 
 from . import soc as soc_profiles
+
+
+VECTOR_ISAS = ("auto", "avx512", "avx2", "baseline")
 
 
 class ConfigError(ValueError):
@@ -31,6 +39,7 @@ class Config:
     threads: int
     execution: str
     leak_check: bool
+    vector_isa: str = "auto"
 
     @functools.cached_property
     def profile(self) -> soc_profiles.SocProfile:
@@ -65,6 +74,8 @@ def _validated(config: Config) -> Config:
         raise ConfigError("NPUEMU_THREADS: expected a positive count, found %d" % config.threads)
     if config.execution not in ("async", "eager"):
         raise ConfigError("NPUEMU_EXECUTION: expected 'async' or 'eager', found %r" % config.execution)
+    if config.vector_isa not in VECTOR_ISAS:
+        raise ConfigError("NPUEMU_VECTOR_ISA: expected one of %s, found %r" % (", ".join(VECTOR_ISAS), config.vector_isa))
     return config
 
 
@@ -92,6 +103,7 @@ def from_environment() -> Config:
         threads=_int_env("NPUEMU_THREADS", os.cpu_count() or 1),
         execution=(os.environ.get("NPUEMU_EXECUTION") or "async").lower(),
         leak_check=os.environ.get("NPUEMU_LEAK_CHECK", "1").lower() not in ("0", "false", "off", "no"),
+        vector_isa=(os.environ.get("NPUEMU_VECTOR_ISA") or "auto").lower(),
     ))
 
 

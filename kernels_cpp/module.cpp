@@ -3,10 +3,21 @@
 #include <pybind11/stl.h>
 
 #include "common/registry.h"
+#include "common/simd.h"
 #include "common/thread_pool.h"
 #include "common/vector_io.h"
 
 namespace py = pybind11;
+
+// Limits the kernels to an instruction set ("auto": the machine's widest); returns the one in force.
+static std::string set_vector_isa(const std::string& name) {
+  using npuemu::simd::Isa;
+  if (name == "auto" || name == "avx512") npuemu::simd::limit_isa(Isa::kAvx512);
+  else if (name == "avx2") npuemu::simd::limit_isa(Isa::kAvx2);
+  else if (name == "baseline") npuemu::simd::limit_isa(Isa::kScalar);
+  else throw std::invalid_argument("vector ISA: expected auto, avx512, avx2 or baseline, found '" + name + "'");
+  return npuemu::vector_isa();
+}
 
 static std::string build_info() {
   std::string info = "pybind11 module, ";
@@ -19,6 +30,10 @@ PYBIND11_MODULE(_kernels, m) {
   m.doc() = "npuemu operator kernels (C++): raw pointers, shapes and strides; fp32 compute";
   m.def("set_threads", &npuemu::set_threads, "Host threads a kernel may use");
   m.def("threads", &npuemu::threads);
+  m.def("set_vector_isa", &set_vector_isa, "Widest vector instruction set the kernels may use");
+  m.def("vector_isa", [] { return std::string(npuemu::vector_isa()); }, "The vector instruction set in force");
+  m.def("machine_vector_isa", [] { return std::string(npuemu::simd::isa_name(npuemu::simd::machine_isa())); },
+        "The widest vector instruction set this machine runs");
   m.def("build_info", &build_info);
   for (auto binder : npuemu::binders()) binder(m);
 }

@@ -162,6 +162,16 @@ def npu(soc: Optional[str] = None, device_id: int = 0) -> Iterator[Npu]:
         device.close()
 
 
+def kernel_variants() -> list[dict]:
+    """Settings under which every kernel must give the same bits: 1, 2 and 3 threads with the
+    machine's widest vector instructions, then each narrower instruction set it runs."""
+    from aclnn_api import _kernels
+    isas = ["baseline", "avx2", "avx512"]
+    narrower = isas[:isas.index(_kernels.machine_vector_isa())]
+    return ([dict(threads=t, vector_isa="auto") for t in (1, 2, 3)]
+            + [dict(threads=2, vector_isa=isa) for isa in narrower])
+
+
 def last_error() -> str:
     return acl.get_recent_err_msg() or ""
 

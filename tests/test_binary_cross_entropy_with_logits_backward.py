@@ -9,7 +9,7 @@ import pytest
 
 import aclnn_api as nn
 import emulator
-from support import ALL_SOCS, assert_close, assert_sample_prints, last_error, npu, representable
+from support import ALL_SOCS, assert_close, assert_sample_prints, kernel_variants, last_error, npu, representable
 
 OP = (nn.aclnnBinaryCrossEntropyWithLogitsBackwardGetWorkspaceSize, nn.aclnnBinaryCrossEntropyWithLogitsBackward)
 BF16_SOCS = ("Ascend910B", "Ascend910_93", "Ascend950")
@@ -191,12 +191,12 @@ def test_out_may_be_target_in_place():
 
 
 @pytest.mark.parametrize("dtypes", [(B,) * 6, (H, B, B, F, H, B)], ids=["same-dtype", "mixed"])
-def test_results_are_bit_identical_across_thread_counts(dtypes):
+def test_results_are_bit_identical_across_thread_counts_and_vector_isas(dtypes):
     rng = np.random.default_rng(3)
     values = random_inputs(rng, ((300, 1), (300, 500), (500,), (300, 500)))
     results = []
-    for threads in (1, 2, 3):
-        emulator.configure(threads=threads)
+    for settings in kernel_variants():
+        emulator.configure(**settings)
         with npu() as device:
             ret, out, _ = run_case(device, values, dtypes, contiguous, MEAN)
             assert ret == 0

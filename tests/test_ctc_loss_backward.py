@@ -16,7 +16,7 @@ import pytest
 import acl
 import aclnn_api as nn
 import emulator
-from support import ALL_SOCS, assert_close, assert_sample_prints, last_error, npu, representable
+from support import ALL_SOCS, assert_close, assert_sample_prints, kernel_variants, last_error, npu, representable
 
 try:
     import torch
@@ -309,13 +309,13 @@ def test_targets_equal_to_the_blank_follow_pytorch():
             assert_close(run_kernel(device, case, x, dtype), expected, dtype)
 
 
-def test_results_are_bit_identical_across_thread_counts():
+def test_results_are_bit_identical_across_thread_counts_and_vector_isas():
     rng = np.random.default_rng(11)
     case = Case(9, 6, 0, random_labels(rng, rng.integers(0, 5, size=37), 6, 0),
                 [int(v) for v in rng.integers(0, 10, size=37)])
     results = []
-    for threads in (1, 2, 3):
-        emulator.configure(threads=threads)
+    for settings in kernel_variants():
+        emulator.configure(**settings)
         with npu("Ascend910B") as device:
             results.append([run_kernel(device, case, make_inputs(case, dtype, np.random.default_rng(3)), dtype)
                             for dtype in (F, B)])

@@ -11,7 +11,7 @@ import pytest
 
 import aclnn_api as nn
 import emulator
-from support import ALL_SOCS, assert_close, assert_sample_prints, last_error, npu, representable
+from support import ALL_SOCS, assert_close, assert_sample_prints, kernel_variants, last_error, npu, representable
 
 OP = (nn.aclnnKlDivBackwardGetWorkspaceSize, nn.aclnnKlDivBackward)
 F, H, B, D = nn.ACL_FLOAT, nn.ACL_FLOAT16, nn.ACL_BF16, nn.ACL_DOUBLE
@@ -302,7 +302,7 @@ def test_accepted_shapes_and_dtypes_pass_every_check():
 
 # ---------------------------------------------------------------- determinism and the sample
 
-def test_results_are_bit_identical_across_thread_counts():
+def test_results_are_bit_identical_across_thread_counts_and_vector_isas():
     rng = np.random.default_rng(3)
     cases = [((1, 500), rng.normal(size=(300, 1)), rng.normal(size=(300, 500)), (F,) * 4),
              ((3, 1, 700), rng.normal(size=(3, 50, 700)), rng.normal(size=(50, 1)), (F, B, H, F)),
@@ -311,8 +311,8 @@ def test_results_are_bit_identical_across_thread_counts():
              ((300, 200), rng.normal(size=(300, 200)), rng.normal(size=(300, 200)), (B, F, F, H))]
     for self_shape, grad, target, dtypes in cases:
         results = []
-        for threads in (1, 2, 3):
-            emulator.configure(threads=threads)
+        for settings in kernel_variants():
+            emulator.configure(**settings)
             with npu("Ascend910B") as device:
                 results.append(run_case(device, self_shape, grad, target, 1, True, dtypes))
         assert all(r.tobytes() == results[0].tobytes() for r in results[1:]), self_shape

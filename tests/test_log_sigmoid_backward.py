@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import aclnn_api as nn
-from support import ALL_SOCS, assert_close, assert_sample_prints, last_error, npu, representable
+from support import ALL_SOCS, assert_close, assert_sample_prints, kernel_variants, last_error, npu, representable
 
 OP = (nn.aclnnLogSigmoidBackwardGetWorkspaceSize, nn.aclnnLogSigmoidBackward)
 BF16_SOCS = ("Ascend910B", "Ascend910_93", "Ascend950")
@@ -58,13 +58,13 @@ def test_extreme_inputs_do_not_overflow():
         np.testing.assert_allclose(device.read(gi), reference(1.0, x.astype(np.float64)), rtol=1e-6, atol=1e-30)
 
 
-def test_results_are_bit_identical_across_thread_counts():
+def test_results_are_bit_identical_across_thread_counts_and_vector_isas():
     import emulator
     rng = np.random.default_rng(1)
     grad, x = rng.normal(size=(300, 500)), rng.normal(size=(300, 500))
     results = []
-    for threads in (1, 2, 3):
-        emulator.configure(threads=threads)
+    for settings in kernel_variants():
+        emulator.configure(**settings)
         with npu() as device:
             go, xs = device.tensor(grad, nn.ACL_BF16), device.tensor(x, nn.ACL_BF16)
             gi = device.empty(grad.shape, nn.ACL_BF16)

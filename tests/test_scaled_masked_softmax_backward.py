@@ -10,7 +10,7 @@ import pytest
 
 import aclnn_api as nn
 import emulator
-from support import ALL_SOCS, assert_close, assert_sample_prints, last_error, npu, representable
+from support import ALL_SOCS, assert_close, assert_sample_prints, kernel_variants, last_error, npu, representable
 
 OP = (nn.aclnnScaledMaskedSoftmaxBackwardGetWorkspaceSize, nn.aclnnScaledMaskedSoftmaxBackward)
 F, H, B, D, BOOL = nn.ACL_FLOAT, nn.ACL_FLOAT16, nn.ACL_BF16, nn.ACL_DOUBLE, nn.ACL_BOOL
@@ -237,14 +237,14 @@ def test_no_workspace_is_needed():
         assert nn.aclnnScaledMaskedSoftmaxBackward(None, 0, executor, device.stream) == 0
 
 
-def test_results_are_bit_identical_across_thread_counts():
+def test_results_are_bit_identical_across_thread_counts_and_vector_isas():
     rng = np.random.default_rng(5)
     shape = (2, 4, 64, 300)
     results = []
     for dtype in (F, B):
         grad, y, mask = inputs(rng, shape, (2, 1, 64, 300), dtype)
-        for threads in (1, 2, 3):
-            emulator.configure(threads=threads)
+        for settings in kernel_variants():
+            emulator.configure(**settings)
             with npu() as device:
                 results.append((dtype, run_case(device, dtype, grad, y, mask, 0.7)))
     for dtype in (F, B):

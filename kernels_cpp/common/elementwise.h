@@ -179,7 +179,7 @@ void run_scalar(const Op& op, const Run<N>& r) { run_lanes<simd::Scalar>(op, r);
 
 template <class Op, int N>
 void run(const Op& op, const Run<N>& r) {
-  switch (simd::machine_isa()) {
+  switch (simd::isa()) {
     case simd::Isa::kAvx512: return run_avx512(op, r);
     case simd::Isa::kAvx2: return run_avx2(op, r);
     default: return run_scalar(op, r);

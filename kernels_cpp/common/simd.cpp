@@ -1,5 +1,8 @@
 #include "common/simd.h"
 
+#include <algorithm>
+#include <atomic>
+
 namespace npuemu {
 namespace simd {
 namespace {
@@ -14,10 +17,15 @@ Isa detect() {
 }
 
 const Isa kMachineIsa = detect();
+std::atomic<Isa> g_isa{kMachineIsa};
 
 }  // namespace
 
 Isa machine_isa() { return kMachineIsa; }
+
+Isa isa() { return g_isa.load(std::memory_order_relaxed); }
+
+void limit_isa(Isa widest) { g_isa.store(std::min(widest, kMachineIsa)); }
 
 const char* isa_name(Isa isa) {
   switch (isa) {

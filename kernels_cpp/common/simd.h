@@ -35,9 +35,12 @@ constexpr int64_t kStreamingThreshold = int64_t(8) << 20;
 
 namespace simd {
 
-// The widest of these that the machine runs (detected once, at load time).
+// Instruction sets, narrowest first. The kernels use isa(): the widest the machine runs (detected
+// once, at load time), unless limited to a narrower one (NPUEMU_VECTOR_ISA).
 enum class Isa { kScalar, kAvx2, kAvx512 };
 Isa machine_isa();
+Isa isa();
+void limit_isa(Isa widest);     // isa() becomes the narrower of `widest` and machine_isa()
 const char* isa_name(Isa isa);  // "avx512", "avx2" or "baseline"
 
 template <int W>

@@ -62,6 +62,6 @@ void scatter_from_float(int dtype, const float* src, char* dst, int64_t stride, 
 
 void store_fence() { simd::store_fence(); }
 
-const char* vector_isa() { return simd::isa_name(simd::machine_isa()); }
+const char* vector_isa() { return simd::isa_name(simd::isa()); }
 
 }  // namespace npuemu

@@ -462,10 +462,7 @@ bool overlaps_otherwise(const TensorArg& out, const TensorArg& in) {
   return a.first < b.second && b.first < a.second;
 }
 
-bool has_avx512() {
-  static const bool yes = std::strcmp(vector_isa(), "avx512") == 0;  // the same test as the conversions
-  return yes;
-}
+bool has_avx512() { return simd::isa() == simd::Isa::kAvx512; }
 
 // Rows are handed out in blocks of about this many bytes of input, from a shared counter: a
 // thread that starts late (waking a sleeping worker takes a millisecond or more on this kind of

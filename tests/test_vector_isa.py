@@ -1,0 +1,137 @@
+"""NPUEMU_VECTOR_ISA, and the element-wise engine's paths under each instruction set: aligned and
+unaligned starts, vector tails, streamed outputs, broadcast and strided operands, special values.
+Every instruction set the machine runs must give the same bits, and the reference's values."""
+import itertools
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import aclnn_api as nn
+import emulator
+from aclnn_api import _kernels
+from support import FLOAT_DTYPES, assert_close, kernel_variants, last_error, npu, representable
+
+pytestmark = pytest.mark.filterwarnings("ignore:overflow encountered in cast")  # 1e30 as FLOAT16: inf
+
+F, H, B = nn.ACL_FLOAT, nn.ACL_FLOAT16, nn.ACL_BF16
+SPECIAL = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1e-40, -1e-40, 88.0, -88.0, 104.0, -110.0, 1e30, -1e30])
+
+
+LARGEST = {F: float(np.finfo(np.float32).max), H: 65504.0, B: float(np.finfo(np.float32).max)}
+
+
+def assert_matches_reference(actual, expected, dtype):
+    """Where the exact result fits the dtype: within tolerance; NaN exactly where it is NaN."""
+    fits = np.abs(expected) < LARGEST[dtype] * 0.999
+    assert_close(actual[fits], expected[fits], dtype)
+    assert np.array_equal(np.isnan(actual), np.isnan(expected))
+
+
+def isa_variants():
+    return [v for v in kernel_variants() if v["vector_isa"] != "auto"] + [dict(threads=2, vector_isa="auto")]
+
+
+def inputs(rng, shape, scale, special=True):
+    values = rng.normal(size=shape) * scale
+    if special and values.size >= SPECIAL.size:
+        values.reshape(-1)[:SPECIAL.size] = SPECIAL
+    return values
+
+
+def log_sigmoid(device, shape, dtype, layout, rng):
+    grad, x = inputs(rng, shape, 2.0, special=False), inputs(rng, shape, 8.0)
+    go, xs = device.tensor(grad, dtype, **layout), device.tensor(x, dtype, **layout)
+    gi = device.empty(shape, dtype, **layout)
+    assert device.run(nn.aclnnLogSigmoidBackwardGetWorkspaceSize, nn.aclnnLogSigmoidBackward,
+                      go.tensor, xs.tensor, go.tensor, gi.tensor) == 0, last_error()
+    grad, x = representable(grad, dtype), representable(x, dtype)
+    with np.errstate(over="ignore", invalid="ignore"):
+        return device.read(gi), grad / (1.0 + np.exp(x))
+
+
+def bce_with_logits(device, shape, dtype, layout, rng):
+    """Weight dense, posWeight broadcast along the rows (stride 0 across them), gradOutput a scalar
+    broadcast everywhere (reduction mean)."""
+    x, t, w = inputs(rng, shape, 6.0), rng.uniform(size=shape), rng.uniform(0.5, 2.0, size=shape)
+    p, g = rng.uniform(0.5, 3.0, size=shape[-1:]), rng.normal(size=())
+    xs, ts, ws = (device.tensor(v, dtype, **layout) for v in (x, t, w))
+    ps, gs = device.tensor(p, dtype), device.tensor(g, dtype)
+    out = device.empty(shape, dtype, **layout)
+    assert device.run(nn.aclnnBinaryCrossEntropyWithLogitsBackwardGetWorkspaceSize,
+                      nn.aclnnBinaryCrossEntropyWithLogitsBackward,
+                      gs.tensor, xs.tensor, ts.tensor, ws.tensor, ps.tensor, 1, out.tensor) == 0, last_error()
+    g, x, t, w, p = (representable(v, dtype) for v in (g, x, t, w, p))
+    with np.errstate(over="ignore", invalid="ignore"):
+        sigmoid = 1.0 / (1.0 + np.exp(-x))
+    return device.read(out), ((p * t + 1 - t) * sigmoid - p * t) * g * w / x.size
+
+
+def kl_div_log_target(device, shape, dtype, layout, rng):
+    grad, target = inputs(rng, shape, 3.0, special=False), inputs(rng, shape, 4.0)
+    gs, ts, selfs = (device.tensor(v, dtype, **layout) for v in (grad, target, np.zeros(shape)))
+    out = device.empty(shape, dtype, **layout)
+    assert device.run(nn.aclnnKlDivBackwardGetWorkspaceSize, nn.aclnnKlDivBackward,
+                      gs.tensor, selfs.tensor, ts.tensor, 0, True, out.tensor) == 0, last_error()
+    grad, target = representable(grad, dtype), representable(target, dtype)
+    with np.errstate(over="ignore", invalid="ignore"):
+        return device.read(out), -np.exp(target) * grad
+
+
+OPS = {"LogSigmoid": log_sigmoid, "BCEWithLogits": bce_with_logits, "KlDivLogTarget": kl_div_log_target}
+LAYOUTS = {  # name: (shape, layout): starts off a vector boundary, tails, rows, strides
+    "aligned-with-tail": ((1000 * 16 + 7,), {}),
+    "offset-3": ((37, 129), dict(offset=3)),
+    "offset-13": ((5, 1031), dict(offset=13)),
+    "transposed": ((67, 45), dict(strides=(1, 67))),
+    "sliced-rows": ((30, 70), dict(strides=(100, 1), offset=5)),
+}
+
+
+@pytest.mark.parametrize("op,dtype,layout", list(itertools.product(OPS, FLOAT_DTYPES, LAYOUTS)))
+def test_every_instruction_set_gives_the_same_bits_and_the_reference(op, dtype, layout):
+    shape, placement = LAYOUTS[layout]
+    results = []
+    for settings in isa_variants():
+        emulator.configure(**settings)
+        with npu("Ascend910B") as device:
+            actual, expected = OPS[op](device, shape, dtype, placement, np.random.default_rng(5))
+            results.append(actual)
+    for settings, result in zip(isa_variants(), results):
+        assert result.tobytes() == results[0].tobytes(), settings
+    assert_matches_reference(results[0], expected, dtype)
+
+
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES)
+def test_streamed_outputs_from_an_unaligned_start_give_the_same_bits(dtype):
+    """Outputs above 8 MiB are written with streaming stores from the first aligned address."""
+    elements = (9 << 20) // np.dtype(nn.NUMPY_TYPES.get(dtype, np.uint16)).itemsize + 21
+    results = []
+    for settings in isa_variants():
+        emulator.configure(**settings)
+        with npu("Ascend910B") as device:
+            actual, expected = log_sigmoid(device, (elements,), dtype, dict(offset=5), np.random.default_rng(9))
+            results.append(actual)
+    assert all(r.tobytes() == results[0].tobytes() for r in results[1:])
+    assert_matches_reference(results[0], expected, dtype)
+
+
+def test_the_setting_limits_the_kernels_to_a_narrower_instruction_set():
+    machine = _kernels.machine_vector_isa()
+    for requested, expected in [("baseline", "baseline"), ("avx2", "avx2" if machine != "baseline" else "baseline"),
+                                ("avx512", machine), ("auto", machine)]:
+        emulator.configure(vector_isa=requested)
+        with npu() as device:
+            log_sigmoid(device, (4, 4), F, {}, np.random.default_rng(1))
+        assert _kernels.vector_isa() == expected, requested
+
+
+def test_the_setting_comes_from_the_environment_and_bad_values_are_refused(tmp_path):
+    code = "import emulator; print(emulator.settings().vector_isa)"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path,
+                          env={**os.environ, "NPUEMU_VECTOR_ISA": "AVX2"}, timeout=60)
+    assert done.stdout.strip() == "avx2", done.stderr
+    with pytest.raises(emulator.ConfigError, match="NPUEMU_VECTOR_ISA: expected one of auto, avx512, avx2, baseline, found 'sse9'"):
+        emulator.configure(vector_isa="sse9")
