@@ -38,9 +38,19 @@ def log(text: str) -> None:
     print(text, flush=True)
 
 
+# PyTorch's OpenMP runtime (libgomp) keeps an idle worker spinning for 300000 pauses after each
+# parallel call, about 7 ms on this machine: long enough to sit on a core that the next contender's
+# threads (npuemu's, the triad's) need. A short spin still keeps PyTorch's workers awake between the
+# back-to-back calls of its own bursts, and lets them sleep before the next contender starts, as
+# npuemu's pool does. Read when PyTorch loads; a value the user set is kept.
+GOMP_SPINCOUNT = "20000"
+
+
 def load_torch(disabled: bool):
     if disabled:
         return None
+    if "OMP_WAIT_POLICY" not in os.environ:
+        os.environ.setdefault("GOMP_SPINCOUNT", GOMP_SPINCOUNT)
     try:
         import torch
     except ImportError:

@@ -16,7 +16,7 @@
 //   the widest instructions of the machine (chosen at run time);
 // - any other run is gathered into fp32 blocks, computed by the same code, and scattered back.
 // Every path rounds the same way (simd.h), so the result never depends on the path, the machine or
-// the number of threads, which split the work in fixed chunks.
+// the threads, which take blocks of elements (whole rows) as they come (share_blocks).
 //
 // An output may be the very same tensor as an input (in place): each vector, or each gathered
 // block, is read completely before it is written.
@@ -204,6 +204,28 @@ void run_strided(const Op& op, const std::array<char*, N>& p, const std::array<i
   }
 }
 
+// Calls row(pointers) for rows [begin, end) of the coalesced operands (all dims but the last).
+template <int N, class Row>
+void for_rows(const Operands<N>& ops, int64_t begin, int64_t end, Row&& row) {
+  const int rank = static_cast<int>(ops.shape.size());
+  std::vector<int64_t> index(rank - 1, 0);
+  int64_t remaining = begin;  // unravel the first row's index
+  for (int d = rank - 2; d >= 0; --d) {
+    index[d] = remaining % ops.shape[d];
+    remaining /= ops.shape[d];
+  }
+  for (int64_t r = begin; r < end; ++r) {
+    std::array<char*, N> p = ops.data;
+    for (int d = 0; d < rank - 1; ++d)
+      for (int k = 0; k < N; ++k) p[k] += index[d] * ops.strides[d][k];
+    row(p);
+    for (int d = rank - 2; d >= 0; --d) {  // next row
+      if (++index[d] < ops.shape[d]) break;
+      index[d] = 0;
+    }
+  }
+}
+
 }  // namespace elementwise_detail
 
 // out = op(inputs...) over n dense elements of every operand (output first), each in its dtype.
@@ -222,7 +244,8 @@ inline void require_float_dtypes(const char* op_name, std::initializer_list<cons
       throw std::invalid_argument(std::string(op_name) + " has no kernel for aclDataType " + std::to_string(t->dtype));
 }
 
-constexpr int64_t kGrain = 1 << 14;  // elements per chunk at least: below that threads cost more than they save
+constexpr int64_t kGrain = 1 << 14;  // elements per thread at least: below that threads cost more than they save
+constexpr int64_t kBlockElements = 1 << 15;  // elements handed to a thread at a time
 
 // out = op(inputs...) over `shape`; args = output then Op::kInputs inputs, views of `shape`.
 template <class Op>
@@ -245,38 +268,30 @@ void run_elementwise(const Op& op, const std::array<const TensorArg*, Op::kInput
     lanes_ok &= inner_strides[k] == ops.itemsize[k] || inner_strides[k] == 0;
   }
 
-  if (rank == 1 && lanes_ok) {
-    parallel_for(inner, kGrain, [&](int64_t begin, int64_t end) {
-      Run<N> r = run_template;
-      for (int k = 0; k < N; ++k) r.data[k] += begin * inner_strides[k];
-      r.n = end - begin;
-      run(op, r);
-    });
-    return;
-  }
+  // Blocks of about kBlockElements, rows kept whole, handed out to the threads as they come.
   const int64_t rows = total / inner;
-  parallel_for(rows, std::max<int64_t>(1, kGrain / inner), [&](int64_t begin, int64_t end) {
-    std::vector<int64_t> index(rank - 1, 0);
-    int64_t remaining = begin;  // unravel the first row index of this chunk
-    for (int d = rank - 2; d >= 0; --d) {
-      index[d] = remaining % ops.shape[d];
-      remaining /= ops.shape[d];
-    }
-    for (int64_t row = begin; row < end; ++row) {
-      std::array<char*, N> p = ops.data;
-      for (int d = 0; d < rank - 1; ++d)
-        for (int k = 0; k < N; ++k) p[k] += index[d] * ops.strides[d][k];
-      if (lanes_ok) {
+  const int64_t block_rows = std::max<int64_t>(1, kBlockElements / inner);
+  const int64_t run_blocks = rank == 1 && lanes_ok ? (inner + kBlockElements - 1) / kBlockElements : 0;
+  const int64_t blocks = run_blocks ? run_blocks : (rows + block_rows - 1) / block_rows;
+  share_blocks(blocks, std::min<int64_t>(threads(), (total + kGrain - 1) / kGrain), [&](const auto& take) {
+    for (int64_t block = take(); block >= 0; block = take()) {
+      if (run_blocks) {  // one dense run, cut in blocks
         Run<N> r = run_template;
-        r.data = p;
-        r.n = inner;
+        const int64_t begin = block * kBlockElements;
+        for (int k = 0; k < N; ++k) r.data[k] += begin * inner_strides[k];
+        r.n = std::min(kBlockElements, inner - begin);
         run(op, r);
       } else {
-        run_strided<Op, N>(op, p, ops.dtype, inner_strides, inner);
-      }
-      for (int d = rank - 2; d >= 0; --d) {  // next row
-        if (++index[d] < ops.shape[d]) break;
-        index[d] = 0;
+        for_rows(ops, block * block_rows, std::min(rows, (block + 1) * block_rows), [&](const std::array<char*, N>& p) {
+          if (lanes_ok) {
+            Run<N> r = run_template;
+            r.data = p;
+            r.n = inner;
+            run(op, r);
+          } else {
+            run_strided<Op, N>(op, p, ops.dtype, inner_strides, inner);
+          }
+        });
       }
     }
   });

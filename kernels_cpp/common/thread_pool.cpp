@@ -1,5 +1,8 @@
 #include "common/thread_pool.h"
 
+#include <pthread.h>
+#include <sched.h>
+
 #include <algorithm>
 #include <condition_variable>
 #include <exception>
@@ -24,6 +27,7 @@ class Pool {
     wake_.notify_all();
     for (auto& t : threads_) t.join();
     threads_.clear();
+    caller_cpu_ = -1;
     stop_ = false;
     const uint64_t start = generation_;  // workers wait for the first job after this point
     for (int i = 0; i < workers; ++i) threads_.emplace_back([this, i, start] { loop(i + 1, start); });
@@ -40,6 +44,7 @@ class Pool {
       for (int p = 0; p < parts; ++p) job(p);
       return;
     }
+    keep_workers_off_the_callers_cpu();
     {
       std::lock_guard<std::mutex> lock(mutex_);
       job_ = &job;
@@ -56,6 +61,21 @@ class Pool {
   }
 
  private:
+  // The caller computes too, so a worker woken on the caller's CPU only waits for it: observed on
+  // virtual machines, where the scheduler kept waking a worker next to its busy waker (halving the
+  // speed of two threads, until it moved on its own after many calls). Workers may run on any CPU
+  // the caller may, but the one the caller is on; redone only when the caller has moved.
+  void keep_workers_off_the_callers_cpu() {
+    const int here = sched_getcpu();
+    if (here < 0 || here == caller_cpu_) return;
+    caller_cpu_ = here;
+    cpu_set_t allowed;
+    if (sched_getaffinity(0, sizeof allowed, &allowed) != 0) return;
+    CPU_CLR(here, &allowed);
+    if (CPU_COUNT(&allowed) == 0) return;  // the caller may only run here: nothing to spread over
+    for (auto& t : threads_) pthread_setaffinity_np(t.native_handle(), sizeof allowed, &allowed);
+  }
+
   void loop(int participant, uint64_t seen) {
     for (;;) {
       const std::function<void(int)>* job;
@@ -91,6 +111,7 @@ class Pool {
   const std::function<void(int)>* job_ = nullptr;
   int parts_ = 0;
   int pending_ = 0;
+  int caller_cpu_ = -1;  // the CPU workers were last kept off
   uint64_t generation_ = 0;
   bool stop_ = false;
 };

@@ -464,10 +464,7 @@ bool overlaps_otherwise(const TensorArg& out, const TensorArg& in) {
 
 bool has_avx512() { return simd::isa() == simd::Isa::kAvx512; }
 
-// Rows are handed out in blocks of about this many bytes of input, from a shared counter: a
-// thread that starts late (waking a sleeping worker takes a millisecond or more on this kind of
-// virtual machine) or runs slower simply takes fewer blocks. Which thread runs a row never changes
-// its result.
+// Rows are handed out in blocks of about this many bytes of input (share_blocks).
 constexpr int64_t kBlockBytes = 1 << 20;
 
 template <class Rows>
@@ -476,10 +473,9 @@ void run_in_blocks(const std::array<const TensorArg*, kOperands>& operands, cons
   const int64_t block_rows = std::max<int64_t>(1, kBlockBytes / row_bytes(layout));
   const int64_t blocks = (rows + block_rows - 1) / block_rows;
   const int64_t grains = (rows * layout.cols + kGrain - 1) / kGrain;  // below kGrain elements a thread costs more
-  std::atomic<int64_t> next_block{0};
-  parallel_for(std::min<int64_t>({threads(), blocks, grains}), 1, [&](int64_t, int64_t) {
+  share_blocks(blocks, std::min<int64_t>(threads(), grains), [&](const auto& take) {
     Rows kernel(layout);
-    for (int64_t block = next_block++; block < blocks; block = next_block++) {
+    for (int64_t block = take(); block >= 0; block = take()) {
       const int64_t begin = block * block_rows;
       kernel.run(operands, begin, std::min(rows, begin + block_rows));
     }
