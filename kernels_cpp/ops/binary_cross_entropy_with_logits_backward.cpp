@@ -21,8 +21,10 @@ namespace py = pybind11;
 namespace npuemu {
 namespace {
 
-// Inputs: gradOutput, self, target, then weight and posWeight when present.
-template <bool kWeight, bool kPosWeight>
+// Inputs: gradOutput, self, target, then weight and posWeight when present. The operations in the
+// order of the formula, one rounding each (no fused multiply-add: this is the order the documented
+// sample's values come from); the multiplication by scale is skipped when it is 1 (exact anyway).
+template <bool kWeight, bool kPosWeight, bool kScaled>
 struct BceWithLogitsGrad {
   static constexpr int kInputs = 3 + kWeight + kPosWeight;
   float scale;
@@ -31,21 +33,30 @@ struct BceWithLogitsGrad {
   NPUEMU_INLINE typename V::F apply(const typename V::F* in) const {
     using F = typename V::F;
     const F g = in[0], x = in[1], t = in[2];
-    const F w = kWeight ? in[3] : V::splat(1.0f);
     const F p = kPosWeight ? in[3 + kWeight] : V::splat(1.0f);
     const F z = simd::exp_nonpositive<V>(V::from_bits(V::bits(x) | 0x80000000u));  // e^-|x|
     const F sigmoid = (x >= 0.0f ? V::splat(1.0f) : z) / (1.0f + z);
     const F pt = p * t;
-    return ((pt + 1.0f - t) * sigmoid - pt) * g * w * scale;
+    F result = ((pt + 1.0f - t) * sigmoid - pt) * g;
+    if (kWeight) result = result * in[3];
+    return kScaled ? result * scale : result;
   }
 };
 
-template <bool kWeight, bool kPosWeight>
+template <bool kWeight, bool kPosWeight, bool kScaled>
 void run(const std::vector<const TensorArg*>& operands, float scale) {
-  using Op = BceWithLogitsGrad<kWeight, kPosWeight>;
+  using Op = BceWithLogitsGrad<kWeight, kPosWeight, kScaled>;
   std::array<const TensorArg*, Op::kInputs + 1> args;
   for (int k = 0; k <= Op::kInputs; ++k) args[k] = operands[k];
   run_elementwise(Op{scale}, args, args[0]->shape);
+}
+
+template <bool kScaled>
+void run(const std::vector<const TensorArg*>& operands, bool weight, bool pos_weight, float scale) {
+  if (weight && pos_weight) run<true, true, kScaled>(operands, scale);
+  else if (weight) run<true, false, kScaled>(operands, scale);
+  else if (pos_weight) run<false, true, kScaled>(operands, scale);
+  else run<false, false, kScaled>(operands, scale);
 }
 
 void binary_cross_entropy_with_logits_backward(const TensorTuple& out, const TensorTuple& grad_output,
@@ -61,10 +72,8 @@ void binary_cross_entropy_with_logits_backward(const TensorTuple& out, const Ten
   if (p) operands.push_back(&*p);
   for (const TensorArg* arg : operands) require_float_dtypes("aclnnBinaryCrossEntropyWithLogitsBackward", {arg});
   py::gil_scoped_release release;
-  if (w && p) run<true, true>(operands, scale);
-  else if (w) run<true, false>(operands, scale);
-  else if (p) run<false, true>(operands, scale);
-  else run<false, false>(operands, scale);
+  if (scale != 1.0f) run<true>(operands, bool(w), bool(p), scale);
+  else run<false>(operands, bool(w), bool(p), scale);
 }
 
 void bind(py::module_& m) {
