@@ -9,7 +9,8 @@
 | NPUEMU_EXECUTION     | execution      | `async` (queued until a sync point) or `eager`  | async                |
 | NPUEMU_LEAK_CHECK    | leak_check     | report unreleased resources at finalize/exit    | 1                    |
 | NPUEMU_VECTOR_ISA    | vector_isa     | widest vector instructions the kernels may use: | auto (the machine's  |
-|                      |                | `auto`, `avx512`, `avx2` or `baseline`          | widest)              |
+|                      |                | `auto`, `avx512_bf16`, `avx512`, `avx2`,        | widest)              |
+|                      |                | `baseline`                                      |                      |
 
 Every vector_isa gives bit-identical results; a narrower one only runs slower (it is there to
 reproduce another machine's path and to test them all on one machine).
@@ -24,7 +25,7 @@ from dataclasses import dataclass, replace
 from . import soc as soc_profiles
 
 
-VECTOR_ISAS = ("auto", "avx512", "avx2", "baseline")
+VECTOR_ISAS = ("auto", "avx512_bf16", "avx512", "avx2", "baseline")
 
 
 class ConfigError(ValueError):

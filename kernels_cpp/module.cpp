@@ -12,10 +12,11 @@ namespace py = pybind11;
 // Limits the kernels to an instruction set ("auto": the machine's widest); returns the one in force.
 static std::string set_vector_isa(const std::string& name) {
   using npuemu::simd::Isa;
-  if (name == "auto" || name == "avx512") npuemu::simd::limit_isa(Isa::kAvx512);
+  if (name == "auto" || name == "avx512_bf16") npuemu::simd::limit_isa(Isa::kAvx512Bf16);
+  else if (name == "avx512") npuemu::simd::limit_isa(Isa::kAvx512);
   else if (name == "avx2") npuemu::simd::limit_isa(Isa::kAvx2);
   else if (name == "baseline") npuemu::simd::limit_isa(Isa::kScalar);
-  else throw std::invalid_argument("vector ISA: expected auto, avx512, avx2 or baseline, found '" + name + "'");
+  else throw std::invalid_argument("vector ISA: expected auto, avx512_bf16, avx512, avx2 or baseline, found '" + name + "'");
   return npuemu::vector_isa();
 }
 

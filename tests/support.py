@@ -166,7 +166,7 @@ def kernel_variants() -> list[dict]:
     """Settings under which every kernel must give the same bits: 1, 2 and 3 threads with the
     machine's widest vector instructions, then each narrower instruction set it runs."""
     from aclnn_api import _kernels
-    isas = ["baseline", "avx2", "avx512"]
+    isas = ["baseline", "avx2", "avx512", "avx512_bf16"]
     narrower = isas[:isas.index(_kernels.machine_vector_isa())]
     return ([dict(threads=t, vector_isa="auto") for t in (1, 2, 3)]
             + [dict(threads=2, vector_isa=isa) for isa in narrower])

@@ -62,6 +62,7 @@ def test_launches_from_several_host_threads_at_once_are_all_correct_and_share_on
 def test_the_vector_instruction_set_is_chosen_at_run_time_from_the_cpu():
     with open("/proc/cpuinfo", encoding="utf-8") as handle:
         flags = set(next(line for line in handle if line.startswith("flags")).split())
-    expected = ("avx512" if {"avx512f", "avx512bw", "avx512vl"} <= flags
+    avx512 = {"avx512f", "avx512bw", "avx512vl", "avx512dq"} <= flags
+    expected = ("avx512_bf16" if avx512 and "avx512_bf16" in flags else "avx512" if avx512
                 else "avx2" if {"avx2", "f16c", "fma"} <= flags else "baseline")
     assert _kernels.build_info().endswith("vector ISA " + expected)

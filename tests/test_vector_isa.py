@@ -120,8 +120,9 @@ def test_streamed_outputs_from_an_unaligned_start_give_the_same_bits(dtype):
 
 def test_the_setting_limits_the_kernels_to_a_narrower_instruction_set():
     machine = _kernels.machine_vector_isa()
-    for requested, expected in [("baseline", "baseline"), ("avx2", "avx2" if machine != "baseline" else "baseline"),
-                                ("avx512", machine), ("auto", machine)]:
+    order = ["baseline", "avx2", "avx512", "avx512_bf16"]
+    for requested in order + ["auto"]:
+        expected = machine if requested == "auto" else order[min(order.index(requested), order.index(machine))]
         emulator.configure(vector_isa=requested)
         with npu() as device:
             log_sigmoid(device, (4, 4), F, {}, np.random.default_rng(1))
@@ -133,5 +134,5 @@ def test_the_setting_comes_from_the_environment_and_bad_values_are_refused(tmp_p
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path,
                           env={**os.environ, "NPUEMU_VECTOR_ISA": "AVX2"}, timeout=60)
     assert done.stdout.strip() == "avx2", done.stderr
-    with pytest.raises(emulator.ConfigError, match="NPUEMU_VECTOR_ISA: expected one of auto, avx512, avx2, baseline, found 'sse9'"):
+    with pytest.raises(emulator.ConfigError, match="NPUEMU_VECTOR_ISA: expected one of auto, avx512_bf16, avx512, avx2, baseline, found 'sse9'"):
         emulator.configure(vector_isa="sse9")

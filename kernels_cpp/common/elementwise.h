@@ -171,6 +171,8 @@ NPUEMU_INLINE void run_lanes(const Op& op, const Run<N>& r) {
 }
 
 template <class Op, int N>
+NPUEMU_TARGET_AVX512_BF16 void run_avx512_bf16(const Op& op, const Run<N>& r) { run_lanes<simd::Avx512Bf16>(op, r); }
+template <class Op, int N>
 NPUEMU_TARGET_AVX512 void run_avx512(const Op& op, const Run<N>& r) { run_lanes<simd::Avx512>(op, r); }
 template <class Op, int N>
 NPUEMU_TARGET_AVX2 void run_avx2(const Op& op, const Run<N>& r) { run_lanes<simd::Avx2>(op, r); }
@@ -180,6 +182,7 @@ void run_scalar(const Op& op, const Run<N>& r) { run_lanes<simd::Scalar>(op, r);
 template <class Op, int N>
 void run(const Op& op, const Run<N>& r) {
   switch (simd::isa()) {
+    case simd::Isa::kAvx512Bf16: return run_avx512_bf16(op, r);
     case simd::Isa::kAvx512: return run_avx512(op, r);
     case simd::Isa::kAvx2: return run_avx2(op, r);
     default: return run_scalar(op, r);

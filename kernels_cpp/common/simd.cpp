@@ -11,7 +11,7 @@ Isa detect() {
   __builtin_cpu_init();
   if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
       __builtin_cpu_supports("avx512dq"))
-    return Isa::kAvx512;
+    return __builtin_cpu_supports("avx512bf16") ? Isa::kAvx512Bf16 : Isa::kAvx512;
   if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c") && __builtin_cpu_supports("fma")) return Isa::kAvx2;
   return Isa::kScalar;
 }
@@ -29,6 +29,7 @@ void limit_isa(Isa widest) { g_isa.store(std::min(widest, kMachineIsa)); }
 
 const char* isa_name(Isa isa) {
   switch (isa) {
+    case Isa::kAvx512Bf16: return "avx512_bf16";
     case Isa::kAvx512: return "avx512";
     case Isa::kAvx2: return "avx2";
     default: return "baseline";

@@ -1,5 +1,6 @@
 // Vectors of fp32 lanes for the kernels' arithmetic, one struct per instruction set: Scalar (one
-// lane: any x86-64, and the per-element tails), Avx2 (8 lanes, with FMA and F16C) and Avx512 (16).
+// lane: any x86-64, and the per-element tails), Avx2 (8 lanes, with FMA and F16C), Avx512 (16) and
+// Avx512Bf16 (the same, rounding to bf16 in one instruction).
 //
 // Math is written once, as templates over such a struct V (see vmath.h), with GCC's vector
 // extensions: + - * / and comparisons work lane by lane on V::F whatever the width, `m ? a : b`
@@ -29,6 +30,8 @@ namespace npuemu {
 #define NPUEMU_INLINE inline __attribute__((always_inline))
 #define NPUEMU_TARGET_AVX2 __attribute__((target("avx2,fma,f16c")))
 #define NPUEMU_TARGET_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")))
+#define NPUEMU_TARGET_AVX512_BF16 \
+  __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,avx2,fma,f16c")))
 
 // Outputs larger than this many bytes are written with streaming stores.
 constexpr int64_t kStreamingThreshold = int64_t(8) << 20;
@@ -37,11 +40,11 @@ namespace simd {
 
 // Instruction sets, narrowest first. The kernels use isa(): the widest the machine runs (detected
 // once, at load time), unless limited to a narrower one (NPUEMU_VECTOR_ISA).
-enum class Isa { kScalar, kAvx2, kAvx512 };
+enum class Isa { kScalar, kAvx2, kAvx512, kAvx512Bf16 };
 Isa machine_isa();
 Isa isa();
 void limit_isa(Isa widest);     // isa() becomes the narrower of `widest` and machine_isa()
-const char* isa_name(Isa isa);  // "avx512", "avx2" or "baseline"
+const char* isa_name(Isa isa);  // "avx512_bf16", "avx512", "avx2" or "baseline"
 
 template <int W>
 struct Lanes {
@@ -56,6 +59,10 @@ struct Lanes {
   NPUEMU_INLINE static F from_bits(U u) { return (F)u; }
 };
 
+// fp32 -> bf16 bits, round to nearest even, on any V (defined below).
+template <class V>
+typename V::H round_to_bfloat16(typename V::F v);
+
 struct Scalar : Lanes<1> {
   NPUEMU_INLINE static F fma(F a, F b, F c) { return F{__builtin_fmaf(a[0], b[0], c[0])}; }
   NPUEMU_INLINE static F max(F a, F b) { return a > b ? a : b; }
@@ -64,6 +71,7 @@ struct Scalar : Lanes<1> {
   NPUEMU_INLINE static H narrow_u32(U u) { return H{static_cast<uint16_t>(u[0])}; }
   NPUEMU_INLINE static F widen_half(H h) { return F{half_bits_to_float(h[0])}; }
   NPUEMU_INLINE static H narrow_half(F v) { return H{float_to_half_bits(v[0])}; }
+  NPUEMU_INLINE static H narrow_bfloat16(F v) { return round_to_bfloat16<Scalar>(v); }
   static constexpr bool kStreams = false;  // the one-lane path never streams
   NPUEMU_INLINE static void stream(float* p, F v) { std::memcpy(p, &v, sizeof v); }
   NPUEMU_INLINE static void stream(uint16_t* p, H v) { std::memcpy(p, &v, sizeof v); }
@@ -89,6 +97,7 @@ struct Avx2 : Lanes<8> {
     const Short8 h = __builtin_ia32_vcvtps2ph256(v, 0);  // 0: round to nearest even
     return (H)h;
   }
+  NPUEMU_INLINE static H narrow_bfloat16(F v) { return round_to_bfloat16<Avx2>(v); }
   static constexpr bool kStreams = true;
   NPUEMU_INLINE static void stream(float* p, F v) { __builtin_ia32_movntps256(p, v); }
   NPUEMU_INLINE static void stream(uint16_t* p, H v) {
@@ -109,10 +118,22 @@ struct Avx512 : Lanes<16> {
     const Short16 h = __builtin_ia32_vcvtps2ph512_mask(v, 0, Short16{}, -1);  // 0: round to nearest even
     return (H)h;
   }
+  NPUEMU_INLINE static H narrow_bfloat16(F v) { return round_to_bfloat16<Avx512>(v); }
   static constexpr bool kStreams = true;
   NPUEMU_INLINE static void stream(float* p, F v) { __builtin_ia32_movntps512(p, v); }
   NPUEMU_INLINE static void stream(uint16_t* p, H v) {
     __builtin_ia32_movntdq256(reinterpret_cast<Long4*>(p), (Long4)v);
+  }
+};
+
+// AVX-512 with the BF16 extension: one instruction rounds to bf16, exactly as round_to_bfloat16
+// does (checked over all 2^32 inputs) except that it flushes subnormal inputs to zero, so a vector
+// holding any goes the long way.
+struct Avx512Bf16 : Avx512 {
+  NPUEMU_INLINE static H narrow_bfloat16(F v) {
+    const unsigned short subnormal = __builtin_ia32_fpclassps512_mask(v, 0x20, -1);
+    if (__builtin_expect(subnormal != 0, 0)) return round_to_bfloat16<Avx512>(v);
+    return (H)__builtin_ia32_cvtneps2bf16_v16sf(v);
   }
 };
 
@@ -139,9 +160,9 @@ NPUEMU_INLINE typename V::F load(const bfloat16* p) {
   return V::from_bits(V::widen_u16(h) << 16);
 }
 
-// fp32 -> bf16 bits, round to nearest even; NaN stays NaN (quieted), as from_float<bfloat16>.
+// Round to nearest even; NaN stays NaN (quieted), as from_float<bfloat16>.
 template <class V>
-NPUEMU_INLINE typename V::H narrow_bfloat16(typename V::F v) {
+NPUEMU_INLINE typename V::H round_to_bfloat16(typename V::F v) {
   using U = typename V::U;
   const U u = V::bits(v);
   const U rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
@@ -155,7 +176,7 @@ NPUEMU_INLINE typename V::H narrow(typename V::F v, _Float16*) {
 }
 template <class V>
 NPUEMU_INLINE typename V::H narrow(typename V::F v, bfloat16*) {
-  return narrow_bfloat16<V>(v);
+  return V::narrow_bfloat16(v);
 }
 
 // Stores one vector at p; `streaming` writes past the caches and needs p aligned to the vector's

@@ -462,7 +462,7 @@ bool overlaps_otherwise(const TensorArg& out, const TensorArg& in) {
   return a.first < b.second && b.first < a.second;
 }
 
-bool has_avx512() { return simd::isa() == simd::Isa::kAvx512; }
+bool has_avx512() { return simd::isa() >= simd::Isa::kAvx512; }
 
 // Rows are handed out in blocks of about this many bytes of input (share_blocks).
 constexpr int64_t kBlockBytes = 1 << 20;
