@@ -9,7 +9,6 @@ checked against their allocations, only when the stream runs the work, as on the
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
 from typing import Any, Callable, Optional, Sequence
 
 from emulator import errors, leaks, runtime
@@ -22,7 +21,7 @@ from . import _kernels, status
 from .dtypes import ITEM_SIZES, dtype_name
 from .executor import aclOpExecutor, live_executor
 from .shapes import broadcast_strides
-from .tensor import aclTensor
+from .tensor import aclTensor, view_nbytes
 
 
 def soc() -> SocProfile:
@@ -46,18 +45,13 @@ class TensorView:
 
     __slots__ = ("name", "data", "data_type", "shape", "strides", "offset", "start", "nbytes")
 
-    def __init__(self, name: str, data: int, data_type: int, shape: tuple, strides: tuple, offset: int):
+    def __init__(self, name: str, data: int, data_type: int, shape: tuple, strides: tuple, offset: int,
+                 nbytes: Optional[int] = None):
+        itemsize = ITEM_SIZES.get(data_type, 8)
         self.name, self.data, self.data_type = name, data, data_type
         self.shape, self.strides, self.offset = shape, strides, offset
-        itemsize = ITEM_SIZES.get(data_type, 8)
         self.start = data + offset * itemsize
-        last = 0  # element index of the view's last element, relative to its first
-        for dim, stride in zip(shape, strides):
-            if dim == 0:
-                self.nbytes = 0
-                return
-            last += (dim - 1) * stride
-        self.nbytes = (last + 1) * itemsize
+        self.nbytes = view_nbytes(shape, strides, itemsize) if nbytes is None else nbytes
 
     def describe(self) -> str:
         return "%s (%s%s, strides %s, offset %d)" % (self.name, dtype_name(self.data_type), list(self.shape),
@@ -67,25 +61,29 @@ class TensorView:
 def view(name: str, tensor: aclTensor, shape: Optional[Sequence[int]] = None) -> TensorView:
     """The kernel's view of `tensor`, broadcast to `shape` if given."""
     if shape is None or tuple(shape) == tensor.view_dims:
-        return TensorView(name, tensor.data, tensor.data_type, tensor.view_dims, tensor.strides, tensor.offset)
+        return TensorView(name, tensor.data, tensor.data_type, tensor.view_dims, tensor.strides, tensor.offset,
+                          tensor.view_nbytes)
     return TensorView(name, tensor.data, tensor.data_type, tuple(shape),
                       broadcast_strides(tensor.view_dims, tensor.strides, shape), tensor.offset)
 
 
-@dataclass(frozen=True)
 class Workspace:
     """A slice of the executor's workspace that the kernel uses as scratch memory."""
-    offset: int
-    size: int
+
+    __slots__ = ("offset", "size")
+
+    def __init__(self, offset: int, size: int):
+        self.offset, self.size = offset, size
 
 
-@dataclass(frozen=True)
 class KernelLaunch:
     """A call of a C++ kernel: TensorView and Workspace arguments become (pointer, dtype, shape,
     strides) tuples and pointers when the work runs; other arguments pass through."""
-    kernel: Callable
-    args: tuple
-    workspace_size: int = 0
+
+    __slots__ = ("kernel", "args", "workspace_size")
+
+    def __init__(self, kernel: Callable, args: tuple, workspace_size: int = 0):
+        self.kernel, self.args, self.workspace_size = kernel, args, workspace_size
 
 
 def first_phase(op: str) -> Callable:

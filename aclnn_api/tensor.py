@@ -16,7 +16,8 @@ from .dtypes import ACL_DT_UNDEFINED, ACL_FORMAT_UNDEFINED, DTYPE_NAMES, FORMAT_
 class aclTensor:
     """An aclTensor descriptor. Create it with aclCreateTensor, release it with aclDestroyTensor."""
 
-    __slots__ = ("view_dims", "data_type", "strides", "offset", "format", "storage_dims", "data", "alive", "site")
+    __slots__ = ("view_dims", "data_type", "strides", "offset", "format", "storage_dims", "data", "alive", "site",
+                 "view_nbytes")
 
     def __init__(self, view_dims, data_type, strides, offset, fmt, storage_dims, data, site):
         self.view_dims: tuple = view_dims
@@ -28,6 +29,7 @@ class aclTensor:
         self.data: int = data
         self.alive = True
         self.site = site
+        self.view_nbytes: int = view_nbytes(view_dims, strides, aclDataTypeSize(data_type))
 
     @property
     def itemsize(self) -> int:
@@ -56,6 +58,16 @@ class aclTensor:
 
     def __repr__(self) -> str:
         return "<aclTensor %s>" % self.describe()
+
+
+def view_nbytes(dims: Sequence[int], strides: Sequence[int], itemsize: int) -> int:
+    """Bytes from a view's first element to the end of its last one; 0 for an empty view."""
+    last = 0  # element index of the last element, relative to the first
+    for dim, stride in zip(dims, strides):
+        if dim == 0:
+            return 0
+        last += (dim - 1) * stride
+    return (last + 1) * itemsize
 
 
 def contiguous_strides(dims: Sequence[int]) -> tuple:
