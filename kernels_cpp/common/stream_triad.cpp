@@ -3,6 +3,7 @@
 // memory bandwidth at a given byte volume, with the same threads and call path as the kernels.
 #include <pybind11/pybind11.h>
 
+#include <algorithm>
 #include <cstdint>
 
 #include "common/registry.h"
@@ -15,6 +16,7 @@ namespace {
 
 // Below this many elements per chunk a second thread costs more than it saves.
 constexpr int64_t kTriadGrain = 1 << 14;
+constexpr int64_t kTriadBlock = 1 << 15;
 
 void stream_triad(uintptr_t a_address, uintptr_t b_address, uintptr_t c_address, int64_t n, float scalar) {
   if (n < 0) throw std::invalid_argument("stream_triad: expected n >= 0");
@@ -22,8 +24,11 @@ void stream_triad(uintptr_t a_address, uintptr_t b_address, uintptr_t c_address,
   const float* b = reinterpret_cast<const float*>(b_address);
   const float* c = reinterpret_cast<const float*>(c_address);
   py::gil_scoped_release release;
-  parallel_for(n, kTriadGrain, [=](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i) a[i] = b[i] + scalar * c[i];
+  // Blocks taken as threads come, as the kernels do: a late worker does not hold up the others.
+  const int64_t blocks = (n + kTriadBlock - 1) / kTriadBlock;
+  share_blocks(blocks, std::min<int64_t>(threads(), (n + kTriadGrain - 1) / kTriadGrain), [=](const auto& take) {
+    for (int64_t block = take(); block >= 0; block = take())
+      for (int64_t i = block * kTriadBlock, end = std::min(n, i + kTriadBlock); i < end; ++i) a[i] = b[i] + scalar * c[i];
   });
 }
 

@@ -21,7 +21,6 @@
 #include <pybind11/stl.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -449,10 +448,9 @@ void ctc_loss_backward(const TensorTuple& grad_out, const TensorTuple& log_probs
     using T = typename decltype(tag)::type;
     using A = Acc<T>;
     // Each slot owns batch items N·slot/slots .. N·(slot+1)/slots and its scratch; a thread that
-    // is done (or whose core was busy with other work) claims the next free slot.
-    std::atomic<int64_t> next_slot{0};
-    parallel_for(std::min<int64_t>(threads(), slots), 1, [&](int64_t, int64_t) {  // one claimer per thread
-      for (int64_t slot = next_slot++; slot < slots; slot = next_slot++) {
+    // is done (or whose core was busy with other work) takes the next free slot.
+    share_blocks(slots, threads(), [&](const auto& take) {
+      for (int64_t slot = take(); slot >= 0; slot = take()) {
         Scratch<A> w{reinterpret_cast<int64_t*>(labels_ws) + slot * width,
                      reinterpret_cast<int64_t*>(class_of_ws) + slot * width,
                      reinterpret_cast<int64_t*>(classes_ws) + slot * half,
