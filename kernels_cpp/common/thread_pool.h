@@ -1,7 +1,8 @@
-// A small persistent pool of host threads for kernels (NPUEMU_THREADS). Which thread computes what
-// never changes a result: work is split by index, statically or in blocks handed out in order.
-// One kernel runs at a time across all host threads: several host threads launching at once do
-// not oversubscribe the cores.
+// A small persistent pool of host threads for kernels (NPUEMU_THREADS). Work is split by index into
+// parts or blocks, each taken by whichever thread is free next, so which thread computes what
+// never changes a result; a worker that wakes up after the work ran out leaves the job alone
+// instead of being waited for. One kernel runs at a time across all host threads: several host
+// threads launching at once do not oversubscribe the cores.
 #pragma once
 #include <algorithm>
 #include <atomic>

@@ -79,7 +79,4 @@ NPUEMU_INLINE typename V::F exp_nonpositive(typename V::F x) {
 
 }  // namespace simd
 
-// The same e^x on one float, for code that loops over scalars.
-NPUEMU_INLINE float vm_exp(float x) { return simd::exp<simd::Scalar>(simd::Scalar::F{x})[0]; }
-
 }  // namespace npuemu

@@ -6,7 +6,7 @@
 //
 // Where the time goes: the output has T·N·C elements and each needs exp(lp); the recursion is
 // only O(T·S) per item. lcab is -inf for every class outside l', where the second term is exactly
-// 0 (for finite nll and lp), so an output row is exp(lp)·g for all C classes (vm_exp, vectorised,
+// 0 (for finite nll and lp), so an output row is exp(lp)·g for all C classes (vmath.h exp, vectorised,
 // streamed to memory chunk by chunk) with the few classes of l' patched by the full formula. The
 // recursion keeps PyTorch's scalar expressions and order (std::exp / std::log) and skips only the
 // calls whose result is exact without them (exp(0) = 1, exp(x) = 0 far below the range, log(1) = 0,
