@@ -14,10 +14,14 @@ import emulator
 from aclnn_api import _kernels
 from support import FLOAT_DTYPES, assert_close, kernel_variants, last_error, npu, representable
 
-pytestmark = pytest.mark.filterwarnings("ignore:overflow encountered in cast")  # 1e30 as FLOAT16: inf
+pytestmark = [pytest.mark.filterwarnings("ignore:overflow encountered in cast"),  # 1e30 as FLOAT16: inf
+              pytest.mark.filterwarnings("ignore:invalid value encountered in cast")]  # NumPy on NaN payloads
 
 F, H, B = nn.ACL_FLOAT, nn.ACL_FLOAT16, nn.ACL_BF16
-SPECIAL = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1e-40, -1e-40, 88.0, -88.0, 104.0, -110.0, 1e30, -1e30])
+# NaNs with payloads too (a signalling one among them): every path must convert them alike.
+NANS = np.array([0x7FF0000000000001, 0xFFF8DEAD00000000, 0x7FF4000100000000], dtype=np.uint64).view(np.float64)
+SPECIAL = np.concatenate([[0.0, -0.0, np.inf, -np.inf, np.nan, 1e-40, -1e-40, 88.0, -88.0, 104.0, -110.0, 1e30, -1e30],
+                          NANS])
 
 
 LARGEST = {F: float(np.finfo(np.float32).max), H: 65504.0, B: float(np.finfo(np.float32).max)}

@@ -26,7 +26,9 @@ inline uint32_t float_to_bits(float f) {
 inline float to_float(float v) { return v; }
 inline float to_float(double v) { return static_cast<float>(v); }
 // fp16 <-> fp32 by bit manipulation (F. Giesen's conversions): exact, round-to-nearest-even, and
-// fast without F16C, where the compiler's own conversion calls a slow libgcc routine.
+// fast without F16C, where the compiler's own conversion calls a slow libgcc routine. NaNs convert
+// as F16C converts them (quieted, payload kept): the same bits as the vector paths for every one of
+// the 2^16 and 2^32 inputs.
 inline float half_bits_to_float(uint16_t h) {
   const uint32_t shifted_exp = 0x7c00u << 13;
   uint32_t u = (static_cast<uint32_t>(h) & 0x7fffu) << 13;
@@ -34,6 +36,7 @@ inline float half_bits_to_float(uint16_t h) {
   u += (127u - 15u) << 23;
   if (exp == shifted_exp) {
     u += (128u - 16u) << 23;  // inf / NaN
+    if (u & 0x7fffffu) u |= 0x400000u;  // a NaN comes out quiet, as from F16C's conversion
   } else if (exp == 0) {      // zero / subnormal: renormalise through the FPU
     u += 1u << 23;
     u = float_to_bits(bits_to_float(u) - bits_to_float(113u << 23));
@@ -46,8 +49,10 @@ inline uint16_t float_to_half_bits(float f) {
   const uint32_t sign = u & 0x80000000u;
   u ^= sign;
   uint32_t h;
-  if (u >= (127u + 16u) << 23) {            // overflow, inf, NaN
-    h = u > 0x7f800000u ? 0x7e00u : 0x7c00u;
+  if (u > 0x7f800000u) {                    // NaN: quiet, with the top of its payload, as F16C does
+    h = 0x7e00u | ((u >> 13) & 0x3ffu);
+  } else if (u >= (127u + 16u) << 23) {     // overflow, inf
+    h = 0x7c00u;
   } else if (u < (113u << 23)) {            // subnormal or zero: the FPU add rounds to nearest-even
     const uint32_t magic = ((127u - 15u) + (23u - 10u) + 1u) << 23;
     h = float_to_bits(bits_to_float(u) + bits_to_float(magic)) - magic;
