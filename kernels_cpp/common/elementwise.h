@@ -121,6 +121,13 @@ struct ByDtype {
   }
 };
 
+// How far ahead of the loads each input is prefetched. The hardware prefetchers alone keep too few
+// lines in flight when there is much arithmetic per line and several inputs: BCE-with-logits (five
+// inputs) measured 13 -> 9.3 ms (fp16) and 13.7 -> 10.9 ms (fp32) on 16M elements with one thread,
+// 7.2 -> 5.6 ms (fp16) with two; LogSigmoid and KlDiv neither gained nor lost. (Prefetching never
+// faults, past the end of a buffer included.)
+constexpr int64_t kPrefetchBytes = 512;
+
 // Elements [begin, end) of a run, V::kWidth at a time; end - begin must be a multiple of it.
 template <class V, class Access, class Op, int N>
 NPUEMU_INLINE void lanes(const Op& op, const Run<N>& r, int64_t begin, int64_t end, bool streaming) {
@@ -136,8 +143,10 @@ NPUEMU_INLINE void lanes(const Op& op, const Run<N>& r, int64_t begin, int64_t e
     if (broadcast[k]) fixed[k - 1] = V::splat(ByDtype::load<simd::Scalar>(dtype[k], data[k])[0]);
   for (int64_t i = begin; i < end; i += V::kWidth) {
     F in[N - 1];
-    for (int k = 1; k < N; ++k)
+    for (int k = 1; k < N; ++k) {
+      if (V::kWidth > 1 && !broadcast[k]) __builtin_prefetch(data[k] + i * size[k] + kPrefetchBytes, 0, 0);
       in[k - 1] = broadcast[k] ? fixed[k - 1] : Access::template load<V>(dtype[k], data[k] + i * size[k]);
+    }
     Access::template store<V>(dtype[0], data[0] + i * size[0], op.template apply<V>(in), streaming);
   }
 }
