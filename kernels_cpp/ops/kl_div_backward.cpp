@@ -181,16 +181,6 @@ TensorArg out_over_b(const TensorArg& out, const std::vector<int64_t>& b_shape) 
   return widened;
 }
 
-template <class TO, class TG, class TT, bool LogTarget>
-void run(const TensorArg& out, const TensorArg& grad, const TensorArg& target, float coefficient) {
-  if (out.numel() == grad.numel()) {  // out's shape is B up to axes of size 1: nothing to sum
-    const TensorArg widened = out_over_b(out, grad.shape);
-    run_elementwise(KlDivGrad<LogTarget>{coefficient}, {&widened, &grad, &target}, grad.shape);
-  } else {
-    reduce_into_out<TO, TG, TT, LogTarget>(out, grad, target, coefficient);
-  }
-}
-
 // The operators' dtypes are FLOAT, FLOAT16 and BFLOAT16 (the first phase admits nothing else).
 template <class F>
 void dispatch_kl_dtype(int dtype, F&& f) {
@@ -207,16 +197,23 @@ void kl_div_backward(const TensorTuple& out_tuple, const TensorTuple& grad_tuple
   const TensorArg out(out_tuple), grad(grad_tuple), target(target_tuple);
   if (grad.shape != target.shape || grad.shape.size() < out.shape.size())
     throw std::invalid_argument("aclnnKlDivBackward: gradOutput and target must be views of the broadcast shape");
+  require_float_dtypes("aclnnKlDivBackward", {&out, &grad, &target});
   py::gil_scoped_release release;
   const float factor = static_cast<float>(coefficient);
+  if (out.numel() == grad.numel()) {  // out's shape is B up to axes of size 1: nothing to sum
+    const TensorArg widened = out_over_b(out, grad.shape);
+    if (log_target) run_elementwise(KlDivGrad<true>{factor}, {&widened, &grad, &target}, grad.shape);
+    else run_elementwise(KlDivGrad<false>{factor}, {&widened, &grad, &target}, grad.shape);
+    return;
+  }
   dispatch_kl_dtype(out.dtype, [&](auto o) {
     dispatch_kl_dtype(grad.dtype, [&](auto g) {
       dispatch_kl_dtype(target.dtype, [&](auto t) {
         using TO = typename decltype(o)::type;
         using TG = typename decltype(g)::type;
         using TT = typename decltype(t)::type;
-        if (log_target) run<TO, TG, TT, true>(out, grad, target, factor);
-        else run<TO, TG, TT, false>(out, grad, target, factor);
+        if (log_target) reduce_into_out<TO, TG, TT, true>(out, grad, target, factor);
+        else reduce_into_out<TO, TG, TT, false>(out, grad, target, factor);
       });
     });
   });
