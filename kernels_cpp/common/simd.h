@@ -78,6 +78,7 @@ struct Scalar : Lanes<1> {
 };
 
 typedef int Int4 __attribute__((vector_size(16)));
+typedef int Int8 __attribute__((vector_size(32)));
 typedef short Short8 __attribute__((vector_size(16)));
 typedef short Short16 __attribute__((vector_size(32)));
 typedef long long Long2 __attribute__((vector_size(16)));
@@ -88,8 +89,9 @@ struct Avx2 : Lanes<8> {
   NPUEMU_INLINE static F max(F a, F b) { return __builtin_ia32_maxps256(a, b); }
   NPUEMU_INLINE static F min(F a, F b) { return __builtin_ia32_minps256(a, b); }
   NPUEMU_INLINE static U widen_u16(H h) { return (U)__builtin_ia32_pmovzxwd256((Short8)h); }
-  NPUEMU_INLINE static H narrow_u32(U u) {  // u < 2^16 in every lane
-    const Int4 lo = {(int)u[0], (int)u[1], (int)u[2], (int)u[3]}, hi = {(int)u[4], (int)u[5], (int)u[6], (int)u[7]};
+  NPUEMU_INLINE static H narrow_u32(U u) {  // u < 2^16 in every lane: the two halves packed
+    const Int4 lo = __builtin_ia32_si_si256((Int8)u);
+    const Int4 hi = (Int4)__builtin_ia32_extract128i256((Long4)u, 1);
     return (H)__builtin_ia32_packusdw128(lo, hi);
   }
   NPUEMU_INLINE static F widen_half(H h) { return __builtin_ia32_vcvtph2ps256((Short8)h); }
