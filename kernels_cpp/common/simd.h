@@ -54,6 +54,7 @@ struct Lanes {
   typedef uint32_t U __attribute__((vector_size(4 * W)));  // fp32 bit patterns
   typedef uint16_t H __attribute__((vector_size(2 * W)));  // fp16 / bf16 bit patterns
 
+  static constexpr bool kScalef = false;  // has scalef(p, n) = p·2^floor(n), one rounding
   NPUEMU_INLINE static F splat(float x) { return F{} + x; }
   NPUEMU_INLINE static U bits(F v) { return (U)v; }
   NPUEMU_INLINE static F from_bits(U u) { return (F)u; }
@@ -109,6 +110,8 @@ struct Avx2 : Lanes<8> {
 
 struct Avx512 : Lanes<16> {
   NPUEMU_INLINE static F fma(F a, F b, F c) { return __builtin_ia32_vfmaddps512_mask(a, b, c, -1, 4); }
+  static constexpr bool kScalef = true;
+  NPUEMU_INLINE static F scalef(F p, F n) { return __builtin_ia32_scalefps512_mask(p, n, F{}, -1, 4); }
   NPUEMU_INLINE static F max(F a, F b) { return __builtin_ia32_maxps512_mask(a, b, F{}, -1, 4); }
   NPUEMU_INLINE static F min(F a, F b) { return __builtin_ia32_minps512_mask(a, b, F{}, -1, 4); }
   NPUEMU_INLINE static U widen_u16(H h) { return (U)__builtin_ia32_pmovzxwd512_mask((Short16)h, I{}, -1); }

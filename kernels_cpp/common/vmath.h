@@ -35,13 +35,23 @@ NPUEMU_INLINE typename V::F expm1_reduced(typename V::F r) {
   return V::fma(q, r * r, r);
 }
 
-// z = shift + n and r = c - n·ln2, for c already clamped to the range the caller handles.
+// z = shift + n and r = c - n·ln2 (n an integer, also returned as a float), for c already clamped
+// to the range the caller handles.
 template <class V>
-NPUEMU_INLINE void reduce(typename V::F c, typename V::F& z, typename V::F& r) {
+NPUEMU_INLINE typename V::F reduce(typename V::F c, typename V::F& z, typename V::F& r) {
   z = V::fma(c, V::splat(kInvLn2), V::splat(kShift));
   const typename V::F n = z - kShift;
   r = V::fma(n, V::splat(-kLn2Hi), c);
   r = V::fma(n, V::splat(-kLn2Lo), r);
+  return n;
+}
+
+// (e^r − 1 + 1)·2^n in one instruction where there is one (AVX-512's scalef): the sum rounds once,
+// the scaling is exact or, below FLT_MIN, rounds once more, exactly as the portable forms below,
+// which give the same bits.
+template <class V>
+NPUEMU_INLINE typename V::F scaled(typename V::F expm1, typename V::F n) {
+  return V::scalef(expm1 + 1.0f, n);
 }
 }  // namespace exp_detail
 
@@ -55,7 +65,8 @@ NPUEMU_INLINE typename V::F exp(typename V::F x) {
   // e^89 > FLT_MAX: inf from there; e^-104 < half the least subnormal: +0 from there.
   const F c = V::max(V::splat(-104.0f), V::min(V::splat(89.0f), x));
   F z, r;
-  reduce<V>(c, z, r);
+  const F n_float = reduce<V>(c, z, r);
+  if constexpr (V::kScalef) return scaled<V>(expm1_reduced<V>(r), n_float);
   // 2^n as two normal factors 2^(n/2) for every n in [-150, 129].
   const I n = (I)(V::bits(z) - kShiftBits);
   const I half = n >> 1;
@@ -72,7 +83,8 @@ NPUEMU_INLINE typename V::F exp_nonpositive(typename V::F x) {
   using F = typename V::F;
   const F c = V::max(V::splat(-104.0f), x);
   F z, r;
-  reduce<V>(c, z, r);
+  const F n = reduce<V>(c, z, r);
+  if constexpr (V::kScalef) return scaled<V>(expm1_reduced<V>(r), n);
   const F scale = V::from_bits((V::bits(z) << 23) + ((127u + 32u) << 23));
   return V::fma(expm1_reduced<V>(r), scale, scale) * 0x1p-32f;
 }
