@@ -68,7 +68,7 @@ struct Scalar : Lanes<1> {
   NPUEMU_INLINE static F fma(F a, F b, F c) { return F{__builtin_fmaf(a[0], b[0], c[0])}; }
   NPUEMU_INLINE static F max(F a, F b) { return a > b ? a : b; }
   NPUEMU_INLINE static F min(F a, F b) { return a < b ? a : b; }
-  NPUEMU_INLINE static U widen_u16(H h) { return U{h[0]}; }
+  NPUEMU_INLINE static F widen_bfloat16(H h) { return from_bits(U{h[0]} << 16); }
   NPUEMU_INLINE static H narrow_u32(U u) { return H{static_cast<uint16_t>(u[0])}; }
   NPUEMU_INLINE static F widen_half(H h) { return F{half_bits_to_float(h[0])}; }
   NPUEMU_INLINE static H narrow_half(F v) { return H{float_to_half_bits(v[0])}; }
@@ -82,6 +82,7 @@ typedef int Int4 __attribute__((vector_size(16)));
 typedef int Int8 __attribute__((vector_size(32)));
 typedef short Short8 __attribute__((vector_size(16)));
 typedef short Short16 __attribute__((vector_size(32)));
+typedef short Short32 __attribute__((vector_size(64)));
 typedef long long Long2 __attribute__((vector_size(16)));
 typedef long long Long4 __attribute__((vector_size(32)));
 
@@ -89,7 +90,7 @@ struct Avx2 : Lanes<8> {
   NPUEMU_INLINE static F fma(F a, F b, F c) { return __builtin_ia32_vfmaddps256(a, b, c); }
   NPUEMU_INLINE static F max(F a, F b) { return __builtin_ia32_maxps256(a, b); }
   NPUEMU_INLINE static F min(F a, F b) { return __builtin_ia32_minps256(a, b); }
-  NPUEMU_INLINE static U widen_u16(H h) { return (U)__builtin_ia32_pmovzxwd256((Short8)h); }
+  NPUEMU_INLINE static F widen_bfloat16(H h) { return from_bits((U)__builtin_ia32_pmovzxwd256((Short8)h) << 16); }
   NPUEMU_INLINE static H narrow_u32(U u) {  // u < 2^16 in every lane: the two halves packed
     const Int4 lo = __builtin_ia32_si_si256((Int8)u);
     const Int4 hi = (Int4)__builtin_ia32_extract128i256((Long4)u, 1);
@@ -114,7 +115,14 @@ struct Avx512 : Lanes<16> {
   NPUEMU_INLINE static F scalef(F p, F n) { return __builtin_ia32_scalefps512_mask(p, n, F{}, -1, 4); }
   NPUEMU_INLINE static F max(F a, F b) { return __builtin_ia32_maxps512_mask(a, b, F{}, -1, 4); }
   NPUEMU_INLINE static F min(F a, F b) { return __builtin_ia32_minps512_mask(a, b, F{}, -1, 4); }
-  NPUEMU_INLINE static U widen_u16(H h) { return (U)__builtin_ia32_pmovzxwd512_mask((Short16)h, I{}, -1); }
+  // bf16 bits into the high half of each lane, the low half zero: one word permute (measured a few
+  // percent faster than zero-extending and shifting).
+  NPUEMU_INLINE static F widen_bfloat16(H h) {
+    const Short32 index = {0, 0, 0, 1, 0, 2, 0, 3, 0, 4, 0, 5, 0, 6, 0, 7,
+                           0, 8, 0, 9, 0, 10, 0, 11, 0, 12, 0, 13, 0, 14, 0, 15};
+    const Short32 wide = (Short32)__builtin_ia32_si512_256si((Int8)h);
+    return (F)__builtin_ia32_permvarhi512_mask(wide, index, Short32{}, 0xAAAAAAAAu);
+  }
   NPUEMU_INLINE static H narrow_u32(U u) { return (H)__builtin_ia32_pmovdw512_mask((I)u, Short16{}, -1); }
   NPUEMU_INLINE static F widen_half(H h) {
     return __builtin_ia32_vcvtph2ps512_mask((Short16)h, F{}, -1, 4);  // 4: current rounding
@@ -162,7 +170,7 @@ template <class V>
 NPUEMU_INLINE typename V::F load(const bfloat16* p) {
   typename V::H h;
   std::memcpy(&h, p, sizeof h);
-  return V::from_bits(V::widen_u16(h) << 16);
+  return V::widen_bfloat16(h);
 }
 
 // Round to nearest even; NaN stays NaN (quieted), as from_float<bfloat16>.
