@@ -16,6 +16,7 @@ import traceback
 from typing import Any, Callable, Optional
 
 from . import status
+from .config import ConfigError
 
 _PACKAGE_DIRS = tuple(
     os.path.dirname(os.path.abspath(p)) + os.sep
@@ -114,8 +115,9 @@ def api(name: str, failure: tuple = (), internal_code: int = status.ACL_ERROR_RT
     none); `failure` gives the outputs returned with a non-zero status. Calls whose C form returns
     a pointer (aclCreateTensor, ...) have `returns_status=False`: the output alone, null on failure,
     with the message left as usual. An AclError becomes its code; a call with the wrong number of
-    arguments becomes the layer's invalid-parameter code (100000 or 161002); any other exception is
-    a bug of ours and becomes `internal_code` with its traceback.
+    arguments, or one that needs settings whose NPUEMU_* value is unusable, becomes the layer's
+    invalid-parameter code (100000 or 161002); any other exception is a bug of ours and becomes
+    `internal_code` with its traceback.
     """
     def wrap(fn: Callable) -> Callable:
         @functools.wraps(fn)
@@ -126,6 +128,9 @@ def api(name: str, failure: tuple = (), internal_code: int = status.ACL_ERROR_RT
             except AclError as error:
                 record(error.code, name, error.message)
                 code = error.code
+            except ConfigError as error:  # an NPUEMU_* setting the emulator cannot use, read on first need
+                code = _bad_call_code(internal_code)
+                record(code, name, str(error))
             except Exception as error:  # never let a bug escape a public call
                 bad_call = isinstance(error, TypeError) and _arguments_error(
                     fn, name, args, kwargs, _bad_call_code(internal_code))

@@ -9,6 +9,7 @@ from typing import Any, Optional
 
 from . import context as context_module
 from . import leaks, status
+from .config import ConfigError
 from .context import Context
 from .device import Device
 from .errors import AclError, api, get_recent_err_msg as _get_recent_err_msg, record, user_site
@@ -208,6 +209,16 @@ def _teardown(when: str) -> None:
         if device.is_open:
             _close_device(device, when)
     _P.init_count, _P.finalized, _P.default_device = 0, True, None
+    _report_leaks(when)
+
+
+def _report_leaks(when: str) -> None:
+    """The leak report, unless NPUEMU_LEAK_CHECK turned it off (reading the settings applies it); with
+    an unusable environment, the report is made anyway."""
+    try:
+        _P.config
+    except ConfigError:
+        pass
     leaks.report(when)
 
 
@@ -771,7 +782,6 @@ def resolve_device_range(address: int, nbytes: int, device_id: int, what,
 def configure(**settings: Any) -> None:
     """Change settings (see emulator.config) while no device is set; raises ConfigError on bad values."""
     _P.configure(**settings)
-    leaks.enabled = _P.config.leak_check
 
 
 def settings():
@@ -781,8 +791,4 @@ def settings():
 
 @atexit.register
 def _report_at_exit() -> None:
-    if _P.config.leak_check:
-        leaks.report("exit")
-
-
-leaks.enabled = _P.config.leak_check
+    _report_leaks("exit")

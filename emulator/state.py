@@ -5,6 +5,7 @@ import threading
 from typing import Optional
 
 from . import config as config_module
+from . import leaks
 from .device import Device
 from .errors import AclError
 from .memory import AddressSpace
@@ -14,7 +15,7 @@ from . import status
 class Process:
     def __init__(self) -> None:
         self.lock = threading.RLock()
-        self.config = config_module.from_environment()
+        self._config: Optional[config_module.Config] = None
         self.space: Optional[AddressSpace] = None
         self.devices: list[Device] = []
         self.handles: dict[int, object] = {}
@@ -23,6 +24,20 @@ class Process:
         self.finalized = False
         self.init_config: Optional[str] = None
         self.default_device: Optional[int] = None  # aclInit JSON {"defaultDevice": {"default_device": "0"}}
+
+    @property
+    def config(self) -> config_module.Config:
+        """The settings, read from the NPUEMU_* environment on first use rather than at import: a bad
+        value then comes back as the status and message of the first call that needs the settings
+        (and as the CLI's one-line error), not as a failing import."""
+        if self._config is None:
+            self.config = config_module.from_environment()
+        return self._config
+
+    @config.setter
+    def config(self, value: config_module.Config) -> None:
+        self._config = value
+        leaks.enabled = value.leak_check
 
     def address_space(self) -> AddressSpace:
         """Reserved on first use, so that configure() can still change the device count and size."""

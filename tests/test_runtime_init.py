@@ -2,6 +2,9 @@
 codes, re-initialisation, and the JSON configuration file (missing, invalid, different on a second
 call, `defaultDevice`). Facts that only a fresh process shows are checked in a subprocess."""
 import json
+import os
+import subprocess
+import sys
 
 import pytest
 
@@ -129,7 +132,35 @@ def test_fresh_process_finalize_once_without_init_and_environment_settings(tmp_p
     assert done.stderr == ""
 
 
-def test_unknown_soc_in_environment_is_reported_by_name(tmp_path):
-    done, _ = run_program("import acl\n", tmp_path, {"NPUEMU_SOC": "Ascend123"})
-    assert done.returncode != 0
-    assert "Ascend123" in done.stderr and "Ascend910B" in done.stderr
+BAD_ENVIRONMENT = """
+import json
+import os
+import subprocess
+import sys
+import acl
+import aclnn_api as nn
+runtime = acl.rt.set_device(0), acl.get_recent_err_msg()
+t = nn.aclCreateTensor([2], nn.ACL_FLOAT, None, 0, nn.ACL_FORMAT_ND, [2], 0x1000)
+operator = nn.aclnnLogSigmoidBackwardGetWorkspaceSize(t, t, t, t)[2], acl.get_recent_err_msg()
+nn.aclDestroyTensor(t)
+print(json.dumps({"runtime": runtime, "operator": operator}))
+"""
+
+
+def test_a_bad_environment_setting_is_the_first_calls_status_and_message(tmp_path):
+    """The settings are read when first needed: an unusable NPUEMU_* value is the invalid-parameter
+    status of the layer (100000 for the runtime, 161002 for aclnn) with a message that names the
+    variable, the value and what it accepts; importing still works."""
+    done, _ = run_program(BAD_ENVIRONMENT, tmp_path, {"NPUEMU_SOC": "Ascend123"})
+    assert done.returncode == 0, done.stderr
+    facts = json.loads(done.stdout)
+    for (code, message), expected in ((facts["runtime"], acl.ACL_ERROR_INVALID_PARAM), (facts["operator"], 161002)):
+        assert code == expected
+        assert "NPUEMU_SOC" in message and "Ascend123" in message and "Ascend910B" in message
+
+
+def test_the_cli_reports_a_bad_environment_setting_in_one_line(tmp_path):
+    done = subprocess.run([sys.executable, "-m", "emulator"], capture_output=True, text=True, cwd=tmp_path,
+                          env={**os.environ, "NPUEMU_THREADS": "0"}, timeout=60)
+    assert done.returncode == 2
+    assert done.stderr == "npuemu: NPUEMU_THREADS: expected a positive count, found 0\n"
