@@ -24,4 +24,16 @@ void dispatch_floating(int dtype, F&& f) {
   }
 }
 
+// The storage dtypes the fp32 kernels read and write: FLOAT, FLOAT16 and BFLOAT16. Anything else is
+// a caller's bug (the first phases admit nothing else): an error naming `who`.
+template <class F>
+void dispatch_storage(const char* who, int dtype, F&& f) {
+  switch (dtype) {
+    case kFloat: f(Type<float>{}); break;
+    case kFloat16: f(Type<_Float16>{}); break;
+    case kBFloat16: f(Type<bfloat16>{}); break;
+    default: throw std::invalid_argument(std::string(who) + " has no kernel for aclDataType " + std::to_string(dtype));
+  }
+}
+
 }  // namespace npuemu

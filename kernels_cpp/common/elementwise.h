@@ -24,11 +24,9 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
-#include <initializer_list>
-#include <stdexcept>
-#include <string>
 #include <vector>
 
+#include "common/dispatch.h"
 #include "common/simd.h"
 #include "common/tensor_arg.h"
 #include "common/thread_pool.h"
@@ -250,10 +248,8 @@ void run_dense(const Op& op, const std::array<void*, Op::kInputs + 1>& data,
 }
 
 // The engine computes FLOAT, FLOAT16 and BFLOAT16 operands; anything else is a caller's bug.
-inline void require_float_dtypes(const char* op_name, std::initializer_list<const TensorArg*> args) {
-  for (const TensorArg* t : args)
-    if (t->dtype != kFloat && t->dtype != kFloat16 && t->dtype != kBFloat16)
-      throw std::invalid_argument(std::string(op_name) + " has no kernel for aclDataType " + std::to_string(t->dtype));
+inline void require_float_dtypes(const char* op_name, const std::vector<const TensorArg*>& args) {
+  for (const TensorArg* t : args) dispatch_storage(op_name, t->dtype, [](auto) {});
 }
 
 constexpr int64_t kGrain = 1 << 14;  // elements per thread at least: below that threads cost more than they save

@@ -70,7 +70,7 @@ void binary_cross_entropy_with_logits_backward(const TensorTuple& out, const Ten
   std::vector<const TensorArg*> operands = {&o, &g, &x, &t};
   if (w) operands.push_back(&*w);
   if (p) operands.push_back(&*p);
-  for (const TensorArg* arg : operands) require_float_dtypes("aclnnBinaryCrossEntropyWithLogitsBackward", {arg});
+  require_float_dtypes("aclnnBinaryCrossEntropyWithLogitsBackward", operands);
   py::gil_scoped_release release;
   if (scale != 1.0f) run<true>(operands, bool(w), bool(p), scale);
   else run<false>(operands, bool(w), bool(p), scale);

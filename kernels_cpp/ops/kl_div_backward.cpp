@@ -11,7 +11,6 @@
 #include <pybind11/stl.h>
 
 #include <algorithm>
-#include <type_traits>
 
 #include "common/dispatch.h"
 #include "common/elementwise.h"
@@ -181,17 +180,6 @@ TensorArg out_over_b(const TensorArg& out, const std::vector<int64_t>& b_shape) 
   return widened;
 }
 
-// The operators' dtypes are FLOAT, FLOAT16 and BFLOAT16 (the first phase admits nothing else).
-template <class F>
-void dispatch_kl_dtype(int dtype, F&& f) {
-  dispatch_floating(dtype, [&](auto tag) {
-    if constexpr (std::is_same_v<typename decltype(tag)::type, double>)
-      throw std::invalid_argument("aclnnKlDivBackward has no DOUBLE kernel");
-    else
-      f(tag);
-  });
-}
-
 void kl_div_backward(const TensorTuple& out_tuple, const TensorTuple& grad_tuple, const TensorTuple& target_tuple,
                      double coefficient, bool log_target) {
   const TensorArg out(out_tuple), grad(grad_tuple), target(target_tuple);
@@ -206,9 +194,9 @@ void kl_div_backward(const TensorTuple& out_tuple, const TensorTuple& grad_tuple
     else run_elementwise(KlDivGrad<false>{factor}, {&widened, &grad, &target}, grad.shape);
     return;
   }
-  dispatch_kl_dtype(out.dtype, [&](auto o) {
-    dispatch_kl_dtype(grad.dtype, [&](auto g) {
-      dispatch_kl_dtype(target.dtype, [&](auto t) {
+  dispatch_storage("aclnnKlDivBackward", out.dtype, [&](auto o) {
+    dispatch_storage("aclnnKlDivBackward", grad.dtype, [&](auto g) {
+      dispatch_storage("aclnnKlDivBackward", target.dtype, [&](auto t) {
         using TO = typename decltype(o)::type;
         using TG = typename decltype(g)::type;
         using TT = typename decltype(t)::type;
