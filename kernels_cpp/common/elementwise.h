@@ -24,6 +24,7 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
 #include "common/dispatch.h"
@@ -127,25 +128,40 @@ struct ByDtype {
 constexpr int64_t kPrefetchBytes = 512;
 
 // Elements [begin, end) of a run, V::kWidth at a time; end - begin must be a multiple of it.
+// Every input is read through a pointer that moves on by one vector of its storage per step, or
+// not at all when the input is broadcast: then it points at `repeated`, the element copied to a
+// whole vector in its own dtype. The loop has no branch per input (choosing per input between a
+// register and a load kept BCE-with-logits' six operands out of line: 0.42 -> 0.38 ns per fp32
+// element in cache).
 template <class V, class Access, class Op, int N>
 NPUEMU_INLINE void lanes(const Op& op, const Run<N>& r, int64_t begin, int64_t end, bool streaming) {
   using F = typename V::F;
-  // Locals, not r's fields: the compiler cannot tell that the stores never write into r.
-  const std::array<char*, N> data = r.data;
-  const std::array<int, N> dtype = r.dtype;
-  const std::array<bool, N> broadcast = r.broadcast;
-  std::array<int64_t, N> size;
-  for (int k = 0; k < N; ++k) size[k] = dtype_size(dtype[k]);
-  F fixed[N - 1];  // broadcast inputs, converted once
-  for (int k = 1; k < N; ++k)
-    if (broadcast[k]) fixed[k - 1] = V::splat(ByDtype::load<simd::Scalar>(dtype[k], data[k])[0]);
-  for (int64_t i = begin; i < end; i += V::kWidth) {
-    F in[N - 1];
-    for (int k = 1; k < N; ++k) {
-      if (V::kWidth > 1 && !broadcast[k]) __builtin_prefetch(data[k] + i * size[k] + kPrefetchBytes, 0, 0);
-      in[k - 1] = broadcast[k] ? fixed[k - 1] : Access::template load<V>(dtype[k], data[k] + i * size[k]);
+  alignas(64) char repeated[N][V::kWidth * sizeof(float)];
+  std::array<const char*, N> in;
+  std::array<int64_t, N> step;
+  for (int k = 1; k < N; ++k) {
+    const int64_t size = dtype_size(r.dtype[k]);
+    if (r.broadcast[k]) {
+      for (int j = 0; j < V::kWidth; ++j) std::memcpy(repeated[k] + j * size, r.data[k], size);
+      in[k] = repeated[k];
+      step[k] = 0;
+    } else {
+      in[k] = r.data[k] + begin * size;
+      step[k] = V::kWidth * size;
     }
-    Access::template store<V>(dtype[0], data[0] + i * size[0], op.template apply<V>(in), streaming);
+  }
+  const std::array<int, N> dtype = r.dtype;  // a local: the compiler cannot tell the stores never write r
+  const int64_t out_step = V::kWidth * dtype_size(dtype[0]);
+  char* out = r.data[0] + begin * dtype_size(dtype[0]);
+  for (int64_t i = begin; i < end; i += V::kWidth) {
+    F values[N - 1];
+    for (int k = 1; k < N; ++k) {
+      if (V::kWidth > 1) __builtin_prefetch(in[k] + kPrefetchBytes, 0, 0);
+      values[k - 1] = Access::template load<V>(dtype[k], in[k]);
+      in[k] += step[k];
+    }
+    Access::template store<V>(dtype[0], out, op.template apply<V>(values), streaming);
+    out += out_step;
   }
 }
 
