@@ -5,7 +5,8 @@
 | NPUEMU_SOC           | soc            | the emulated chip                               | Ascend910B           |
 | NPUEMU_DEVICE_COUNT  | device_count   | number of devices                               | 8                    |
 | NPUEMU_DEVICE_MEMORY | device_memory  | memory per device (bytes, or 16G, 512M, ...)    | the chip's capacity  |
-| NPUEMU_THREADS       | threads        | host threads a kernel may use                   | the machine's cores  |
+| NPUEMU_THREADS       | threads        | host threads a kernel may use                   | the cores this       |
+|                      |                |                                                 | process may run on   |
 | NPUEMU_EXECUTION     | execution      | `async` (queued until a sync point) or `eager`  | async                |
 | NPUEMU_LEAK_CHECK    | leak_check     | report unreleased resources at finalize/exit    | 1                    |
 | NPUEMU_VECTOR_ISA    | vector_isa     | widest vector instructions the kernels may use: | auto (the machine's  |
@@ -101,11 +102,20 @@ def from_environment() -> Config:
         soc=soc,
         device_count=_int_env("NPUEMU_DEVICE_COUNT", 8),
         device_memory=parse_size(memory) if memory else capacity,
-        threads=_int_env("NPUEMU_THREADS", os.cpu_count() or 1),
+        threads=_int_env("NPUEMU_THREADS", usable_cores()),
         execution=(os.environ.get("NPUEMU_EXECUTION") or "async").lower(),
         leak_check=os.environ.get("NPUEMU_LEAK_CHECK", "1").lower() not in ("0", "false", "off", "no"),
         vector_isa=(os.environ.get("NPUEMU_VECTOR_ISA") or "auto").lower(),
     ))
+
+
+def usable_cores() -> int:
+    """The cores this process may run on: fewer than the machine's under `taskset`, a cpuset or a
+    container's CPU list, where a thread per machine core would share cores with the others."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except (AttributeError, OSError):  # no affinity call on this platform
+        return os.cpu_count() or 1
 
 
 def with_changes(config: Config, **changes) -> Config:

@@ -20,9 +20,16 @@ def test_threads_setting_comes_from_the_environment(tmp_path):
     assert done.stdout.strip() == "3", done.stderr
 
 
-def test_default_threads_are_the_machines_cores():
-    assert emulator.settings().threads == (int(os.environ["NPUEMU_THREADS"]) if os.environ.get("NPUEMU_THREADS")
-                                           else os.cpu_count())
+def test_default_threads_are_the_cores_the_process_may_run_on(tmp_path):
+    env = {key: value for key, value in os.environ.items() if key != "NPUEMU_THREADS"}
+    code = "import emulator; print(emulator.settings().threads)"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, env=env,
+                          timeout=60)
+    assert done.stdout.strip() == str(len(os.sched_getaffinity(0))), done.stderr
+    one_core = "import os; os.sched_setaffinity(0, {min(os.sched_getaffinity(0))}); " + code
+    done = subprocess.run([sys.executable, "-c", one_core], capture_output=True, text=True, cwd=tmp_path, env=env,
+                          timeout=60)
+    assert done.stdout.strip() == "1", done.stderr
 
 
 def test_launches_from_several_host_threads_at_once_are_all_correct_and_share_one_pool():

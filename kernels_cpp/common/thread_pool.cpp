@@ -32,6 +32,7 @@ class Pool {
     for (auto& t : threads_) t.join();
     threads_.clear();
     caller_cpu_ = -1;
+    workers_elsewhere_ = false;
     stop_ = false;
     const uint64_t start = generation_;  // workers wait for the first job after this point
     for (int i = 0; i < workers; ++i) threads_.emplace_back([this, start] { loop(start); });
@@ -84,18 +85,23 @@ class Pool {
     const int here = sched_getcpu();
     if (here < 0 || here == caller_cpu_) return;
     caller_cpu_ = here;
+    workers_elsewhere_ = false;
     cpu_set_t allowed;
     if (sched_getaffinity(0, sizeof allowed, &allowed) != 0) return;
     CPU_CLR(here, &allowed);
     if (CPU_COUNT(&allowed) == 0) return;  // the caller may only run here: nothing to spread over
     for (auto& t : threads_) pthread_setaffinity_np(t.native_handle(), sizeof allowed, &allowed);
+    workers_elsewhere_ = true;
   }
 
   // The workers still in the job are finishing their last part, which is short: watching for
   // them a while before sleeping until the last one signals spares the caller a wake-up (10 to 50
   // us on a virtual machine: with 2 threads on 1e5 elements, it returned 15 us after the worker
-  // had finished an 18 us job), and still lets it sleep if a worker lost its core.
+  // had finished an 18 us job), and still lets it sleep if a worker lost its core. Not when the
+  // workers may share the caller's only CPU: there, watching would hold up the very worker it
+  // waits for.
   void watch_for_workers() const {
+    if (!workers_elsewhere_.load(std::memory_order_relaxed)) return;
     const auto until = std::chrono::steady_clock::now() + kSpin;
     while (joined_.load(std::memory_order_acquire) != 0 && std::chrono::steady_clock::now() < until)
       __builtin_ia32_pause();
@@ -126,8 +132,10 @@ class Pool {
 
   // A kernel launched right after another (the usual pattern: a Python loop of calls) finds the
   // worker still awake if it watches for new work a little before it sleeps; waking a sleeping
-  // thread costs 10 to 50 us on a virtual machine, as long as a whole small kernel.
+  // thread costs 10 to 50 us on a virtual machine, as long as a whole small kernel. Not on the
+  // caller's only CPU, where watching would take the time the caller needs to launch that work.
   void spin_while_idle(uint64_t seen) const {
+    if (!workers_elsewhere_.load(std::memory_order_relaxed)) return;
     const auto until = std::chrono::steady_clock::now() + kSpin;
     while (generation_.load(std::memory_order_acquire) == seen && std::chrono::steady_clock::now() < until)
       __builtin_ia32_pause();
@@ -153,6 +161,7 @@ class Pool {
   bool open_ = false;  // workers may still join the current job
   std::atomic<int> joined_{0};  // workers inside the current job (changed under mutex_)
   int caller_cpu_ = -1;  // the CPU workers were last kept off
+  std::atomic<bool> workers_elsewhere_{false};  // and whether they could be: they run on other CPUs
   std::atomic<uint64_t> generation_{0};  // changed under mutex_; read by spinning workers without it
   std::atomic<int> sleepers_{0};         // workers blocked (or about to block) on wake_, counted under mutex_
   bool stop_ = false;
