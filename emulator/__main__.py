@@ -34,6 +34,7 @@ def main(argv: list[str] | None = None) -> int:
     print("vector_isa     %s" % config.vector_isa)
     try:
         from aclnn_api import _kernels
+        _kernels.set_threads(config.threads)
         _kernels.set_vector_isa(config.vector_isa)
         print("kernels        %s" % _kernels.build_info())
     except ImportError as error:

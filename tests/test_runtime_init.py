@@ -164,3 +164,13 @@ def test_the_cli_reports_a_bad_environment_setting_in_one_line(tmp_path):
                           env={**os.environ, "NPUEMU_THREADS": "0"}, timeout=60)
     assert done.returncode == 2
     assert done.stderr == "npuemu: NPUEMU_THREADS: expected a positive count, found 0\n"
+
+
+def test_the_cli_reports_the_kernels_with_the_settings_in_force(tmp_path):
+    done = subprocess.run([sys.executable, "-m", "emulator"], capture_output=True, text=True, cwd=tmp_path,
+                          env={**os.environ, "NPUEMU_THREADS": "3", "NPUEMU_VECTOR_ISA": "avx2"}, timeout=60)
+    assert done.returncode == 0, done.stderr
+    lines = dict(line.split(None, 1) for line in done.stdout.splitlines() if line.strip())
+    assert lines["threads"] == "3" and lines["vector_isa"] == "avx2"
+    assert "3 thread(s)" in lines["kernels"]
+    assert "vector ISA avx2" in lines["kernels"] or "vector ISA baseline" in lines["kernels"]

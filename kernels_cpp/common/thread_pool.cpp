@@ -167,10 +167,18 @@ class Pool {
   bool stop_ = false;
 };
 
+// The cores this process may run on (taskset, cpusets): the pool's size until NPUEMU_THREADS is
+// applied, as that setting's default is.
+int usable_cores() {
+  cpu_set_t allowed;
+  if (sched_getaffinity(0, sizeof allowed, &allowed) == 0 && CPU_COUNT(&allowed) > 0) return CPU_COUNT(&allowed);
+  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+}
+
 Pool& pool() {
   static Pool* instance = [] {
     auto* p = new Pool();  // never destroyed: workers must not be joined during static destruction
-    p->resize(std::max(1u, std::thread::hardware_concurrency()) - 1);
+    p->resize(usable_cores() - 1);
     return p;
   }();
   return *instance;
