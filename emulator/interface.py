@@ -1,0 +1,60 @@
+"""The runtime as the layers above it see it: the one doorway from `aclnn_api` and `acl.util` into
+the runtime. They never touch the process state or its lock; everything they need is here.
+
+    settings()                      the settings in force (emulator.config.Config)
+    soc()                           the emulated chip's profile
+    work_stream(handle)             the stream a launch goes to (null: the current context's default)
+    launch(stream, name, run, ...)  queue work on it, recording the user's launch site
+    resolve(address, nbytes, ...)   the host pointer backing a device range, or DeviceFault
+    is_device_address(address)      whether an address is in the emulated device address space
+    host_range_is_mapped(a, n)      whether host memory is mapped there
+"""
+from __future__ import annotations
+
+from typing import Callable, Optional, Sequence
+
+from . import runtime as _runtime
+from .config import Config
+from .memory import DeviceFault, host_range_is_mapped  # noqa: F401  (re-exported for the layers above)
+from .soc import SocProfile
+from .state import PROCESS as _P
+from .stream import Stream, Task
+
+
+def settings() -> Config:
+    """The settings in force; ConfigError if the NPUEMU_* environment holds an unusable value."""
+    return _P.config
+
+
+def soc() -> SocProfile:
+    """The emulated chip (NPUEMU_SOC)."""
+    return _P.config.profile
+
+
+def work_stream(handle: Optional[int]) -> Stream:
+    """The stream a launch on `handle` runs on: null means the current context's default stream.
+    AclError with the runtime's code if there is no context, the handle is stale, or the stream
+    belongs to another context."""
+    with _P.lock:
+        return _runtime.stream_of(handle, for_work=True)
+
+
+def launch(stream: Stream, name: str, run: Callable[[], None],
+           reads: Sequence[tuple] = (), writes: Sequence[tuple] = ()) -> None:
+    """Queue `run` on `stream` under `name`. `reads`/`writes` are the (address, nbytes) device ranges
+    it touches. `run` raises DeviceFault where the hardware would fault."""
+    with _P.lock:
+        _runtime.enqueue(stream, Task(name, run))
+
+
+def resolve(address: int, nbytes: int, device_id: int, what, base: Optional[int] = None) -> int:
+    """The host address backing device range [address, address + nbytes) of device `device_id`, which
+    must lie inside the live allocation holding `base` (default: `address`); DeviceFault naming
+    `what` (a string, or a callable that makes one only when needed) and the allocation if not."""
+    return _P.address_space().resolve(address, nbytes, device_id, what, base)[1]
+
+
+def is_device_address(address: int) -> bool:
+    """Whether `address` lies in the emulated device address space (reserved or not yet)."""
+    space = _P.space
+    return space is not None and space.is_device(address)

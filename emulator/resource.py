@@ -1,0 +1,153 @@
+"""Resources and the handle table: one model for every object a program makes and must release.
+
+Runtime objects (contexts, streams, events) and aclnn objects (tensors, arrays, scalars, tensor and
+scalar lists, executors) are all `Resource`s: each has an integer handle from one process-wide
+table, the user's site where it was made, whether it is alive, a description, and `release()`. A C
+caller passes any of them as a pointer-sized value; Python callers pass the handle (runtime objects,
+as pyACL does) or the object itself (aclnn objects, as `aclCreateTensor` returns them). `live()` is
+the one check of such an argument: null, a handle never made, one already released, or one of
+another kind each gets its layer's code and a message naming the argument and, for a released
+handle, where it was made and released.
+"""
+from __future__ import annotations
+
+import collections
+import threading
+from typing import Any, ClassVar, Optional, Type, TypeVar
+
+from . import leaks
+from .cargs import RUNTIME, Layer, is_integer, is_null, shown
+from .errors import AclError
+from .sites import Site, user_site
+
+HANDLE_BASE = 0x5E000000
+HANDLE_STEP = 0x40        # handles look like aligned pointers, as the real ones do
+RETIRED_HISTORY = 4096    # released handles remembered, to name them in messages
+
+
+class Resource:
+    """An object of the runtime or of aclnn that a handle names.
+
+    Subclasses set `kind` (the name messages use), `layer` (which status codes their arguments get)
+    and `leak_checked` (whether the program must release it itself)."""
+
+    kind: ClassVar[str] = "resource"
+    layer: ClassVar[Layer] = RUNTIME
+    leak_checked: ClassVar[bool] = True
+
+    __slots__ = ("handle", "site", "alive", "released_site")
+
+    def __init__(self, site: Optional[Site] = None):
+        self.site: Site = site if site is not None else user_site()
+        self.alive = True
+        self.released_site: Optional[Site] = None
+        self.handle = HANDLES.add(self)
+        if self.leak_checked:
+            leaks.track(self.kind, self, self.describe, self.site)
+
+    def describe(self) -> str:
+        """What the object is, in a few words (messages and leak reports add the kind and the site)."""
+        return "0x%x" % self.handle
+
+    def release(self, site: Optional[Site] = None) -> None:
+        """The program releases the object: its handle becomes stale."""
+        if self.alive:
+            self.alive = False
+            self.released_site = site if site is not None else user_site()
+            HANDLES.retire(self)
+            leaks.untrack(self)
+
+    def orphan(self, how: str) -> None:
+        """The runtime releases the object (`how`: a reset, a context destroyed): still a leak when the
+        program never released it."""
+        if self.alive:
+            self.alive = False
+            HANDLES.retire(self)
+            leaks.orphan(self, how)
+
+    def __repr__(self) -> str:
+        return "<%s %s>" % (self.kind, self.describe())
+
+
+R = TypeVar("R", bound=Resource)
+
+
+class HandleTable:
+    """Every live resource by handle, and a bounded memory of released ones. Handles are never reused,
+    so a stale handle is always recognised as such."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._live: dict[int, Resource] = {}
+        self._retired: collections.OrderedDict[int, Resource] = collections.OrderedDict()
+        self._next = HANDLE_BASE
+
+    def add(self, resource: Resource) -> int:
+        with self._lock:
+            self._next += HANDLE_STEP
+            self._live[self._next] = resource
+            return self._next
+
+    def retire(self, resource: Resource) -> None:
+        with self._lock:
+            if self._live.pop(resource.handle, None) is not None:
+                self._retired[resource.handle] = resource
+                if len(self._retired) > RETIRED_HISTORY:
+                    self._retired.popitem(last=False)
+
+    def get(self, handle: int) -> Optional[Resource]:
+        return self._live.get(handle)
+
+    def retired(self, handle: int) -> Optional[Resource]:
+        return self._retired.get(handle)
+
+    def live_resources(self) -> list:
+        with self._lock:
+            return list(self._live.values())
+
+
+HANDLES = HandleTable()
+
+
+def _article(kind: str) -> str:
+    return "an" if kind[:1].lower() in "aeio" else "a"
+
+
+def _stale(kind: Type[Resource], name: str, value: Any, found: Resource, null_code: Optional[int]) -> AclError:
+    released = " at %s" % found.released_site if found.released_site is not None else ""
+    return AclError(kind.layer.stale_code,
+                    "%s: expected a live %s, found %s %s already released%s (made at %s)"
+                    % (name, kind.kind, found.kind, found.describe(), released, found.site))
+
+
+def live(kind: Type[R], name: str, value: Any, null_code: Optional[int] = None) -> R:
+    """The live resource of type `kind` that the argument `name` names, by handle or as the object.
+
+    Null gets `null_code` (default: the layer's); anything else that is not a live `kind` gets the
+    layer's stale-handle code, with a message that says what was found."""
+    if is_null(value):
+        raise AclError(kind.layer.null_code if null_code is None else null_code,
+                       "%s: expected %s %s, found null" % (name, _article(kind.kind), kind.kind))
+    if isinstance(value, Resource):
+        found: Optional[Resource] = value
+    elif is_integer(value):
+        found = HANDLES.get(int(value))
+        if found is None:
+            found = HANDLES.retired(int(value))
+    else:
+        raise AclError(kind.layer.invalid_code, "%s: expected %s %s, found %s"
+                       % (name, _article(kind.kind), kind.kind, shown(value)))
+    if found is None:
+        raise AclError(kind.layer.stale_code, "%s: expected a live %s, found %s, which no call made (a garbage or "
+                       "long-destroyed handle)" % (name, kind.kind, shown(value)))
+    if not isinstance(found, kind):
+        raise AclError(kind.layer.stale_code, "%s: expected %s %s, found %s %s"
+                       % (name, _article(kind.kind), kind.kind, _article(found.kind), found.kind))
+    if not found.alive:
+        raise _stale(kind, name, value, found, null_code)
+    return found
+
+
+def optional(kind: Type[R], name: str, value: Any) -> Optional[R]:
+    """`live()` for an argument that may be null."""
+    return None if is_null(value) else live(kind, name, value)
