@@ -1,11 +1,16 @@
 # npuemu: `make run` runs the ported samples, `make test` the whole test suite,
 # `make bench` the benchmarks. Each target sets up .venv on its own first.
+#
+# The package is installed editable: Python code runs from this tree (so `import acl` works from
+# the repository root too), and the compiled kernels are rebuilt whenever a file of kernels_cpp/
+# or the build settings change.
 PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip
-# PyTorch CPU is the optional reference of tests and benchmarks; TORCH=0 skips it.
+# PyTorch CPU is the optional reference of tests and benchmarks (never of `make run`); TORCH=0 skips it.
 TORCH  ?= 1
+KERNEL_SOURCES := $(shell find kernels_cpp -type f) pyproject.toml
 
 .PHONY: all setup install run test bench clean
 
@@ -23,18 +28,21 @@ $(VENV)/.torch: $(VENV)/.created
 	fi
 	touch $@
 
-setup: $(VENV)/.created $(VENV)/.torch
+$(VENV)/.installed: $(VENV)/.created $(KERNEL_SOURCES)
+	$(PIP) install --quiet --no-build-isolation --editable .
+	touch $@
 
-install: setup
-	$(PIP) install --quiet --no-build-isolation .
+setup: $(VENV)/.created
+
+install: $(VENV)/.installed
 
 run: install
 	@set -e; for s in samples/*.py; do echo "== $$s"; $(PY) $$s; done
 
-test: install
+test: install $(VENV)/.torch
 	$(VENV)/bin/pytest
 
-bench: install
+bench: install $(VENV)/.torch
 	$(PY) bench/run.py
 
 clean:

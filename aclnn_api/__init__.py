@@ -9,6 +9,12 @@ from emulator.status import *  # noqa: F401,F403  ACL_SUCCESS, ACL_MEMCPY_*, ACL
 
 _errors.register_package_dir(__file__)
 
+try:  # first, so that a missing build is named as such, not as a circular import of the operators
+    from . import _kernels  # noqa: F401,E402
+except ImportError:
+    raise ImportError("npuemu kernels not built: run `make install` (or `pip install .`) in the npuemu checkout; "
+                      "no extension aclnn_api._kernels is installed for %s" % __path__[0]) from None
+
 from .arrays import (aclBoolArray, aclCreateBoolArray, aclCreateFloatArray, aclCreateIntArray,  # noqa: E402
                      aclCreateScalar, aclDestroyBoolArray, aclDestroyFloatArray, aclDestroyIntArray,
                      aclDestroyScalar, aclFloatArray, aclGetBoolArraySize, aclGetFloatArraySize,
