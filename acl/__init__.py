@@ -11,7 +11,7 @@ from emulator.status import *  # noqa: F401,F403  the constants, as a convenienc
 from . import rt, util  # noqa: F401
 from emulator import errors as _errors
 _errors.register_package_dir(__file__)
-from aclnn_api.dtypes import *  # noqa: F401,F403  ACL_FLOAT, ACL_FORMAT_ND, ...
+from emulator.dtypes import *  # noqa: F401,F403  ACL_FLOAT, ACL_FORMAT_ND, ...
 
 
 def init(config_path: Optional[str] = None) -> int:

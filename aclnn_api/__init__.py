@@ -19,7 +19,7 @@ from .arrays import (aclBoolArray, aclCreateBoolArray, aclCreateFloatArray, aclC
                      aclCreateScalar, aclDestroyBoolArray, aclDestroyFloatArray, aclDestroyIntArray,
                      aclDestroyScalar, aclFloatArray, aclGetBoolArraySize, aclGetFloatArraySize,
                      aclGetIntArraySize, aclIntArray, aclScalar)
-from .dtypes import *  # noqa: F401,F403,E402
+from emulator.dtypes import *  # noqa: F401,F403,E402
 from .executor import aclDestroyAclOpExecutor, aclOpExecutor, aclSetAclOpExecutorRepeatable  # noqa: E402
 from .status import *  # noqa: F401,F403,E402
 from .tensor import (aclCreateTensor, aclDestroyTensor, aclGetDataType, aclGetFormat,  # noqa: E402

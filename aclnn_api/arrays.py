@@ -10,7 +10,7 @@ from emulator import leaks
 from emulator.errors import AclError, api, user_site
 
 from . import status
-from .dtypes import ACL_BOOL, ACL_DT_UNDEFINED, ACL_STRING, COMPLEX, DTYPE_NAMES, FLOATING, dtype_name
+from emulator.dtypes import ACL_BOOL, ACL_DT_UNDEFINED, ACL_STRING, COMPLEX, DTYPE_NAMES, FLOATING, dtype_name
 from .tensor import enum_arg
 
 

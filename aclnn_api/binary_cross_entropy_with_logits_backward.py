@@ -12,7 +12,7 @@ from typing import Optional
 
 
 from . import _kernels, checks
-from .dtypes import ACL_BF16, ACL_FLOAT, ACL_FLOAT16, can_cast, dtype_name
+from emulator.dtypes import ACL_BF16, ACL_FLOAT, ACL_FLOAT16, can_cast, dtype_name
 from .operator import KernelLaunch, chip_dtypes, first_phase, second_phase, view
 from .tensor import aclTensor
 

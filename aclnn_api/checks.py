@@ -9,7 +9,7 @@ from emulator.errors import AclError
 
 from . import status
 from .arrays import aclIntArray, live_array
-from .dtypes import can_cast, dtype_name, format_name, promote_types
+from emulator.dtypes import can_cast, dtype_name, format_name, promote_types
 from .shapes import broadcast_shapes
 from .tensor import aclTensor, live_tensor
 

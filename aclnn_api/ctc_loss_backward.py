@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from . import _kernels, checks
 from .arrays import aclIntArray
-from .dtypes import (ACL_BF16, ACL_BOOL, ACL_DOUBLE, ACL_FLOAT, ACL_FLOAT16, ACL_INT32, ACL_INT64,
+from emulator.dtypes import (ACL_BF16, ACL_BOOL, ACL_DOUBLE, ACL_FLOAT, ACL_FLOAT16, ACL_INT32, ACL_INT64,
                      aclDataTypeSize, dtype_name)
 from .operator import KernelLaunch, Workspace, chip_dtypes, first_phase, second_phase, soc, view
 from .tensor import aclTensor

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from . import _kernels, checks
-from .dtypes import ACL_BF16, ACL_FLOAT, ACL_FLOAT16
+from emulator.dtypes import ACL_BF16, ACL_FLOAT, ACL_FLOAT16
 from .operator import KernelLaunch, first_phase, second_phase, soc, view
 from .shapes import numel
 from .tensor import aclTensor

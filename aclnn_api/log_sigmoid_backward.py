@@ -8,7 +8,7 @@ from __future__ import annotations
 
 
 from . import _kernels, checks
-from .dtypes import ACL_BF16, ACL_FLOAT, ACL_FLOAT16
+from emulator.dtypes import ACL_BF16, ACL_FLOAT, ACL_FLOAT16
 from .operator import KernelLaunch, chip_dtypes, first_phase, second_phase, view
 from .tensor import aclTensor
 

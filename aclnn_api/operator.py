@@ -18,7 +18,7 @@ from emulator.soc import RANK_910E, SocProfile
 from emulator.stream import Task
 
 from . import _kernels, status
-from .dtypes import ITEM_SIZES, dtype_name
+from emulator.dtypes import ITEM_SIZES, dtype_name
 from .executor import aclOpExecutor, live_executor
 from .shapes import broadcast_strides
 from .tensor import aclTensor, view_nbytes

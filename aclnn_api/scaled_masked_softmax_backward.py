@@ -17,7 +17,7 @@ import numpy as np
 from emulator.errors import AclError
 
 from . import _kernels, checks, status
-from .dtypes import ACL_BF16, ACL_BOOL, ACL_FLOAT, ACL_FLOAT16, ACL_FORMAT_FRACTAL_NZ, dtype_name, format_name
+from emulator.dtypes import ACL_BF16, ACL_BOOL, ACL_FLOAT, ACL_FLOAT16, ACL_FORMAT_FRACTAL_NZ, dtype_name, format_name
 from .operator import KernelLaunch, first_phase, second_phase, soc, view
 from .tensor import aclTensor
 

@@ -10,7 +10,7 @@ from emulator import errors, leaks
 from emulator.errors import AclError, api, user_site
 
 from . import status
-from .dtypes import ACL_DT_UNDEFINED, ACL_FORMAT_UNDEFINED, DTYPE_NAMES, FORMAT_NAMES, aclDataTypeSize, dtype_name, format_name
+from emulator.dtypes import ACL_DT_UNDEFINED, ACL_FORMAT_UNDEFINED, DTYPE_NAMES, FORMAT_NAMES, aclDataTypeSize, dtype_name, format_name
 
 
 class aclTensor:

@@ -1,12 +1,12 @@
 """aclDataType and aclFormat with their real values, item sizes, NumPy equivalents, and the one
-type-promotion table every operator uses (spec/RUNTIME.md §2.4-2.5, spec/OPS.md §0.2-0.3)."""
+type-promotion table every operator uses (docs/runtime.md lists them)."""
 from __future__ import annotations
 
 from typing import Optional
 
 import numpy as np
 
-from emulator import errors as _errors, status as _status  # private: `from dtypes import *` is public API
+from . import errors as _errors, status as _status  # private: `from dtypes import *` is public API
 
 ACL_DT_UNDEFINED = -1
 ACL_FLOAT = 0
