@@ -8,12 +8,16 @@
 | NPUEMU_THREADS       | threads        | host threads a kernel may use                   | the cores this       |
 |                      |                |                                                 | process may run on   |
 | NPUEMU_EXECUTION     | execution      | `async` (queued until a sync point) or `eager`  | async                |
-| NPUEMU_LEAK_CHECK    | leak_check     | report unreleased resources at finalize/exit    | 1                    |
+| NPUEMU_LEAK_CHECK    | leak_check     | report unreleased resources at finalize/exit:   | 1                    |
+|                      |                | 1/true/on/yes or 0/false/off/no                 |                      |
+| NPUEMU_TASK_TIMEOUT  | task_timeout   | seconds one queued task (a kernel) may run      | 60 (0: no limit)     |
+|                      |                | before it fails with the card's task-timeout    |                      |
+|                      |                | error, as the card's AI Core watchdog does      |                      |
 | NPUEMU_VECTOR_ISA    | vector_isa     | widest vector instructions the kernels may use: | auto (the machine's  |
 |                      |                | `auto`, `avx512_bf16`, `avx512`, `avx2`,        | widest)              |
 |                      |                | `baseline`                                      |                      |
 
-Every vector_isa gives bit-identical results; a narrower one only runs slower (it is there to
+Values are read without regard to case. Every vector_isa gives bit-identical results; a narrower one only runs slower (it is there to
 reproduce another machine's path and to test them all on one machine).
 """
 from __future__ import annotations
@@ -27,6 +31,8 @@ from . import soc as soc_profiles
 
 
 VECTOR_ISAS = ("auto", "avx512_bf16", "avx512", "avx2", "baseline")
+DEFAULT_TASK_TIMEOUT = 60.0  # seconds: far beyond any kernel of a size a device could hold
+_TRUE, _FALSE = ("1", "true", "on", "yes"), ("0", "false", "off", "no")
 
 
 class ConfigError(ValueError):
@@ -42,6 +48,7 @@ class Config:
     execution: str
     leak_check: bool
     vector_isa: str = "auto"
+    task_timeout: float = DEFAULT_TASK_TIMEOUT
 
     @functools.cached_property
     def profile(self) -> soc_profiles.SocProfile:
@@ -55,10 +62,10 @@ class Config:
 _SIZE = re.compile(r"^\s*(\d+)\s*([KMGT]?)i?B?\s*$", re.IGNORECASE)
 
 
-def parse_size(text: str) -> int:
+def parse_size(text: str, name: str = "NPUEMU_DEVICE_MEMORY") -> int:
     match = _SIZE.match(str(text))
     if not match:
-        raise ConfigError("device memory: expected bytes or a size such as 16G or 512M, found %r" % text)
+        raise ConfigError("%s: expected bytes or a size such as 16G or 512M, found %r" % (name, text))
     scale = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}[match.group(2).upper()]
     return int(match.group(1)) * scale
 
@@ -78,6 +85,8 @@ def _validated(config: Config) -> Config:
         raise ConfigError("NPUEMU_EXECUTION: expected 'async' or 'eager', found %r" % config.execution)
     if config.vector_isa not in VECTOR_ISAS:
         raise ConfigError("NPUEMU_VECTOR_ISA: expected one of %s, found %r" % (", ".join(VECTOR_ISAS), config.vector_isa))
+    if not 0 <= config.task_timeout < float("inf"):
+        raise ConfigError("NPUEMU_TASK_TIMEOUT: expected seconds >= 0 (0: no limit), found %r" % config.task_timeout)
     return config
 
 
@@ -89,6 +98,27 @@ def _int_env(name: str, default: int) -> int:
         return int(text)
     except ValueError:
         raise ConfigError("%s: expected an integer, found %r" % (name, text)) from None
+
+
+def _float_env(name: str, default: float) -> float:
+    text = os.environ.get(name)
+    if text is None or text == "":
+        return default
+    try:
+        return float(text)
+    except ValueError:
+        raise ConfigError("%s: expected a number, found %r" % (name, text)) from None
+
+
+def _bool_env(name: str, default: bool) -> bool:
+    text = os.environ.get(name)
+    if text is None or text == "":
+        return default
+    if text.strip().lower() in _TRUE:
+        return True
+    if text.strip().lower() in _FALSE:
+        return False
+    raise ConfigError("%s: expected one of %s, found %r" % (name, "/".join(_TRUE + _FALSE), text))
 
 
 def from_environment() -> Config:
@@ -104,8 +134,9 @@ def from_environment() -> Config:
         device_memory=parse_size(memory) if memory else capacity,
         threads=_int_env("NPUEMU_THREADS", usable_cores()),
         execution=(os.environ.get("NPUEMU_EXECUTION") or "async").lower(),
-        leak_check=os.environ.get("NPUEMU_LEAK_CHECK", "1").lower() not in ("0", "false", "off", "no"),
+        leak_check=_bool_env("NPUEMU_LEAK_CHECK", True),
         vector_isa=(os.environ.get("NPUEMU_VECTOR_ISA") or "auto").lower(),
+        task_timeout=_float_env("NPUEMU_TASK_TIMEOUT", DEFAULT_TASK_TIMEOUT),
     ))
 
 
@@ -121,7 +152,7 @@ def usable_cores() -> int:
 def with_changes(config: Config, **changes) -> Config:
     """A copy of `config` with keyword changes (the `configure()` path), validated."""
     if "device_memory" in changes and isinstance(changes["device_memory"], str):
-        changes["device_memory"] = parse_size(changes["device_memory"])
+        changes["device_memory"] = parse_size(changes["device_memory"], "device_memory")
     if "soc" in changes and "device_memory" not in changes:
         try:
             changes["device_memory"] = soc_profiles.resolve(changes["soc"])[0].memory_bytes

@@ -1,7 +1,8 @@
 """SoC profiles: the chips npuemu emulates, selected by NPUEMU_SOC.
 
 A specific name (e.g. `Ascend910B2`) maps to its family; a family name reports a representative
-specific name from `get_soc_name`, as a real card never reports a bare family name.
+specific name from `get_soc_name`, as a real card never reports a bare family name. Names are read
+without regard to case, as the other NPUEMU_* settings are (`ascend910b3` is `Ascend910B3`).
 """
 from __future__ import annotations
 
@@ -32,12 +33,18 @@ PROFILES = {
 RANK_910E = 4  # the end of the "910B ... 910E" range some operators use
 
 _FAMILY_PATTERNS = (
-    (re.compile(r"^Ascend(950|910_95)"), "Ascend950"),
-    (re.compile(r"^Ascend910_93\d*$|^Ascend910_9\d{3}$"), "Ascend910_93"),
-    (re.compile(r"^Ascend910B\d*$"), "Ascend910B"),
-    (re.compile(r"^Ascend910(A|ProA|ProB|PremiumA)?$"), "Ascend910"),
-    (re.compile(r"^Ascend310P\d*$"), "Ascend310P"),
+    (re.compile(r"^Ascend(950|910_95)", re.IGNORECASE), "Ascend950"),
+    (re.compile(r"^Ascend910_93\d*$|^Ascend910_9\d{3}$", re.IGNORECASE), "Ascend910_93"),
+    (re.compile(r"^Ascend910B\d*$", re.IGNORECASE), "Ascend910B"),
+    (re.compile(r"^Ascend910(A|ProA|ProB|PremiumA)?$", re.IGNORECASE), "Ascend910"),
+    (re.compile(r"^Ascend310P\d*$", re.IGNORECASE), "Ascend310P"),
 )
+
+
+def _canonical_case(name: str, profile: SocProfile) -> str:
+    """`name` spelled as the chip reports it: "Ascend" and the family's letters in their case."""
+    known = {n.lower(): n for n in ("Ascend950PR", "Ascend910ProA", "Ascend910ProB", "Ascend910PremiumA")}
+    return known.get(name.lower(), "Ascend" + name[len("Ascend"):].upper())
 
 
 def resolve(name: str) -> tuple[SocProfile, str]:
@@ -45,6 +52,8 @@ def resolve(name: str) -> tuple[SocProfile, str]:
     for pattern, family in _FAMILY_PATTERNS:
         if pattern.match(name):
             profile = PROFILES[family]
-            return profile, (profile.default_name if name == family else name)
+            if name.lower() == family.lower():
+                return profile, profile.default_name
+            return profile, _canonical_case(name, profile)
     raise ValueError("unknown SoC %r: expected one of %s or a specific name of those families "
                      "(e.g. Ascend910B2)" % (name, ", ".join(PROFILES)))

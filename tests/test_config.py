@@ -1,0 +1,59 @@
+"""The NPUEMU_* settings: every one read without regard to case, and every unusable value refused
+with a message that names the variable."""
+import pytest
+
+from emulator import config
+from emulator.config import ConfigError, from_environment
+
+
+@pytest.fixture
+def env(monkeypatch):
+    for name in ("NPUEMU_SOC", "NPUEMU_DEVICE_COUNT", "NPUEMU_DEVICE_MEMORY", "NPUEMU_THREADS",
+                 "NPUEMU_EXECUTION", "NPUEMU_LEAK_CHECK", "NPUEMU_VECTOR_ISA", "NPUEMU_TASK_TIMEOUT"):
+        monkeypatch.delenv(name, raising=False)
+    return monkeypatch
+
+
+@pytest.mark.parametrize("spelling,family,reported", [
+    ("ascend910b", "Ascend910B", "Ascend910B3"), ("ASCEND910B2", "Ascend910B", "Ascend910B2"),
+    ("ascend910_93", "Ascend910_93", "Ascend910_9391"), ("ascend310p3", "Ascend310P", "Ascend310P3"),
+    ("ascend910proa", "Ascend910", "Ascend910ProA"), ("ascend950pr", "Ascend950", "Ascend950PR"),
+])
+def test_the_soc_name_is_read_without_regard_to_case(env, spelling, family, reported):
+    env.setenv("NPUEMU_SOC", spelling)
+    settings = from_environment()
+    assert (settings.profile.family, settings.soc_name) == (family, reported)
+
+
+@pytest.mark.parametrize("value,expected", [("1", True), ("ON", True), ("yes", True), ("True", True),
+                                            ("0", False), ("off", False), ("NO", False), ("false", False)])
+def test_leak_check_takes_the_usual_spellings_of_a_switch(env, value, expected):
+    env.setenv("NPUEMU_LEAK_CHECK", value)
+    assert from_environment().leak_check is expected
+
+
+@pytest.mark.parametrize("variable,value", [
+    ("NPUEMU_LEAK_CHECK", "maybe"), ("NPUEMU_DEVICE_MEMORY", "lots"), ("NPUEMU_DEVICE_MEMORY", "16Q"),
+    ("NPUEMU_TASK_TIMEOUT", "soon"), ("NPUEMU_TASK_TIMEOUT", "-1"), ("NPUEMU_TASK_TIMEOUT", "inf"),
+    ("NPUEMU_SOC", "Ascend9000"), ("NPUEMU_EXECUTION", "lazy"), ("NPUEMU_THREADS", "two"),
+    ("NPUEMU_DEVICE_COUNT", "0"), ("NPUEMU_VECTOR_ISA", "sse9"),
+])
+def test_an_unusable_value_is_refused_naming_the_variable(env, variable, value):
+    env.setenv(variable, value)
+    with pytest.raises(ConfigError) as error:
+        from_environment()
+    assert str(error.value).startswith(variable + ":")
+    assert repr(value) in str(error.value) or value in str(error.value)
+
+
+def test_the_task_timeout_is_in_seconds_and_zero_means_no_limit(env):
+    assert from_environment().task_timeout == config.DEFAULT_TASK_TIMEOUT
+    env.setenv("NPUEMU_TASK_TIMEOUT", "0.25")
+    assert from_environment().task_timeout == 0.25
+    env.setenv("NPUEMU_TASK_TIMEOUT", "0")
+    assert from_environment().task_timeout == 0.0
+
+
+def test_configure_names_the_keyword_of_a_bad_size():
+    with pytest.raises(ConfigError, match="^device_memory: expected bytes"):
+        config.with_changes(from_environment(), device_memory="lots")
