@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from importlib import metadata
 
 from . import __version__
 from .config import ConfigError, from_environment
@@ -32,14 +33,21 @@ def main(argv: list[str] | None = None) -> int:
     print("execution      %s" % config.execution)
     print("leak_check     %s" % ("on" if config.leak_check else "off"))
     print("vector_isa     %s" % config.vector_isa)
-    try:
-        from aclnn_api import _kernels
-        _kernels.set_threads(config.threads)
-        _kernels.set_vector_isa(config.vector_isa)
-        print("kernels        %s" % _kernels.build_info())
-    except ImportError as error:
-        print("kernels        not built (%s)" % error)
+    print("task_timeout   %s" % ("%g s" % config.task_timeout if config.task_timeout else "none"))
+    print("kernels        %s" % kernels_line(config))
     return 0
+
+
+def kernels_line(config) -> str:
+    """What the installed kernel packages say of themselves (entry point group `npuemu.kernels`):
+    the runtime does not import the layers built on it."""
+    lines = []
+    for entry in metadata.entry_points(group="npuemu.kernels"):
+        try:
+            lines.append(entry.load()(config))
+        except ImportError as error:
+            lines.append("not built (%s)" % error)
+    return "; ".join(lines) or "none installed (run `make install`)"
 
 
 if __name__ == "__main__":

@@ -32,3 +32,20 @@ def test_a_tree_without_built_kernels_says_so(tmp_path):
     assert result.returncode != 0
     assert "kernels not built: run `make install`" in result.stderr
     assert "circular import" not in result.stderr
+
+
+def test_the_runtime_package_imports_none_of_the_layers_built_on_it():
+    import ast
+    for path in sorted((ROOT / "emulator").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module or ""] if isinstance(node, ast.ImportFrom) and node.level == 0 else []
+            assert not any(n.split(".")[0] in ("acl", "aclnn_api") for n in names), (path.name, names)
+
+
+def test_npuemu_info_names_the_kernels_through_their_entry_point():
+    result = subprocess.run([sys.executable, "-m", "emulator"], cwd=ROOT, capture_output=True, text=True, timeout=120,
+                            env=dict(os.environ, NPUEMU_THREADS="1", NPUEMU_VECTOR_ISA="avx2"))
+    assert result.returncode == 0, result.stderr
+    line = [l for l in result.stdout.splitlines() if l.startswith("kernels")][0]
+    assert "1 thread(s)" in line and "avx2" in line, line
