@@ -8,9 +8,8 @@ from typing import Any, Optional
 
 import numpy as np
 
-from emulator import errors, status
-from emulator.memory import host_range_is_mapped
-from emulator.state import PROCESS
+from emulator import errors, interface, status
+from emulator.cargs import is_integer
 
 # NumPy C type numbers used by pyACL's ptr_to_numpy (NPY_BOOL=0 ... NPY_HALF=23).
 NPY_TYPES = {0: np.bool_, 1: np.int8, 2: np.uint8, 3: np.int16, 4: np.uint16, 5: np.int32, 6: np.uint32,
@@ -22,39 +21,43 @@ def _reject(api_name: str, message: str) -> None:
 
 
 def _host_readable(api_name: str, ptr: Any, size: int) -> bool:
-    if isinstance(ptr, bool) or not isinstance(ptr, int) or ptr <= 0:
+    if not is_integer(ptr) or ptr <= 0:
         _reject(api_name, "ptr: expected a non-null host address, found %r" % (ptr,))
         return False
-    if PROCESS.space is not None and PROCESS.space.is_device(ptr):
+    ptr, size = int(ptr), int(size)
+    if interface.is_device_address(ptr):
         _reject(api_name, "ptr: expected a host address, found device address 0x%x (copy it to the host first)" % ptr)
         return False
-    if not host_range_is_mapped(ptr, size):
+    if not interface.host_range_is_mapped(ptr, size):
         _reject(api_name, "ptr: expected %d bytes of mapped host memory, found unmapped address 0x%x" % (size, ptr))
         return False
     return True
 
 
 def bytes_to_ptr(data: bytes) -> int:
-    """The address of the object's own buffer: a memcpy to it writes into the bytes in place, as pyACL allows."""
+    """The address of the object's own buffer (a `bytes` or `bytearray`, empty ones included): a
+    memcpy to it writes into the object in place, as pyACL allows. 0, with a message, for anything else."""
     if isinstance(data, bytes):
-        return ctypes.cast(ctypes.c_char_p(data), ctypes.c_void_p).value or 0
+        return ctypes.cast(ctypes.c_char_p(data), ctypes.c_void_p).value
     if isinstance(data, bytearray):
-        return ctypes.addressof((ctypes.c_char * len(data)).from_buffer(data)) if data else 0
-    _reject("acl.util.bytes_to_ptr", "data: expected bytes, found %s" % type(data).__name__)
+        return ctypes.addressof((ctypes.c_char * len(data)).from_buffer(data))
+    _reject("acl.util.bytes_to_ptr", "data: expected bytes or a bytearray, found %s" % type(data).__name__)
     return 0
 
 
 def ptr_to_bytes(ptr: int, size: int) -> Optional[bytes]:
     """A new bytes object with a copy of `size` bytes of host memory at `ptr`."""
-    if isinstance(size, bool) or not isinstance(size, int) or size < 0:
+    if not is_integer(size) or size < 0:
         _reject("acl.util.ptr_to_bytes", "size: expected a non-negative integer, found %r" % (size,))
         return None
     if not _host_readable("acl.util.ptr_to_bytes", ptr, size):
         return None
-    return ctypes.string_at(ptr, size)
+    return ctypes.string_at(int(ptr), int(size))
 
 
 def numpy_to_ptr(array: np.ndarray) -> int:
+    """The address of the array's data (0, with a message, for a non-array). The address does not keep
+    the array alive: hold the array in a variable for as long as the address is in use."""
     if not isinstance(array, np.ndarray):
         _reject("acl.util.numpy_to_ptr", "array: expected a numpy.ndarray, found %s" % type(array).__name__)
         return 0
@@ -84,8 +87,8 @@ def _dims(shape: Any) -> Optional[tuple]:
 
 
 def ptr_to_numpy(ptr: int, shape: tuple, np_type: int) -> Optional[np.ndarray]:
-    """A NumPy array viewing host memory at `ptr` (no copy)."""
-    dtype = NPY_TYPES.get(np_type) if isinstance(np_type, int) and not isinstance(np_type, bool) else None
+    """A NumPy array viewing host memory at `ptr` (no copy), or None with a message."""
+    dtype = NPY_TYPES.get(int(np_type)) if is_integer(np_type) else None
     if dtype is None:
         _reject("acl.util.ptr_to_numpy", "np_type: expected a NumPy type number in %s, found %r" % (sorted(NPY_TYPES), np_type))
         return None
@@ -98,5 +101,5 @@ def ptr_to_numpy(ptr: int, shape: tuple, np_type: int) -> Optional[np.ndarray]:
         nbytes *= dim
     if not _host_readable("acl.util.ptr_to_numpy", ptr, nbytes):
         return None
-    buffer = (ctypes.c_char * nbytes).from_address(ptr)
+    buffer = (ctypes.c_char * nbytes).from_address(int(ptr))
     return np.frombuffer(buffer, dtype=dtype).reshape(dims)
