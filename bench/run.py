@@ -111,7 +111,7 @@ def numpy_values(case: Case, host: dict) -> dict:
 
 
 def compare(raw: np.ndarray, dtype: int, expected: np.ndarray) -> str:
-    """'ok' when every element is within the spec tolerance of the reference, relative to the
+    """'ok' when every element is within the documented tolerance of the reference, relative to the
     element plus the output's RMS: |actual - expected| <= tol * (|expected| + rms). The RMS term
     (rather than an absolute 1) keeps the check meaningful for outputs much smaller than 1."""
     tol = TOLERANCE[dtype]
