@@ -16,12 +16,23 @@ DEPTH = 3  # frames kept: the call itself and two callers are enough to find it 
 _package_dirs: tuple = (os.path.dirname(os.path.abspath(__file__)) + os.sep,)
 
 
+_own_file: dict = {}  # co_filename -> whether it is npuemu's (or frozen) code: asked on every call
+
+
 def register_package_dir(path: str) -> None:
     """Frames in the directory of `path` are npuemu's own: sites skip them to reach the user's code."""
     global _package_dirs
     directory = os.path.dirname(os.path.abspath(path)) + os.sep
     if directory not in _package_dirs:
         _package_dirs = _package_dirs + (directory,)
+        _own_file.clear()
+
+
+def _is_own(filename: str) -> bool:
+    own = _own_file.get(filename)
+    if own is None:
+        own = _own_file[filename] = filename.startswith(_package_dirs) or filename.startswith("<frozen")
+    return own
 
 
 class Site:
@@ -63,10 +74,12 @@ def user_site(depth: int = DEPTH) -> Site:
     """The calling program's short stack: the first `depth` frames outside npuemu's packages."""
     frame: Optional[object] = sys._getframe(1)
     frames = []
+    own = _own_file.get
     while frame is not None and len(frames) < depth:
         code = frame.f_code
         filename = code.co_filename
-        if not filename.startswith(_package_dirs) and not filename.startswith("<frozen"):
+        is_own = own(filename)
+        if not (_is_own(filename) if is_own is None else is_own):
             frames.append((filename, frame.f_lineno, code.co_name))
         elif frames:
             break  # back inside npuemu (a callback of ours): the user's part of the stack ended
