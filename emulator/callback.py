@@ -23,6 +23,7 @@ POLL = 0.002  # seconds between looks at a blocking callback's completion (the r
 
 _lock = threading.Lock()
 _reports: dict[int, "queue.Queue[Call]"] = {}   # per subscribed host thread: callbacks waiting to run
+_subscribed: dict[int, set] = {}                # per subscribed host thread: the streams it serves
 
 
 class Call:
@@ -50,6 +51,7 @@ def subscribe(thread_id: int, stream: Stream) -> None:
     stream.subscriber = thread_id
     with _lock:
         _reports.setdefault(thread_id, queue.Queue())
+        _subscribed.setdefault(thread_id, set()).add(stream)
 
 
 def unsubscribe(thread_id: int, stream: Stream) -> None:
@@ -60,6 +62,11 @@ def unsubscribe(thread_id: int, stream: Stream) -> None:
                        % (thread_id, stream.describe(),
                           "no thread" if stream.subscriber is None else "thread %d" % stream.subscriber))
     stream.subscriber = None
+    with _lock:
+        streams = _subscribed[thread_id]
+        streams.discard(stream)
+        if not streams:  # the thread serves no stream any more: aclrtProcessReport is 100035 again
+            del _subscribed[thread_id], _reports[thread_id]
 
 
 def launch(stream: Stream, fn: Callable[[Any], None], user_data: Any, block: bool, timeout: Optional[float],
@@ -80,8 +87,8 @@ def launch(stream: Stream, fn: Callable[[Any], None], user_data: Any, block: boo
         if not block:
             return
         if thread_id == threading.get_ident():
-            raise TimeoutError("a blocking callback waits for thread %d, which is the thread synchronising: it "
-                               "can never call aclrtProcessReport (a deadlock on the card)" % thread_id)
+            raise TimeoutError("it waits for thread %d, the thread synchronising, which therefore can never call "
+                               "aclrtProcessReport (a deadlock on the card)" % thread_id)
         waiting = threading.Condition(lock)
         deadline = None if timeout is None else time.monotonic() + timeout
         with waiting:  # wait() releases the runtime lock however deeply it is held, and takes it back
@@ -99,6 +106,9 @@ def process_report(thread_id: int, timeout: Optional[float]) -> None:
     `timeout` seconds (None: forever). 100035 if the thread subscribed to no stream, 100036 on expiry."""
     with _lock:
         reports = _reports.get(thread_id)
+        if reports is not None and not any(stream.alive for stream in _subscribed[thread_id]):
+            del _subscribed[thread_id], _reports[thread_id]   # its streams were destroyed meanwhile
+            reports = None
     if reports is None:
         raise AclError(status.ACL_ERROR_THREAD_NOT_SUBSCRIBE,
                        "thread: expected a thread subscribed to a stream with aclrtSubscribeReport, found thread %d "

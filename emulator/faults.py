@@ -65,9 +65,10 @@ def from_exception(error: BaseException, task: str, stream: str, launch_site: Op
         return Fault("AI Core exception", status.ACL_ERROR_RT_AICORE_EXCEPTION, task, stream, error.message,
                      launch_site, error.tensor, error.address_range, error.allocation)
     if isinstance(error, TimeoutError):
-        detail = str(error) or "the task ran past its time limit"
+        detail = str(error) or "it ran past its time limit"
         return Fault("task timeout", status.ACL_ERROR_RT_TASK_TIMEOUT, task, stream,
-                     "%s (NPUEMU_TASK_TIMEOUT)" % detail, launch_site)
+                     "expected the task to end within the task timeout (NPUEMU_TASK_TIMEOUT), found that %s" % detail,
+                     launch_site)
     return Fault("internal error", status.ACL_ERROR_RT_INTERNAL_ERROR, task, stream,
                  "npuemu internal error in %s: %s: %s (please report)" % (task, type(error).__name__, error),
                  launch_site)
