@@ -69,9 +69,8 @@ def from_exception(error: BaseException, task: str, stream: str, launch_site: Op
         return Fault("task timeout", status.ACL_ERROR_RT_TASK_TIMEOUT, task, stream,
                      "expected the task to end within the task timeout (NPUEMU_TASK_TIMEOUT), found that %s" % detail,
                      launch_site)
-    return Fault("internal error", status.ACL_ERROR_RT_INTERNAL_ERROR, task, stream,
-                 "npuemu internal error in %s: %s: %s (please report)" % (task, type(error).__name__, error),
-                 launch_site)
+    return Fault("npuemu internal error", status.ACL_ERROR_RT_INTERNAL_ERROR, task, stream,
+                 "%s: %s (a bug of npuemu: please report it)" % (type(error).__name__, error), launch_site)
 
 
 def summary(faults: Sequence[Fault]) -> str:
