@@ -1,4 +1,4 @@
-"""Device and host memory (spec/RUNTIME.md §1.3, §1.5, §3.2): aclrtMalloc padding and capacity, lazy
+"""Device and host memory (docs/runtime.md): aclrtMalloc padding and capacity, lazy
 backing, aclrtGetMemInfo, copies of every kind with every rejection, memset, and the acl.util
 pointer helpers (bytes_to_ptr written in place, as the pyACL samples do)."""
 import ctypes
@@ -17,7 +17,7 @@ PAGE = os.sysconf("SC_PAGE_SIZE")
 
 
 def padded(size):
-    """spec §1.5: aclrtMalloc reserves ALIGN_UP(size, 32) + 32 bytes."""
+    """aclrtMalloc reserves ALIGN_UP(size, 32) + 32 bytes."""
     return (size + 31) // 32 * 32 + 32
 
 

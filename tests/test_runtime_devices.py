@@ -1,4 +1,4 @@
-"""Devices and contexts (spec/RUNTIME.md §1.5, API.md): reference-counted set/reset, device ids and
+"""Devices and contexts (docs/runtime.md): reference-counted set/reset, device ids and
 count, the default context and stream of each device, the current context of each host thread,
 created contexts, the chip name and run mode, 107002 before any device is set."""
 import re
@@ -111,7 +111,7 @@ def test_calls_before_any_set_device_are_107002(name):
 
 
 def test_free_needs_no_context():
-    """aclrtFree works from a thread that never set a device (spec §1.5)."""
+    """aclrtFree works from a thread that never set a device."""
     assert acl.rt.set_device(0) == 0
     address, _ = acl.rt.malloc(64, 0)
     assert run_in_thread(lambda: (acl.rt.get_device()[1], acl.rt.free(address))) == (acl.ACL_ERROR_RT_CONTEXT_NULL, 0)

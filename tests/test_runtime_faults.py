@@ -1,4 +1,4 @@
-"""Execution faults never silently corrupt (DESIGN.md "strictness"): a kernel whose tensor view leaves
+"""Execution faults never silently corrupt (docs/runtime.md, "Execution faults"): a kernel whose tensor view leaves
 its allocation (too large a shape, an offset or strides that carry it into a neighbour), or whose
 memory was freed, another device's or null, fails without touching any memory; the synchronising
 call returns 507015 (ACL_ERROR_RT_AICORE_EXCEPTION) and names the operator, the tensor, its address

@@ -1,4 +1,4 @@
-"""aclInit / aclFinalize / aclFinalizeReference (spec/RUNTIME.md §1.5): reference counting, repeat
+"""aclInit / aclFinalize / aclFinalizeReference (docs/runtime.md, "Initialisation"): reference counting, repeat
 codes, re-initialisation, and the JSON configuration file (missing, invalid, different on a second
 call, `defaultDevice`). Facts that only a fresh process shows are checked in a subprocess."""
 import json

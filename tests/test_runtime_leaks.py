@@ -1,4 +1,4 @@
-"""Leak reports (DESIGN.md "strictness"): aclFinalize and interpreter exit name every resource the
+"""Leak reports (docs/runtime.md, "Sites and leaks"): aclFinalize and interpreter exit name every resource the
 program never released (device and host memory, contexts, streams, events, tensors, arrays, scalars,
 executors) with the user's source line that made it; a clean program reports nothing."""
 import re

@@ -1,4 +1,4 @@
-"""Bad input never crashes (BRIEF rules, API.md): every public function of acl, acl.rt, acl.util and
+"""Bad input never crashes (docs/runtime.md, "Calling conventions"): every public function of acl, acl.rt, acl.util and
 aclnn_api, called with values of the wrong Python type in each parameter in turn (the others valid),
 and (for the C-named calls) with too few or too many arguments, returns a status (or null for
 creators) and leaves a message saying what was expected and found; it never raises, and never
@@ -166,7 +166,7 @@ def test_wrong_argument_counts_give_a_status_and_a_message(world, name):
 
 
 def test_the_generated_tests_cover_the_whole_api():
-    """The discovery above finds the API.md surface: a renamed or missing function shows up here."""
+    """The discovery above finds the documented pyACL and aclnn surface: a renamed or missing function shows up here."""
     expected = ["acl.rt." + n for n in (
         "set_device", "reset_device", "get_device", "get_device_count", "get_run_mode", "create_context",
         "destroy_context", "set_context", "get_context", "create_stream", "destroy_stream", "synchronize_stream",

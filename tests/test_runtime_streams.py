@@ -1,4 +1,4 @@
-"""Streams and events (spec/RUNTIME.md §1.5, DESIGN.md): work is queued and runs only at sync points
+"""Streams and events (docs/runtime.md): work is queued and runs only at sync points
 (stream, device, event), in stream order; events order work across streams; aclrtMemcpy does not
 wait for queued work; event status and measured elapsed times; eager mode; stale handles."""
 import numpy as np
@@ -227,7 +227,7 @@ def test_stale_and_null_stream_and_event_handles():
 
 
 def test_work_on_a_stream_of_another_context_of_the_device_is_107003():
-    """The runtime refuses work on a stream that is not in the current context (spec §1.5)."""
+    """The runtime refuses work on a stream that is not in the current context."""
     with npu() as device:
         buffer = device.malloc(64)
         event, _ = acl.rt.create_event()
