@@ -32,7 +32,7 @@ class Task:
         self.name = name
         self.run = run
         self.site = site if site is not None else user_site()
-        self.reads, self.writes = tuple(reads), tuple(writes)
+        self.reads, self.writes = reads, writes
         self.issued_at = time.perf_counter()
         self.done = False
         self.stream: Optional["Stream"] = None
@@ -139,7 +139,8 @@ class Stream(Resource):
             raise AclError(status.ACL_ERROR_RT_STREAM_SYNC_TIMEOUT,
                            "timeout: expected stream %s to finish in time, found %d task(s) still queued"
                            % (self.describe(), len(self.queue)))
-        faults_module.raise_faults(self.take_faults())
+        if self.faults:
+            faults_module.raise_faults(self.take_faults())
 
     # -- lifecycle ------------------------------------------------------------------------------
 
