@@ -137,6 +137,7 @@ def test_destroy_stream_reports_a_fault_of_its_queued_work():
 
 from emulator import faults as fault_records  # noqa: E402
 from emulator import interface  # noqa: E402
+from emulator.state import PROCESS  # noqa: E402
 
 
 def failing(error):
@@ -222,3 +223,34 @@ def test_the_summary_of_faults_counts_what_it_does_not_show():
     records = [fault_records.Fault("AI Core exception", 507015, "t%d" % i, "stream s", "m%d" % i) for i in range(12)]
     text = fault_records.summary(records)
     assert text.count("AI Core exception in") == fault_records.SHOWN and text.endswith("and 7 more")
+
+
+@pytest.mark.parametrize("closing", ["reset_device", "finalize", "destroy_context"])
+def test_closing_calls_run_the_queued_work_and_report_its_faults(closing):
+    assert acl.init() == 0
+    if closing == "destroy_context":
+        context, _ = acl.rt.create_context(0)
+    else:
+        assert acl.rt.set_device(0) == 0
+    interface.launch(interface.current_stream(), "doomed", failing(interface.DeviceFault("z: expected this, found that")))
+    if closing == "reset_device":
+        ret = acl.rt.reset_device(0)
+    elif closing == "finalize":
+        ret = acl.finalize()
+    else:
+        ret = acl.rt.destroy_context(context)
+    assert_rejected(ret, acl.ACL_ERROR_RT_AICORE_EXCEPTION, "doomed", THIS_FILE)
+    assert not any(device.is_open for device in PROCESS.devices), "the device is closed all the same"
+
+
+def test_handles_of_every_kind_come_from_one_table():
+    with npu() as device:
+        context, _ = acl.rt.get_context()
+        event, _ = acl.rt.create_event()
+        message = assert_rejected(acl.rt.synchronize_stream(context), acl.ACL_ERROR_RT_INVALID_HANDLE, "stream",
+                                  "a context")
+        assert "expected a stream" in message
+        assert acl.rt.destroy_event(event) == 0
+        message = assert_rejected(acl.rt.record_event(event, device.stream), acl.ACL_ERROR_RT_INVALID_HANDLE,
+                                  "event", "already released at", "made at", THIS_FILE)
+        assert len({context, event, device.stream}) == 3
