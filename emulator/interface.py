@@ -61,8 +61,10 @@ def current_stream() -> Stream:
 
 def resolve(address: int, nbytes: int, device_id: int, what, base: Optional[int] = None) -> int:
     """The host address backing device range [address, address + nbytes) of device `device_id`, which
-    must lie inside the live allocation holding `base` (default: `address`); DeviceFault naming
-    `what` (a string, or a callable that makes one only when needed) and the allocation if not."""
+    must lie inside the live allocation holding `base` (default: `address`). If not: DeviceFault whose
+    message names `what` (a string, or a callable that makes one only when needed) and the allocation,
+    with `.tensor` = what, `.address_range` = (address, address + nbytes) and `.allocation` (if any),
+    which the stream keeps in its fault record."""
     return _P.address_space().resolve(address, nbytes, device_id, what, base)[1]
 
 

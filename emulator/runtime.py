@@ -21,7 +21,7 @@ import numpy as np
 
 from . import callback, cargs, errors, faults, leaks, status
 from . import context as context_module
-from .cargs import INT32, SIZE_T, UINT32, UINT64
+from .cargs import INT32, UINT32, UINT64
 from .config import ConfigError
 from .context import Context
 from .device import Device
