@@ -114,8 +114,20 @@ def test_a_stream_released_only_by_destroy_context_is_reported(capsys):
     assert acl.rt.reset_device(0) == 0
     assert acl.finalize() == 0
     err = capsys.readouterr().err
-    assert re.search(r"leak: stream .* made at \S+test_runtime_leaks.py:\d+ in .*\(released only by aclrtDestroyContext",
-                     err), err
+    assert re.search(r"leak: stream 0x[0-9a-f]+ of device 0, made at \S+test_runtime_leaks.py:\d+ in .*\(released "
+                     r"only by aclrtDestroyContext", err), err   # "stream stream 0x..." before
+
+
+def test_a_leak_shows_the_short_call_stack_of_a_helper(capsys):
+    def make_stream():
+        return acl.rt.create_stream()[0]
+    assert acl.rt.set_device(0) == 0
+    make_stream()
+    assert acl.rt.reset_device(0) == 0
+    assert acl.finalize() == 0
+    err = capsys.readouterr().err
+    assert re.search(r"made at \S+test_runtime_leaks.py:\d+ in make_stream <- \S+test_runtime_leaks.py:\d+ in "
+                     r"test_a_leak_shows_the_short_call_stack_of_a_helper", err), err
 
 
 def test_memory_released_only_by_reset_device_is_reported(capsys):
