@@ -121,6 +121,7 @@ def test_a_stream_released_only_by_destroy_context_is_reported(capsys):
 def test_a_leak_shows_the_short_call_stack_of_a_helper(capsys):
     def make_stream():
         return acl.rt.create_stream()[0]
+    assert acl.init() == 0
     assert acl.rt.set_device(0) == 0
     make_stream()
     assert acl.rt.reset_device(0) == 0
