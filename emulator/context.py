@@ -44,6 +44,17 @@ class Context(Resource):
         self.events.append(event)
         return event
 
+    def destroy(self, site: Optional[Site] = None) -> list:
+        """aclrtDestroyContext: its queued work runs, its streams and events go with it, and the device
+        reference it held is given back. Returns the faults of the work, for the call to report."""
+        for stream in self.all_streams:
+            stream.drain()
+        found = [fault for stream in self.all_streams for fault in stream.take_faults()]
+        self.release(site)
+        self.close("aclrtDestroyContext")
+        self.device.contexts.remove(self)
+        return found + self.device.release("aclrtDestroyContext")
+
     def close(self, how: str) -> None:
         """The runtime releases the context and what it holds (`how`: a reset, a destroy): what the
         program never released is a leak."""

@@ -48,17 +48,6 @@ class Device:
         self.contexts.append(context)
         return context
 
-    def destroy_context(self, context: Context, site: Optional[Site] = None) -> list[Fault]:
-        """aclrtDestroyContext: its queued work runs, its streams and events go with it, and the device
-        reference it held is given back. Returns the faults of the work."""
-        for stream in context.all_streams:
-            stream.drain()
-        found = [fault for stream in context.all_streams for fault in stream.take_faults()]
-        context.release(site)
-        context.close("aclrtDestroyContext")
-        self.contexts.remove(context)
-        return found + self.release("aclrtDestroyContext")
-
     def drain(self, deadline: Optional[float] = None) -> bool:
         """Run the queued work of every stream; False if the deadline passed with work left."""
         return all([stream.drain(deadline=deadline) for stream in self.streams()])

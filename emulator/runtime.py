@@ -329,7 +329,7 @@ def aclrtDestroyContext(context: int) -> None:
             raise AclError(status.ACL_ERROR_RT_PARAM_INVALID,
                            "context: expected a context made by aclrtCreateContext, found the default context of "
                            "device %d (released by aclrtResetDevice)" % target.device.id)
-        found = target.device.destroy_context(target, user_site())
+        found = target.destroy(user_site())
         if context_module.current() is None:
             context_module.set_current(None)
         faults.raise_faults(found)
