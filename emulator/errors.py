@@ -112,7 +112,7 @@ def api(name: str, failure: tuple = (), internal_code: int = status.ACL_ERROR_RT
         def call(*args: Any, **kwargs: Any):
             try:
                 outputs = fn(*args, **kwargs)
-                code = status.ACL_SUCCESS
+                code = 0  # ACL_SUCCESS
             except AclError as error:
                 record(error.code, name, error.message)
                 code = error.code

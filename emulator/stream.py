@@ -108,7 +108,17 @@ class Stream(Resource):
 
     def _execute(self, task: Task) -> None:
         start = max(self.clock, task.issued_at)
-        if isinstance(task, WaitTask):
+        run = task.run
+        if run is not None:  # work (the common case: records and waits have no run)
+            begin = time.perf_counter()
+            try:
+                run()
+            except KeyboardInterrupt:
+                raise
+            except Exception as error:  # a fault of the work, never of the stream: record it and go on
+                self.faults.append(faults_module.from_exception(error, task.name, "stream " + self.describe(), task.site))
+            start += time.perf_counter() - begin
+        elif isinstance(task, WaitTask):
             record = task.record
             if record is not None and not record.done:
                 record.stream.drain(upto=record)
@@ -116,15 +126,6 @@ class Stream(Resource):
                 start = max(start, record.timestamp)
         elif isinstance(task, RecordTask):
             task.timestamp = start
-        elif task.run is not None:
-            begin = time.perf_counter()
-            try:
-                task.run()
-            except KeyboardInterrupt:
-                raise
-            except Exception as error:  # a fault of the work, never of the stream: record it and go on
-                self.faults.append(faults_module.from_exception(error, task.name, "stream " + self.describe(), task.site))
-            start += time.perf_counter() - begin
         self.clock = start
         task.done = True
 
