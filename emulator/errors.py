@@ -36,6 +36,10 @@ def _timestamp() -> str:
     return time.strftime("%Y-%m-%d-%H:%M:%S", time.localtime(now)) + ".%03d" % int(now % 1 * 1000)
 
 
+def _is_aclnn_status(code: int) -> bool:
+    return code // 1000 in (161, 361, 561)
+
+
 def _title(code: int) -> str:
     """The error-manager title the real stack prints for a code: the aclnn layer's EZ codes, else the
     code's name and number."""
@@ -50,8 +54,10 @@ def _title(code: int) -> str:
 
 def record(code: int, api_name: str, message: str) -> None:
     """Leave a message for this thread's next `get_recent_err_msg()`; the code becomes the thread's
-    last error (`aclrtGetLastError`)."""
-    _local.last_error = code
+    last error (`aclrtGetLastError`) unless it is an aclnn status (the aclnn layer reports through its
+    return values only)."""
+    if not _is_aclnn_status(code):
+        _local.last_error = code
     line = "[PID:%d] %s %s: %s: %s" % (os.getpid(), _timestamp(), _title(code), api_name, message)
     messages = getattr(_local, "messages", None)
     if messages is None:

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import acl
+import aclnn_api as nn
 import emulator
 from emulator import interface
 from support import assert_rejected, last_error
@@ -85,6 +86,8 @@ def test_last_error_is_the_threads_latest_failure_until_read():
     assert acl.rt.peek_at_last_error(0) == acl.ACL_ERROR_INVALID_PARAM
     assert acl.rt.get_last_error(0) == acl.ACL_ERROR_INVALID_PARAM
     assert acl.rt.get_last_error(0) == 0
+    assert nn.aclDestroyAclOpExecutor(None) != 0, "an aclnn failure"
+    assert acl.rt.get_last_error(0) == 0, "aclnn statuses are not the runtime's last error"
     other = []
     thread = threading.Thread(target=lambda: other.append((acl.rt.free(0), acl.rt.get_last_error(0))))
     thread.start(), thread.join()
