@@ -44,6 +44,8 @@ def shown(value: Any) -> str:
         return "a numpy.ndarray of shape %s" % (value.shape,)
     if is_integer(value) and int(value) > 0xFFFF:
         return "0x%x" % int(value)
+    if type(value).__repr__ is object.__repr__:  # "<object object at 0x...>" says nothing a type name does not
+        return "an instance of %s" % type(value).__qualname__
     text = repr(value)
     return text if len(text) <= 80 else text[:77] + "..."
 

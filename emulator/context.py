@@ -1,20 +1,67 @@
-"""Contexts: each device has a default one; the current context is per host thread."""
+"""Contexts: each device has a default one; the current context is per host thread. A context holds
+its streams (the default one first) and its events."""
 from __future__ import annotations
 
 import threading
 from typing import Optional
 
+from . import leaks
+from .event import Event
+from .resource import Resource
+from .sites import Site
+from .stream import Stream
 
-class Context:
-    def __init__(self, handle: int, device, is_default: bool, site: str):
-        self.handle = handle
+
+class Context(Resource):
+    kind = "context"
+
+    def __init__(self, device, is_default: bool, site: Optional[Site] = None):
         self.device = device
         self.is_default = is_default
-        self.site = site
-        self.default_stream = None   # set by the runtime right after creation
-        self.streams: list = []      # user streams
-        self.events: list = []
-        self.alive = True
+        self.streams: list[Stream] = []   # created streams
+        self.events: list[Event] = []
+        super().__init__(site)
+        if is_default:
+            leaks.untrack(self)  # released by aclrtResetDevice, never by the program
+        self.default_stream = Stream(self, is_default=True, site=self.site)
+
+    def describe(self) -> str:
+        if self.is_default:
+            return "0x%x (the default context of device %d)" % (self.handle, self.device.id)
+        return "0x%x on device %d" % (self.handle, self.device.id)
+
+    @property
+    def all_streams(self) -> list[Stream]:
+        return [self.default_stream, *self.streams]
+
+    def create_stream(self, priority: int = 0, flags: int = 0, site: Optional[Site] = None) -> Stream:
+        stream = Stream(self, priority=priority, flags=flags, site=site)
+        self.streams.append(stream)
+        return stream
+
+    def create_event(self, flags: int, site: Optional[Site] = None) -> Event:
+        event = Event(self, flags, site)
+        self.events.append(event)
+        return event
+
+    def destroy(self, site: Optional[Site] = None) -> list:
+        """aclrtDestroyContext: its queued work runs, its streams and events go with it, and the device
+        reference it held is given back. Returns the faults of the work, for the call to report."""
+        for stream in self.all_streams:
+            stream.drain()
+        found = [fault for stream in self.all_streams for fault in stream.take_faults()]
+        self.release(site)
+        self.close("aclrtDestroyContext")
+        self.device.contexts.remove(self)
+        return found + self.device.release("aclrtDestroyContext")
+
+    def close(self, how: str) -> None:
+        """The runtime releases the context and what it holds (`how`: a reset, a destroy): what the
+        program never released is a leak."""
+        for resource in [*self.all_streams, *self.events]:
+            resource.orphan(how)
+        self.streams, self.events = [], []
+        self.orphan(how)
 
 
 _current = threading.local()

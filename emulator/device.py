@@ -1,7 +1,14 @@
-"""Devices: reference-counted by aclrtSetDevice / aclrtResetDevice, each with its memory heap."""
+"""Devices: reference-counted by aclrtSetDevice / aclrtResetDevice (and by the contexts made on them),
+each with its memory heap. Closing a device runs its queued work, then releases its contexts,
+streams, events and memory; what the program never released is a leak."""
 from __future__ import annotations
 
 from typing import Optional
+
+from . import leaks
+from .context import Context
+from .faults import Fault
+from .sites import Site
 
 
 class Device:
@@ -9,8 +16,8 @@ class Device:
         self.id = device_id
         self.heap = heap
         self.ref_count = 0
-        self.default_context: Optional[object] = None
-        self.contexts: list = []   # every live context, the default one first
+        self.default_context: Optional[Context] = None
+        self.contexts: list[Context] = []   # every live context, the default one first
 
     @property
     def is_open(self) -> bool:
@@ -18,4 +25,44 @@ class Device:
 
     def streams(self) -> list:
         """Every live stream of the device, default streams included."""
-        return [s for c in self.contexts for s in [c.default_stream, *c.streams]]
+        return [s for c in self.contexts for s in c.all_streams]
+
+    def retain(self, site: Optional[Site] = None) -> "Device":
+        """One more reference (aclrtSetDevice, or a context made by aclrtCreateContext); the first one
+        opens the device with its default context and default stream."""
+        if self.ref_count == 0:
+            self.default_context = Context(self, is_default=True, site=site)
+            self.contexts.append(self.default_context)
+        self.ref_count += 1
+        return self
+
+    def release(self, how: str) -> list[Fault]:
+        """One reference less; the last one closes the device (returns the faults of its queued work)."""
+        self.ref_count -= 1
+        return self.close(how) if self.ref_count == 0 else []
+
+    def create_context(self, site: Optional[Site] = None) -> Context:
+        """aclrtCreateContext: the context holds a reference to the device until it is destroyed."""
+        self.retain(site)
+        context = Context(self, is_default=False, site=site)
+        self.contexts.append(context)
+        return context
+
+    def drain(self, deadline: Optional[float] = None) -> bool:
+        """Run the queued work of every stream; False if the deadline passed with work left."""
+        return all([stream.drain(deadline=deadline) for stream in self.streams()])
+
+    def take_faults(self) -> list[Fault]:
+        return [fault for stream in self.streams() for fault in stream.take_faults()]
+
+    def close(self, how: str) -> list[Fault]:
+        """Release everything of the device (`how`: the reset or finalize): queued work runs first, and
+        its faults are returned for the closing call to report."""
+        self.drain()
+        found = self.take_faults()
+        for context in self.contexts:
+            context.close(how)
+        for allocation in self.heap.release_all(how):
+            leaks.orphan(allocation, how)
+        self.contexts, self.default_context, self.ref_count = [], None, 0
+        return found

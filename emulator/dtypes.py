@@ -63,7 +63,7 @@ DTYPE_NAMES = {value: name[4:] for name, value in list(globals().items())
 FORMAT_NAMES = {value: name[4:] for name, value in list(globals().items())
                 if name.startswith(("ACL_FORMAT", "ACL_FRACTAL")) and isinstance(value, int)}
 
-# aclDataTypeSize (spec/RUNTIME.md §1.5): 0 for STRING/UNDEFINED, 8 for the default branch.
+# aclDataTypeSize (docs/runtime.md, "Data types"): 0 for STRING/UNDEFINED, 8 for the default branch.
 ITEM_SIZES = {ACL_STRING: 0, ACL_DT_UNDEFINED: 0, ACL_INT4: 1, ACL_UINT1: 1, ACL_BOOL: 1, ACL_INT8: 1, ACL_UINT8: 1,
           ACL_HIFLOAT8: 1, ACL_FLOAT8_E5M2: 1, ACL_FLOAT8_E4M3FN: 1, ACL_FLOAT8_E8M0: 1,
           ACL_FLOAT16: 2, ACL_INT16: 2, ACL_UINT16: 2, ACL_BF16: 2,
@@ -102,7 +102,7 @@ _INT_BY_RANK = {2: ACL_INT16, 3: ACL_INT32, 4: ACL_INT64}
 
 
 def promote_types(a: int, b: int) -> Optional[int]:
-    """The framework's promotion table (spec/OPS.md §0.3); None where the table has no entry."""
+    """The framework's promotion table (the aclnn framework's type promotion); None where the table has no entry."""
     if a == b:
         return a
     if a in FLOATING and b in FLOATING:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import functools
 import inspect
 import os
-import sys
 import threading
 import time
 import traceback
@@ -17,11 +16,7 @@ from typing import Any, Callable, Optional
 
 from . import status
 from .config import ConfigError
-
-_PACKAGE_DIRS = tuple(
-    os.path.dirname(os.path.abspath(p)) + os.sep
-    for p in (__file__,)
-)
+from .sites import register_package_dir, user_site  # noqa: F401  (aclnn_api still imports them from here)
 
 
 class AclError(Exception):
@@ -41,8 +36,13 @@ def _timestamp() -> str:
     return time.strftime("%Y-%m-%d-%H:%M:%S", time.localtime(now)) + ".%03d" % int(now % 1 * 1000)
 
 
+def _is_aclnn_status(code: int) -> bool:
+    return code // 1000 in (161, 361, 561)
+
+
 def _title(code: int) -> str:
-    """The error-manager title the real stack prints for a code (spec/RUNTIME.md §2.6)."""
+    """The error-manager title the real stack prints for a code: the aclnn layer's EZ codes, else the
+    code's name and number."""
     if 161000 <= code < 162000:
         return "AclNN_Parameter_Error(EZ1001)"
     if 361000 <= code < 362000:
@@ -53,13 +53,26 @@ def _title(code: int) -> str:
 
 
 def record(code: int, api_name: str, message: str) -> None:
-    """Leave a message for this thread's next `get_recent_err_msg()`."""
+    """Leave a message for this thread's next `get_recent_err_msg()`; the code becomes the thread's
+    last error (`aclrtGetLastError`) unless it is an aclnn status (the aclnn layer reports through its
+    return values only)."""
+    if not _is_aclnn_status(code):
+        _local.last_error = code
     line = "[PID:%d] %s %s: %s: %s" % (os.getpid(), _timestamp(), _title(code), api_name, message)
     messages = getattr(_local, "messages", None)
     if messages is None:
         messages = _local.messages = []
     messages.append(line)
     del messages[:-32]  # keep the newest few, as the real error manager does
+
+
+def last_error(clear: bool) -> int:
+    """The code of this thread's latest failed call (0 if none); `clear` resets it (aclrtGetLastError
+    clears, aclrtPeekAtLastError does not)."""
+    code = getattr(_local, "last_error", status.ACL_SUCCESS)
+    if clear:
+        _local.last_error = status.ACL_SUCCESS
+    return code
 
 
 def get_recent_err_msg() -> Optional[str]:
@@ -69,25 +82,6 @@ def get_recent_err_msg() -> Optional[str]:
         return None
     _local.messages = []
     return "\n".join(reversed(messages))
-
-
-def register_package_dir(path: str) -> None:
-    """Frames in these directories are ours: `user_site` skips them to find the caller's line."""
-    global _PACKAGE_DIRS
-    directory = os.path.dirname(os.path.abspath(path)) + os.sep
-    if directory not in _PACKAGE_DIRS:
-        _PACKAGE_DIRS = _PACKAGE_DIRS + (directory,)
-
-
-def user_site() -> str:
-    """`file:line` of the user's code that called into the emulator (for leak and fault reports)."""
-    frame = sys._getframe(1)
-    while frame is not None:
-        filename = frame.f_code.co_filename
-        if not filename.startswith(_PACKAGE_DIRS) and not filename.startswith("<frozen"):
-            return "%s:%d" % (filename, frame.f_lineno)
-        frame = frame.f_back
-    return "<unknown>"
 
 
 def _bad_call_code(internal_code: int) -> int:
@@ -124,7 +118,7 @@ def api(name: str, failure: tuple = (), internal_code: int = status.ACL_ERROR_RT
         def call(*args: Any, **kwargs: Any):
             try:
                 outputs = fn(*args, **kwargs)
-                code = status.ACL_SUCCESS
+                code = 0  # ACL_SUCCESS
             except AclError as error:
                 record(error.code, name, error.message)
                 code = error.code
@@ -149,5 +143,29 @@ def api(name: str, failure: tuple = (), internal_code: int = status.ACL_ERROR_RT
                 return outputs
             return (outputs, code) if len(failure) == 1 else (*outputs, code)
         call.c_name = name
+        call.__signature__ = _pyacl_signature(fn, failure, returns_status)
         return call
     return wrap
+
+
+def _annotation_text(annotation: Any) -> str:
+    if annotation is inspect.Signature.empty:
+        return "Any"
+    return annotation if isinstance(annotation, str) else inspect.formatannotation(annotation)
+
+
+def _pyacl_signature(fn: Callable, failure: tuple, returns_status: bool) -> inspect.Signature:
+    """fn's signature with the return of the public call, so that help() shows what it returns: the
+    status (`int`) alone for a call without outputs, `tuple[<outputs>, int]` with outputs, the output
+    alone for a call whose C form returns a pointer."""
+    signature = inspect.signature(fn)
+    outputs = _annotation_text(signature.return_annotation)
+    if not failure:
+        returned = "int"
+    elif not returns_status:
+        returned = outputs
+    elif len(failure) > 1 and outputs.startswith("tuple[") and outputs.endswith("]"):
+        returned = "tuple[%s, int]" % outputs[len("tuple["):-1]
+    else:
+        returned = "tuple[%s, int]" % outputs
+    return signature.replace(return_annotation=returned)

@@ -1,21 +1,95 @@
 """Events: markers recorded into a stream, complete once the stream's work before them has run."""
 from __future__ import annotations
 
+import time
 from typing import Optional
 
-from .stream import RecordTask
+from . import faults, status
+from .errors import AclError
+from .resource import Resource
+from .sites import Site
+from .stream import RecordTask, Stream, WaitTask
+
+NO_TIMING = status.ACL_EVENT_EXTERNAL | status.ACL_EVENT_IPC   # events with these flags cannot time
+_CLOCK_ORIGIN = time.perf_counter()  # device timestamps count microseconds from here
 
 
-class Event:
-    def __init__(self, handle: int, context, flags: int, site: str):
-        self.handle = handle
+class Event(Resource):
+    kind = "event"
+
+    def __init__(self, context, flags: int, site: Optional[Site] = None):
         self.context = context
         self.flags = flags
-        self.site = site
-        self.record: Optional[RecordTask] = None  # the latest aclrtRecordEvent
-        self.alive = True
+        self.last_record: Optional[RecordTask] = None  # the latest aclrtRecordEvent
+        super().__init__(site)
+
+    def describe(self) -> str:
+        return "0x%x on device %d" % (self.handle, self.context.device.id)
 
     @property
     def complete(self) -> bool:
         """A never-recorded event counts as complete, as on the real runtime."""
-        return self.record is None or self.record.done
+        return self.last_record is None or self.last_record.done
+
+    def record(self, stream: Stream, eager: bool = False) -> None:
+        self.last_record = RecordTask(self.handle)
+        stream.enqueue(self.last_record, eager)
+
+    def reset(self) -> None:
+        self.last_record = None
+
+    def make_wait(self, stream: Stream, eager: bool = False) -> None:
+        """aclrtStreamWaitEvent: `stream` does not go past this point before the latest record ran."""
+        stream.enqueue(WaitTask(self.handle, self.last_record), eager)
+
+    def query(self) -> bool:
+        """Whether complete. As with aclrtStreamQuery, the device makes progress while polled: the work
+        before the record runs after a "not yet" answer."""
+        if self.complete:
+            return True
+        self.last_record.stream.drain(upto=self.last_record)
+        return False
+
+    def synchronize(self, deadline: Optional[float] = None) -> None:
+        """Run the recording stream's work up to the record; its faults, or 507047 if the deadline passes."""
+        record = self.last_record
+        if record is None or record.done:
+            return
+        stream = record.stream
+        if not stream.drain(upto=record, deadline=deadline):
+            raise AclError(status.ACL_ERROR_RT_EVENT_SYNC_TIMEOUT,
+                           "timeout: expected event %s to complete in time, found work before its record still "
+                           "queued on stream %s" % (self.describe(), stream.describe()))
+        faults.raise_faults(stream.take_faults())
+
+    def _completed_record(self, name: str) -> RecordTask:
+        if self.last_record is None:
+            raise AclError(status.ACL_ERROR_RT_PARAM_INVALID,
+                           "%s: expected a recorded event, found one never passed to aclrtRecordEvent" % name)
+        if not self.last_record.done:
+            raise AclError(status.ACL_ERROR_RT_EVENT_NOT_COMPLETE,
+                           "%s: expected a completed event, found its record still queued (synchronise first)" % name)
+        return self.last_record
+
+    def elapsed_since(self, start: "Event") -> float:
+        """Milliseconds of device time from `start`'s record to this one's: the measured run time of the
+        work between them, plus any time the stream sat idle waiting for the host to issue work."""
+        for name, marker in (("startEvent", start), ("endEvent", self)):
+            if marker.flags & NO_TIMING:
+                raise AclError(status.ACL_ERROR_RT_PARAM_INVALID,
+                               "%s: expected an event that can time, found flags 0x%x (EXTERNAL/IPC)" % (name, marker.flags))
+            marker._completed_record(name)
+        begin, end = start.last_record.timestamp, self.last_record.timestamp
+        if end < begin:
+            raise AclError(status.ACL_ERROR_RT_EVENT_TIMESTAMP_REVERSAL,
+                           "endEvent: expected a record that completed after startEvent's, found one %.3f ms earlier"
+                           % ((begin - end) * 1000.0))
+        return float((end - begin) * 1000.0)
+
+    def timestamp(self) -> int:
+        """aclrtEventGetTimestamp: the device time of the completed record, in microseconds."""
+        return int(round((self._completed_record("event").timestamp - _CLOCK_ORIGIN) * 1e6))
+
+    def destroy(self, site: Optional[Site] = None) -> None:
+        self.release(site)
+        self.context.events.remove(self)

@@ -4,6 +4,7 @@ the runtime. They never touch the process state or its lock; everything they nee
     settings()                      the settings in force (emulator.config.Config)
     soc()                           the emulated chip's profile
     work_stream(handle)             the stream a launch goes to (null: the current context's default)
+    current_stream()                the current context's default stream
     launch(stream, name, run, ...)  queue work on it, recording the user's launch site
     resolve(address, nbytes, ...)   the host pointer backing a device range, or DeviceFault
     is_device_address(address)      whether an address is in the emulated device address space
@@ -15,7 +16,9 @@ from typing import Callable, Optional, Sequence
 
 from . import runtime as _runtime
 from .config import Config
-from .memory import DeviceFault, host_range_is_mapped  # noqa: F401  (re-exported for the layers above)
+from .faults import DeviceFault  # noqa: F401  (re-exported for the layers above)
+from .memory import host_range_is_mapped  # noqa: F401
+from .sites import user_site
 from .soc import SocProfile
 from .state import PROCESS as _P
 from .stream import Stream, Task
@@ -41,16 +44,27 @@ def work_stream(handle: Optional[int]) -> Stream:
 
 def launch(stream: Stream, name: str, run: Callable[[], None],
            reads: Sequence[tuple] = (), writes: Sequence[tuple] = ()) -> None:
-    """Queue `run` on `stream` under `name`. `reads`/`writes` are the (address, nbytes) device ranges
-    it touches. `run` raises DeviceFault where the hardware would fault."""
+    """Queue `run` on `stream` under `name`, with the user's launch site (named by its faults).
+    `reads`/`writes` are the (address, nbytes) device ranges it touches. `run` raises DeviceFault where
+    the hardware would fault, TimeoutError past the task timeout; anything else it raises is an
+    internal error (507000) reported by the next synchronisation."""
+    task = Task(name, run, user_site(), reads, writes)
     with _P.lock:
-        _runtime.enqueue(stream, Task(name, run))
+        _runtime.enqueue(stream, task)
+
+
+def current_stream() -> Stream:
+    """The default stream of the calling thread's current context (AclError 107002 if none)."""
+    with _P.lock:
+        return _runtime.current_context().default_stream
 
 
 def resolve(address: int, nbytes: int, device_id: int, what, base: Optional[int] = None) -> int:
     """The host address backing device range [address, address + nbytes) of device `device_id`, which
-    must lie inside the live allocation holding `base` (default: `address`); DeviceFault naming
-    `what` (a string, or a callable that makes one only when needed) and the allocation if not."""
+    must lie inside the live allocation holding `base` (default: `address`). If not: DeviceFault whose
+    message names `what` (a string, or a callable that makes one only when needed) and the allocation,
+    with `.tensor` = what, `.address_range` = (address, address + nbytes) and `.allocation` (if any),
+    which the stream keeps in its fault record."""
     return _P.address_space().resolve(address, nbytes, device_id, what, base)[1]
 
 

@@ -1,5 +1,6 @@
-"""Leak tracking: every resource a program must release is tracked with the user's source line
-that made it; what is left at aclFinalize (or interpreter exit) is reported on stderr."""
+"""Leak tracking: every resource a program must release is tracked with the user's site (short call
+stack) that made it; what is left at aclFinalize (or interpreter exit) is reported on stderr.
+`emulator.resource.Resource` tracks itself; device and host allocations are tracked by the runtime."""
 from __future__ import annotations
 
 import sys
@@ -9,12 +10,13 @@ from typing import Callable, Union
 Description = Union[str, Callable[[], str]]
 
 _lock = threading.Lock()
-_live: dict[int, tuple[str, object, Description, str]] = {}
+_live: dict[int, tuple[str, object, Description, object]] = {}
 _orphans: list[str] = []   # released by a reset, never by the program
 enabled = True
 
 
-def track(kind: str, obj: object, description: Description, site: str) -> None:
+def track(kind: str, obj: object, description: Description, site: object) -> None:
+    """`site`: an emulator.sites.Site (or any object whose str() says where)."""
     with _lock:
         _live[id(obj)] = (kind, obj, description, site)
 
@@ -24,7 +26,7 @@ def untrack(obj: object) -> None:
         _live.pop(id(obj), None)
 
 
-def _line(kind: str, description: Description, site: str) -> str:
+def _line(kind: str, description: Description, site: object) -> str:
     text = description() if callable(description) else description
     return "%s %s, made at %s" % (kind, text, site)
 

@@ -17,6 +17,8 @@ from typing import Callable, Optional, Union
 
 from . import status
 from .errors import AclError
+from .faults import DeviceFault
+from .sites import Site
 
 _libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
 _libc.mmap.restype = ctypes.c_void_p
@@ -59,8 +61,11 @@ def _unmap(address: int, size: int) -> None:
     _libc.munmap(address, size)
 
 
-def padded_size(size: int, padding: int = 32) -> int:
-    """What aclrtMalloc really reserves: (size + 32 + pad - 1) / 32 * 32 (spec/RUNTIME.md §1.5)."""
+def padded_size(size: int, padding: int = 32, extra: bool = True) -> int:
+    """What aclrtMalloc really reserves: (size + 32 + pad - 1) / 32 * 32, `pad` being the chip's padding
+    size (32 by default). aclrtMallocAlign32 (`extra=False`) only rounds up to a multiple of 32."""
+    if not extra:
+        return (size + 31) // 32 * 32
     return (size + 32 + padding - 1) // 32 * 32
 
 
@@ -81,8 +86,8 @@ class Allocation:
     size: int
     padded: int
     backing: int
-    site: str
-    freed_site: Optional[str] = None
+    site: Site
+    freed_site: Optional[Union[Site, str]] = None   # the user's site, or the reset that released it
 
     @property
     def end(self) -> int:
@@ -93,10 +98,6 @@ class Allocation:
         return ("allocation #%d on device %d [0x%x, 0x%x) of %d bytes (%d with padding), made at %s, %s"
                 % (self.serial, self.device_id, self.address, self.address + self.size, self.size,
                    self.padded, self.site, state))
-
-
-class DeviceFault(Exception):
-    """An access that real hardware would turn into an AI Core exception (or silent corruption)."""
 
 
 class DeviceHeap:
@@ -115,8 +116,8 @@ class DeviceHeap:
     def contains(self, address: int) -> bool:
         return self.base <= address < self.base + self.span
 
-    def allocate(self, size: int, serial: int, site: str) -> Allocation:
-        padded = padded_size(size, self.padding)
+    def allocate(self, size: int, serial: int, site: Site, extra_padding: bool = True) -> Allocation:
+        padded = padded_size(size, self.padding, extra_padding)
         if self.used + padded > self.capacity:
             raise AclError(status.ACL_ERROR_RT_MEMORY_ALLOCATION,
                            "size: expected at most %d free bytes on device %d, found a request of %d bytes "
@@ -151,7 +152,7 @@ class DeviceHeap:
         raise AclError(status.ACL_ERROR_RT_MEMORY_ALLOCATION,
                        "size: no contiguous free range of %d bytes left on device %d" % (padded, self.device_id))
 
-    def free(self, address: int, site: str) -> Allocation:
+    def free(self, address: int, site: Union[Site, str]) -> Allocation:
         allocation = self.live.pop(address, None)
         if allocation is None:
             raise AclError(status.ACL_ERROR_RT_PARAM_INVALID, "devPtr: " + self.explain(address, "a live allocation's start"))
@@ -198,12 +199,13 @@ class DeviceHeap:
             return "expected %s, found 0x%x in %s" % (expected, address, freed.describe())
         return "expected %s, found 0x%x, which no allocation of device %d holds" % (expected, address, self.device_id)
 
-    def release_all(self, site: str) -> list[Allocation]:
-        """Free everything (device reset); returns what the program had not freed."""
+    def release_all(self, how: str) -> list[Allocation]:
+        """Free everything (device reset, named by `how`); returns what the program had not freed. The
+        cursor stays where it is: addresses handed out before the reset are not handed out again, so a
+        pointer kept across the reset is reported as freed by it, never aliases a new allocation."""
         leaked = list(self.live.values())
         for allocation in leaked:
-            self.free(allocation.address, site)
-        self.cursor = self.base
+            self.free(allocation.address, how)
         return leaked
 
 
@@ -211,7 +213,7 @@ class DeviceHeap:
 class HostAllocation:
     address: int
     size: int
-    site: str
+    site: Site
 
 
 class AddressSpace:
@@ -244,11 +246,11 @@ class AddressSpace:
     def heap_of(self, address: int) -> DeviceHeap:
         return self.heaps[(address - self.base) // self.span]
 
-    def allocate(self, device_id: int, size: int, site: str) -> Allocation:
+    def allocate(self, device_id: int, size: int, site: Site, extra_padding: bool = True) -> Allocation:
         self.serial += 1
-        return self.heaps[device_id].allocate(size, self.serial, site)
+        return self.heaps[device_id].allocate(size, self.serial, site, extra_padding)
 
-    def allocate_host(self, size: int, site: str) -> HostAllocation:
+    def allocate_host(self, size: int, site: Site) -> HostAllocation:
         rounded = (size + PAGE - 1) // PAGE * PAGE
         address = _map(rounded, PROT_READ | PROT_WRITE)
         if not address:
@@ -290,18 +292,124 @@ class AddressSpace:
 
     def _fault(self, address: int, nbytes: int, device_id: int, what: str, base: int) -> None:
         where = "%s [0x%x, 0x%x)" % (what, address, address + nbytes)
+        span = (address, address + nbytes)
         if not self.is_device(base):
             raise DeviceFault("%s: expected device memory, found 0x%x, which is not device memory (a host address?)"
-                              % (where, base))
+                              % (where, base), what, span)
         heap = self.heap_of(base)
         if heap.device_id != device_id:
             raise DeviceFault("%s: expected memory of device %d, where the work runs, found 0x%x of device %d"
-                              % (where, device_id, base, heap.device_id))
+                              % (where, device_id, base, heap.device_id), what, span, heap.find(base))
         allocation = heap.find(base)
         if allocation is None:
-            raise DeviceFault("%s: %s" % (where, heap.explain(base, "memory of a live allocation")))
+            raise DeviceFault("%s: %s" % (where, heap.explain(base, "memory of a live allocation")),
+                              what, span, heap.find_freed(base))
         beyond = max(address + nbytes - allocation.end, allocation.address - address)
         other = heap.find(address + nbytes - 1) if self.is_device(address + nbytes - 1) else None
         reach = ", reaching into %s" % other.describe() if other not in (None, allocation) else ""
         raise DeviceFault("%s: expected a range inside %s; found it overruns that allocation by %d bytes%s"
-                          % (where, allocation.describe(), beyond, reach))
+                          % (where, allocation.describe(), beyond, reach), what, span, allocation)
+
+
+# ---------------------------------------------------------------------------------------------
+# Copies and memsets. Every range they touch goes through `Span.pointer`, the one routine that
+# turns a host or device range into a usable host pointer: `pointer` raises DeviceFault (the form a
+# queued copy uses when it runs), `pointer_now` the AclError 107000 of a call that checks at once.
+
+MEMCPY_KINDS = {0: "ACL_MEMCPY_HOST_TO_HOST", 1: "ACL_MEMCPY_HOST_TO_DEVICE", 2: "ACL_MEMCPY_DEVICE_TO_HOST",
+                3: "ACL_MEMCPY_DEVICE_TO_DEVICE", 4: "ACL_MEMCPY_DEFAULT", 5: "ACL_MEMCPY_HOST_TO_BUF_TO_DEVICE"}
+_DIRECTIONS = {0: (False, False), 1: (True, False), 2: (False, True), 3: (True, True), 5: (True, False)}
+
+
+@dataclass(frozen=True)
+class Span:
+    """A byte range a copy or memset touches, named as its parameter (`dst`, `src`, `devPtr`).
+    `pinned`: host memory must come from aclrtMallocHost (the device reaches it by DMA)."""
+    name: str
+    address: int
+    nbytes: int
+    on_device: bool
+    pinned: bool = False
+
+    def pointer(self, space: "AddressSpace", device_id: int) -> int:
+        """The host pointer backing the range, or DeviceFault naming the parameter and what is wrong."""
+        if self.on_device:
+            return space.resolve(self.address, self.nbytes, device_id, self.name)[1]
+        span = (self.address, self.address + self.nbytes)
+        if self.pinned and space.find_host(self.address, self.nbytes) is None:
+            raise DeviceFault("%s: expected device memory or aclrtMallocHost memory for %d bytes, found host "
+                              "address 0x%x outside any aclrtMallocHost allocation" % (self.name, self.nbytes, self.address),
+                              self.name, span)
+        if not host_range_is_mapped(self.address, self.nbytes):
+            raise DeviceFault("%s: expected %d bytes of mapped host memory at 0x%x, found unmapped memory"
+                              % (self.name, self.nbytes, self.address), self.name, span)
+        return self.address
+
+    def pointer_now(self, space: "AddressSpace", device_id: int) -> int:
+        """`pointer` for a call that checks its arguments at once: 107000 instead of a device fault."""
+        try:
+            return self.pointer(space, device_id)
+        except DeviceFault as fault:
+            raise AclError(status.ACL_ERROR_RT_PARAM_INVALID, fault.message) from None
+
+
+def _place_of(on_device: bool) -> str:
+    return "device" if on_device else "host"
+
+
+@dataclass(frozen=True)
+class Copy:
+    """aclrtMemcpy[Async] (one row) or aclrtMemcpy2d[Async] (`height` rows of `width` bytes, `dpitch`
+    and `spitch` apart)."""
+    dst: Span
+    src: Span
+    width: int
+    height: int = 1
+    dpitch: int = 0
+    spitch: int = 0
+
+    @classmethod
+    def plan(cls, space: "AddressSpace", dst: int, src: int, kind: int, width: int, height: int = 1,
+             dpitch: int = 0, spitch: int = 0) -> "Copy":
+        """The copy, after checking that an explicit `kind` matches where the addresses are (107000)."""
+        dst_device, src_device = space.is_device(dst), space.is_device(src)
+        expected = _DIRECTIONS.get(kind)
+        if expected is not None and (dst_device, src_device) != expected:
+            raise AclError(status.ACL_ERROR_RT_PARAM_INVALID,
+                           "kind: expected %s (dst %s, src %s), found dst 0x%x in %s memory and src 0x%x in %s memory"
+                           % (MEMCPY_KINDS[kind], _place_of(expected[0]), _place_of(expected[1]),
+                              dst, _place_of(dst_device), src, _place_of(src_device)))
+        dst_bytes = dpitch * (height - 1) + width
+        src_bytes = spitch * (height - 1) + width
+        return cls(Span("dst", dst, dst_bytes, dst_device), Span("src", src, src_bytes, src_device),
+                   width, height, dpitch, spitch)
+
+    @property
+    def involves_device(self) -> bool:
+        return self.dst.on_device or self.src.on_device
+
+    def run(self, space: "AddressSpace", device_id: int, now: bool = False) -> None:
+        """Copy: checked now (AclError) or, for queued work, when it runs (DeviceFault)."""
+        target = self.dst.pointer_now(space, device_id) if now else self.dst.pointer(space, device_id)
+        source = self.src.pointer_now(space, device_id) if now else self.src.pointer(space, device_id)
+        if self.height == 1:
+            ctypes.memmove(target, source, self.width)
+            return
+        for row in range(self.height):
+            ctypes.memmove(target + row * self.dpitch, source + row * self.spitch, self.width)
+
+
+@dataclass(frozen=True)
+class Fill:
+    """aclrtMemset[Async]: `count` bytes of `span` set to `byte`."""
+    span: Span
+    byte: int
+
+    @classmethod
+    def plan(cls, space: "AddressSpace", address: int, value: int, count: int, pinned: bool) -> "Fill":
+        """The value is used as a byte, as memset does."""
+        return cls(Span("devPtr", address, count, space.is_device(address), pinned), value & 0xFF)
+
+    def run(self, space: "AddressSpace", device_id: int, now: bool = False) -> None:
+        target = self.span.pointer_now(space, device_id) if now else self.span.pointer(space, device_id)
+        ctypes.memset(target, self.byte, self.span.nbytes)

@@ -125,6 +125,10 @@ def live(kind: Type[R], name: str, value: Any, null_code: Optional[int] = None) 
 
     Null gets `null_code` (default: the layer's); anything else that is not a live `kind` gets the
     layer's stale-handle code, with a message that says what was found."""
+    if type(value) is int:  # the common case first: a live handle, checked at every launch
+        found = HANDLES.get(value)
+        if found is not None and isinstance(found, kind) and found.alive:
+            return found
     if is_null(value):
         raise AclError(kind.layer.null_code if null_code is None else null_code,
                        "%s: expected %s %s, found null" % (name, _article(kind.kind), kind.kind))
@@ -150,4 +154,8 @@ def live(kind: Type[R], name: str, value: Any, null_code: Optional[int] = None) 
 
 def optional(kind: Type[R], name: str, value: Any) -> Optional[R]:
     """`live()` for an argument that may be null."""
+    if value is None:
+        return None
+    if type(value) is int and value:  # a handle: live() checks it
+        return live(kind, name, value)
     return None if is_null(value) else live(kind, name, value)

@@ -1,75 +1,53 @@
-"""The ACL runtime calls, by their C names (aclInit, aclrtMalloc, ...), with pyACL conventions:
-outputs first, the aclError status last. Semantics and codes follow spec/RUNTIME.md §1.5."""
+"""The ACL runtime calls by their C names (aclInit, aclrtMalloc, ...), in the chapters of the ACL
+documentation: initialisation, devices, contexts, streams, events, memory, callbacks, errors and
+data types. pyACL conventions: outputs first, the aclError status last (see emulator.errors.api).
+
+Each entry point converts its C arguments (emulator.cargs; handles with emulator.resource.live), in
+the order the real runtime checks them, then calls the object the behaviour belongs to: `Device`,
+`Context`, `Stream`, `Event` (emulator.device, .context, .stream, .event), the callbacks of
+emulator.callback, and the copies and memsets of emulator.memory. What the emulator does where the
+real runtime is silent is in docs/runtime.md.
+"""
 from __future__ import annotations
 
 import atexit
-import ctypes
 import json
-from typing import Any, Optional
+import struct
+import threading
+import time
+from typing import Any, Callable, Optional
 
+import numpy as np
+
+from . import callback, cargs, errors, faults, leaks, status
 from . import context as context_module
-from . import leaks, status
+from .cargs import INT32, UINT32, UINT64
 from .config import ConfigError
 from .context import Context
 from .device import Device
-from .errors import AclError, api, get_recent_err_msg as _get_recent_err_msg, record, user_site
+from .errors import AclError, api
 from .event import Event
-from .memory import Allocation, DeviceFault, host_range_is_mapped
+from .memory import MEMCPY_KINDS, Allocation, Copy, Fill
+from .resource import live, optional
+from .sites import user_site
 from .state import PROCESS
-from .stream import RecordTask, Stream, Task, WaitTask
+from .stream import Stream, Task
 
 _P = PROCESS
-_EVENT_NO_TIMING = status.ACL_EVENT_EXTERNAL | status.ACL_EVENT_IPC   # these events cannot time
-_MEMCPY_KINDS = {0: "ACL_MEMCPY_HOST_TO_HOST", 1: "ACL_MEMCPY_HOST_TO_DEVICE", 2: "ACL_MEMCPY_DEVICE_TO_HOST",
-                 3: "ACL_MEMCPY_DEVICE_TO_DEVICE", 4: "ACL_MEMCPY_DEFAULT", 5: "ACL_MEMCPY_HOST_TO_BUF_TO_DEVICE"}
 _HBM_ATTRS = {1, 4, 5, 8, 9, 10, 11}
 _DDR_ATTRS = {0, 2, 3, 6, 7}
+_STREAM_FLAGS = 0x3F      # ACL_STREAM_FAST_LAUNCH | FAST_SYNC | PERSISTENT | HUGE | CPU_SCHEDULE | DEVICE_USE_ONLY
+_STREAM_PRIORITIES = (0, 7)
+_CALLBACK_BLOCK_TYPES = {status.ACL_CALLBACK_NO_BLOCK: "ACL_CALLBACK_NO_BLOCK", status.ACL_CALLBACK_BLOCK: "ACL_CALLBACK_BLOCK"}
+_LAST_ERROR_LEVELS = {status.ACL_RT_THREAD_LEVEL: "ACL_RT_THREAD_LEVEL"}
 
 
 # ---------------------------------------------------------------------------------------------
-# argument helpers: Python values that a C prototype would not even accept become 100000
-
-
-INT32 = (-(1 << 31), (1 << 31) - 1)
-UINT32 = (0, (1 << 32) - 1)
-SIZE_T = (0, (1 << 64) - 1)
-
-
-def _integer(name: str, value: Any, bounds: tuple = (None, None)) -> int:
-    """An integer argument within the (minimum, maximum) its C type and meaning allow (None: unbounded)."""
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise AclError(status.ACL_ERROR_INVALID_PARAM, "%s: expected an integer, found %r" % (name, value))
-    minimum, maximum = bounds
-    if (minimum is not None and value < minimum) or (maximum is not None and value > maximum):
-        raise AclError(status.ACL_ERROR_INVALID_PARAM, "%s: expected an integer in [%s, %s], found %d"
-                       % (name, minimum if minimum is not None else "-inf", maximum if maximum is not None else "inf", value))
-    return value
-
-
-def _pointer(name: str, value: Any) -> int:
-    """A pointer argument: a non-null int address (pyACL passes pointers as plain ints)."""
-    if value is None or value == 0:
-        raise AclError(status.ACL_ERROR_INVALID_PARAM, "%s: expected a non-null pointer, found null" % name)
-    return _integer(name, value, (1, SIZE_T[1]))
-
-
-def _handle(name: str, value: Any, kind: type, allow_null: bool = False):
-    """The live object behind a handle; a destroyed or garbage handle gives 107017 (spec §1.5)."""
-    if value is None or value == 0:
-        if allow_null:
-            return None
-        raise AclError(status.ACL_ERROR_INVALID_PARAM, "%s: expected a %s handle, found null" % (name, kind.__name__.lower()))
-    obj = _P.handles.get(value) if isinstance(value, int) and not isinstance(value, bool) else None
-    if not isinstance(obj, kind) or not obj.alive:
-        shown = "0x%x" % value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else repr(value)
-        raise AclError(status.ACL_ERROR_RT_INVALID_HANDLE,
-                       "%s: expected a live %s handle, found %s (destroyed, or never created)"
-                       % (name, kind.__name__.lower(), shown))
-    return obj
+# arguments the runtime resolves: device ids, the current context, streams, timeouts
 
 
 def _device_id(value: Any) -> int:
-    device_id = _integer("deviceId", value, INT32)
+    device_id = cargs.integer("deviceId", value, INT32)
     count = _P.config.device_count
     if not 0 <= device_id < count:
         raise AclError(status.ACL_ERROR_RT_INVALID_DEVICEID,
@@ -95,70 +73,78 @@ def stream_of(value: Any, name: str = "stream", for_work: bool = False) -> Strea
     device than the current one gives 107003; so does, for calls that put work on the stream
     (`for_work`: launches, async copies and memsets, event records and waits), a stream of another
     context of the same device, as the runtime checks "stream is not in current ctx"."""
-    stream = _handle(name, value, Stream, allow_null=True)
+    stream = optional(Stream, name, value)
     context = current_context()
     if stream is None:
         return context.default_stream
     if stream.device_id != context.device.id:
         raise AclError(status.ACL_ERROR_RT_STREAM_CONTEXT,
-                       "%s: expected a stream of the current device %d, found %s"
+                       "%s: expected a stream of the current device %d, found stream %s"
                        % (name, context.device.id, stream.describe()))
     if for_work and stream.context is not context:
         raise AclError(status.ACL_ERROR_RT_STREAM_CONTEXT,
-                       "%s: expected a stream of the current context 0x%x, found %s, which belongs to context 0x%x"
+                       "%s: expected a stream of the current context 0x%x, found stream %s, which belongs to context 0x%x"
                        % (name, context.handle, stream.describe(), stream.context.handle))
     return stream
 
 
+def _deadline(value: Any) -> Optional[float]:
+    """A synchronisation timeout in milliseconds: -1 waits forever (None); 0 and values below -1 are
+    107000, as the runtime rejects them."""
+    timeout = cargs.integer("timeout", value, INT32)
+    if timeout == -1:
+        return None
+    if timeout <= 0:
+        raise AclError(status.ACL_ERROR_RT_PARAM_INVALID,
+                       "timeout: expected milliseconds > 0, or -1 to wait forever, found %d" % timeout)
+    return time.perf_counter() + timeout / 1000.0
+
+
+def _eager() -> bool:
+    return _P.config.execution == "eager"
+
+
 def enqueue(stream: Stream, task: Task) -> None:
     """Queue work on a stream; in eager mode it runs at once (faults surface at the next sync)."""
-    stream.enqueue(task)
-    if _P.config.execution == "eager":
-        stream.drain()
-
-
-def _raise_faults(streams: list[Stream]) -> None:
-    faults = [fault for fault in (s.take_fault() for s in streams) if fault]
-    if faults:
-        raise AclError(status.ACL_ERROR_RT_AICORE_EXCEPTION,
-                       "the device raised an exception while running queued work: " + "; ".join(faults))
+    stream.enqueue(task, _eager())
 
 
 # ---------------------------------------------------------------------------------------------
-# aclInit / aclFinalize
+# initialisation: aclInit / aclFinalize
 
 
 @api("aclInit")
-def aclInit(config_path: Optional[str] = None) -> None:
+def aclInit(configPath: Optional[str] = None) -> None:
+    """-> ret. Reference-counted: a repeated call is 100002 (harmless), one with another config 100000."""
     with _P.lock:
-        text = _read_init_config(config_path)
+        text = _read_init_config(configPath)
         if _P.init_count > 0:
             if text != _P.init_config:
                 raise AclError(status.ACL_ERROR_INVALID_PARAM,
                                "configPath: expected the same configuration as the first aclInit, found a different one")
             _P.init_count += 1
             raise AclError(status.ACL_ERROR_REPEAT_INITIALIZE,
-                           "aclInit: expected a single initialisation, found a repeated call (harmless; "
+                           "call: expected a single initialisation, found a repeated call (harmless; "
                            "reference count is now %d)" % _P.init_count)
         default_device = _default_device_of(text)  # may reject the file: nothing is committed before
         _P.init_count, _P.finalized, _P.init_config, _P.default_device = 1, False, text, default_device
 
 
-def _read_init_config(config_path: Optional[str]) -> str:
-    if config_path is None or config_path == "":
+def _read_init_config(config_path: Any) -> str:
+    config_path = cargs.optional_string("configPath", config_path)
+    if not config_path:
         return ""
-    if not isinstance(config_path, str):
-        raise AclError(status.ACL_ERROR_INVALID_PARAM, "configPath: expected a path string, found %r" % (config_path,))
     try:
-        with open(config_path, encoding="utf-8") as handle:
-            text = handle.read()
+        with open(config_path, "rb") as handle:
+            data = handle.read()
     except OSError as error:
         raise AclError(status.ACL_ERROR_INVALID_FILE, "configPath: expected a readable JSON file, found %r (%s)"
                        % (config_path, error.strerror)) from None
     try:
+        text = data.decode("utf-8")
         if not isinstance(json.loads(text or "{}"), dict):
             raise ValueError("not an object")
-    except ValueError as error:
+    except ValueError as error:  # UnicodeDecodeError included: a file that is not text is no JSON either
         raise AclError(status.ACL_ERROR_PARSE_FILE,
                        "configPath: expected a JSON object, found invalid content in %r (%s)" % (config_path, error)) from None
     return text
@@ -184,20 +170,20 @@ def _default_device_of(text: str) -> Optional[int]:
 
 @api("aclFinalize")
 def aclFinalize() -> None:
+    """-> ret. Tears down at once; a repeated call is 100037."""
     with _P.lock:
         if _P.finalized:
-            raise AclError(status.ACL_ERROR_REPEAT_FINALIZE,
-                           "aclFinalize: expected one call per aclInit, found a repeated call")
+            raise AclError(status.ACL_ERROR_REPEAT_FINALIZE, "call: expected one call per aclInit, found a repeated call")
         _teardown("aclFinalize")
 
 
 @api("aclFinalizeReference", failure=(0,))
 def aclFinalizeReference() -> int:
-    """Decrements the aclInit reference count; tears down when it reaches zero. Returns the count left."""
+    """-> (refCount, ret): decrements the aclInit reference count; tears down when it reaches zero."""
     with _P.lock:
         if _P.init_count < 1:
             raise AclError(status.ACL_ERROR_REPEAT_FINALIZE,
-                           "aclFinalizeReference: expected an initialised runtime, found reference count 0")
+                           "call: expected an initialised runtime, found reference count 0")
         _P.init_count -= 1
         if _P.init_count == 0:
             _teardown("aclFinalizeReference")
@@ -205,11 +191,10 @@ def aclFinalizeReference() -> int:
 
 
 def _teardown(when: str) -> None:
-    for device in _P.devices:
-        if device.is_open:
-            _close_device(device, when)
+    found = [fault for device in _P.devices if device.is_open for fault in device.close(when)]
     _P.init_count, _P.finalized, _P.default_device = 0, True, None
     _report_leaks(when)
+    faults.raise_faults(found)
 
 
 def _report_leaks(when: str) -> None:
@@ -223,7 +208,14 @@ def _report_leaks(when: str) -> None:
 
 
 def aclGetRecentErrMsg() -> Optional[str]:
-    return _get_recent_err_msg()
+    """-> str or None: this thread's messages, newest first; reading clears them."""
+    return errors.get_recent_err_msg()
+
+
+@api("aclrtGetVersion", failure=(0, 0, 0))
+def aclrtGetVersion() -> tuple[int, int, int]:
+    """-> (major, minor, patch, ret): the version of the runtime API emulated."""
+    return status.ACL_MAJOR_VERSION, status.ACL_MINOR_VERSION, status.ACL_PATCH_VERSION
 
 
 # ---------------------------------------------------------------------------------------------
@@ -232,118 +224,86 @@ def aclGetRecentErrMsg() -> Optional[str]:
 
 @api("aclrtSetDevice")
 def aclrtSetDevice(deviceId: int) -> None:
+    """-> ret. Reference-counted; the first call opens the device and makes its default context current."""
     with _P.lock:
         _set_device(_device_id(deviceId))
 
 
 def _set_device(device_id: int) -> None:
-    device = _retain(_P.device(device_id))
+    device = _P.device(device_id).retain()
     context_module.set_current(device.default_context)
 
 
-def _retain(device: Device) -> Device:
-    """One more reference to the device (aclrtSetDevice, or a context made by aclrtCreateContext);
-    the first one opens it with its default context and default stream."""
-    if device.ref_count == 0:
-        device.default_context = _new_context(device, is_default=True, site="aclrtSetDevice(%d)" % device.id)
-    device.ref_count += 1
+def _open_device(value: Any) -> Device:
+    device = _P.device(_device_id(value))
+    if not device.is_open:
+        raise AclError(status.ACL_ERROR_RT_CONTEXT_RELEASE_ERROR,
+                       "deviceId: expected a device set by aclrtSetDevice, found device %d not set (reference count 0)"
+                       % device.id)
     return device
-
-
-def _release(device: Device, how: str) -> None:
-    """One reference less; the last one closes the device."""
-    device.ref_count -= 1
-    if device.ref_count == 0:
-        _close_device(device, how)
-
-
-def _new_context(device: Device, is_default: bool, site: str) -> Context:
-    context = Context(0, device, is_default, site)
-    context.handle = _P.new_handle(context)
-    context.default_stream = Stream(0, context, True, site)
-    context.default_stream.handle = _P.new_handle(context.default_stream)
-    device.contexts.append(context)
-    return context
 
 
 @api("aclrtResetDevice")
 def aclrtResetDevice(deviceId: int) -> None:
+    """-> ret. One reference less; the last one runs the device's queued work (its faults are this
+    call's status) and releases everything the device holds."""
     with _P.lock:
-        device = _P.device(_device_id(deviceId))
-        if device.ref_count == 0:
-            raise AclError(status.ACL_ERROR_RT_CONTEXT_RELEASE_ERROR,
-                           "deviceId: expected a device set by aclrtSetDevice, found device %d with reference count 0"
-                           % device.id)
-        _release(device, "aclrtResetDevice(%d)" % device.id)
+        device = _open_device(deviceId)
+        faults.raise_faults(device.release("aclrtResetDevice(%d)" % device.id))
 
 
 @api("aclrtResetDeviceForce")
 def aclrtResetDeviceForce(deviceId: int) -> None:
+    """-> ret. Closes the device whatever its reference count."""
     with _P.lock:
-        device = _P.device(_device_id(deviceId))
-        if device.ref_count == 0:
-            raise AclError(status.ACL_ERROR_RT_CONTEXT_RELEASE_ERROR,
-                           "deviceId: expected a device set by aclrtSetDevice, found device %d not set" % device.id)
-        _close_device(device, "aclrtResetDeviceForce(%d)" % device.id)
-
-
-def _close_device(device: Device, how: str) -> None:
-    """Release everything of the device: queued work runs first; what the program never released
-    is a leak (reported at finalize)."""
-    for stream in device.streams():
-        stream.drain()
-        fault = stream.take_fault()
-        if fault:
-            record(status.ACL_ERROR_RT_AICORE_EXCEPTION, how, fault)
-    for context in list(device.contexts):
-        _destroy_context_objects(context, how)
-    for allocation in device.heap.release_all(how):
-        leaks.orphan(allocation, how)
-    device.contexts, device.default_context, device.ref_count = [], None, 0
-
-
-def _destroy_context_objects(context: Context, how: str) -> None:
-    for stream in [*context.streams, context.default_stream]:
-        stream.alive = False
-        _P.drop_handle(stream.handle)
-        leaks.orphan(stream, how)
-    for event in context.events:
-        event.alive = False
-        _P.drop_handle(event.handle)
-        leaks.orphan(event, how)
-    context.streams, context.events, context.alive = [], [], False
-    _P.drop_handle(context.handle)
-    leaks.orphan(context, how)
+        device = _open_device(deviceId)
+        faults.raise_faults(device.close("aclrtResetDeviceForce(%d)" % device.id))
 
 
 @api("aclrtGetDevice", failure=(0,))
 def aclrtGetDevice() -> int:
+    """-> (deviceId, ret) of the current context."""
     with _P.lock:
         return current_context().device.id
 
 
 @api("aclrtGetDeviceCount", failure=(0,))
 def aclrtGetDeviceCount() -> int:
+    """-> (count, ret)."""
     return _P.config.device_count
 
 
 @api("aclrtGetRunMode", failure=(status.ACL_HOST,))
 def aclrtGetRunMode() -> int:
-    """A PCIe card in a host: ACL_HOST, as the real runtime reports it."""
+    """-> (runMode, ret): a PCIe card in a host, ACL_HOST, as the real runtime reports it."""
     return status.ACL_HOST
 
 
 def aclrtGetSocName() -> str:
+    """-> str: the chip's name (NPUEMU_SOC)."""
     return _P.config.soc_name
 
 
 @api("aclrtSynchronizeDevice")
 def aclrtSynchronizeDevice() -> None:
+    """-> ret: runs the queued work of every stream of the current device; its faults are the status."""
     with _P.lock:
-        streams = current_context().device.streams()
-        for stream in streams:
-            stream.drain()
-        _raise_faults(streams)
+        device = current_context().device
+        device.drain()
+        faults.raise_faults(device.take_faults())
+
+
+@api("aclrtSynchronizeDeviceWithTimeout")
+def aclrtSynchronizeDeviceWithTimeout(timeout: int) -> None:
+    """-> ret. `timeout` in ms (-1: forever); 507046 when work is still queued at the deadline."""
+    with _P.lock:
+        deadline = _deadline(timeout)
+        device = current_context().device
+        if not device.drain(deadline):
+            raise AclError(status.ACL_ERROR_RT_STREAM_SYNC_TIMEOUT,
+                           "timeout: expected device %d to finish its work within %d ms, found work still queued"
+                           % (device.id, timeout))
+        faults.raise_faults(device.take_faults())
 
 
 # ---------------------------------------------------------------------------------------------
@@ -352,43 +312,39 @@ def aclrtSynchronizeDevice() -> None:
 
 @api("aclrtCreateContext", failure=(0,))
 def aclrtCreateContext(deviceId: int) -> int:
-    """Creates a context on the device and makes it current. The context holds a reference to the
-    device (opening it if needed), which aclrtDestroyContext gives back, as the runtime retains and
-    releases the device with each context."""
+    """-> (context, ret). Makes it current; it holds a reference to the device (opening it if needed)
+    until aclrtDestroyContext, as the runtime retains and releases the device with each context."""
     with _P.lock:
-        device = _retain(_P.device(_device_id(deviceId)))
-        context = _new_context(device, is_default=False, site=user_site())
-        leaks.track("context", context, "0x%x on device %d" % (context.handle, device.id), context.site)
+        context = _P.device(_device_id(deviceId)).create_context(user_site())
         context_module.set_current(context)
         return context.handle
 
 
 @api("aclrtDestroyContext")
 def aclrtDestroyContext(context: int) -> None:
+    """-> ret. Its queued work runs (faults are the status); its streams and events go with it."""
     with _P.lock:
-        ctx = _handle("context", context, Context)
-        if ctx.is_default:
+        target = live(Context, "context", context)
+        if target.is_default:
             raise AclError(status.ACL_ERROR_RT_PARAM_INVALID,
                            "context: expected a context made by aclrtCreateContext, found the default context of "
-                           "device %d (released by aclrtResetDevice)" % ctx.device.id)
-        for stream in [*ctx.streams, ctx.default_stream]:
-            stream.drain()
-        leaks.untrack(ctx)
-        _destroy_context_objects(ctx, "aclrtDestroyContext")
-        ctx.device.contexts.remove(ctx)
+                           "device %d (released by aclrtResetDevice)" % target.device.id)
+        found = target.destroy(user_site())
         if context_module.current() is None:
             context_module.set_current(None)
-        _release(ctx.device, "aclrtDestroyContext")
+        faults.raise_faults(found)
 
 
 @api("aclrtSetCurrentContext")
 def aclrtSetCurrentContext(context: int) -> None:
+    """-> ret."""
     with _P.lock:
-        context_module.set_current(_handle("context", context, Context))
+        context_module.set_current(live(Context, "context", context))
 
 
 @api("aclrtGetCurrentContext", failure=(0,))
 def aclrtGetCurrentContext() -> int:
+    """-> (context, ret)."""
     with _P.lock:
         return current_context().handle
 
@@ -399,43 +355,68 @@ def aclrtGetCurrentContext() -> int:
 
 @api("aclrtCreateStream", failure=(0,))
 def aclrtCreateStream() -> int:
+    """-> (stream, ret) of the current context."""
     with _P.lock:
-        context = current_context()
-        stream = Stream(0, context, False, user_site())
-        stream.handle = _P.new_handle(stream)
-        context.streams.append(stream)
-        leaks.track("stream", stream, lambda: stream.describe(), stream.site)
-        return stream.handle
+        return current_context().create_stream(site=user_site()).handle
+
+
+@api("aclrtCreateStreamWithConfig", failure=(0,))
+def aclrtCreateStreamWithConfig(priority: int, flag: int) -> int:
+    """-> (stream, ret). `priority` 0 (highest) to 7, `flag` an OR of ACL_STREAM_* bits; streams run
+    when synchronised whatever their priority."""
+    with _P.lock:
+        priority = cargs.integer("priority", priority, UINT32)
+        flag = cargs.integer("flag", flag, UINT32)
+        if not _STREAM_PRIORITIES[0] <= priority <= _STREAM_PRIORITIES[1]:
+            raise AclError(status.ACL_ERROR_INVALID_PARAM, "priority: expected a priority in [%d, %d], found %d"
+                           % (*_STREAM_PRIORITIES, priority))
+        if flag & ~_STREAM_FLAGS:
+            raise AclError(status.ACL_ERROR_INVALID_PARAM,
+                           "flag: expected an OR of ACL_STREAM_* flags (mask 0x%x), found 0x%x" % (_STREAM_FLAGS, flag))
+        return current_context().create_stream(priority, flag, user_site()).handle
+
+
+def _created_stream(value: Any) -> Stream:
+    stream = live(Stream, "stream", value)
+    if stream.is_default:
+        raise AclError(status.ACL_ERROR_RT_PARAM_INVALID, "stream: expected a created stream, found a default stream")
+    return stream
 
 
 @api("aclrtDestroyStream")
 def aclrtDestroyStream(stream: int) -> None:
-    """Queued work runs first (a fault in it is reported here); then the stream is gone."""
+    """-> ret. Queued work runs first (a fault in it is this call's status); then the stream is gone."""
     with _P.lock:
-        target = _handle("stream", stream, Stream)
-        if target.is_default:
-            raise AclError(status.ACL_ERROR_RT_PARAM_INVALID, "stream: expected a created stream, found a default stream")
-        target.drain()
-        target.alive = False
-        target.context.streams.remove(target)
-        _P.drop_handle(target.handle)
-        leaks.untrack(target)
-        _raise_faults([target])
+        _created_stream(stream).destroy(user_site())
+
+
+@api("aclrtDestroyStreamForce")
+def aclrtDestroyStreamForce(stream: int) -> None:
+    """-> ret. The stream is gone at once; its queued work is dropped, never run."""
+    with _P.lock:
+        _created_stream(stream).destroy(user_site(), force=True)
 
 
 @api("aclrtSynchronizeStream")
 def aclrtSynchronizeStream(stream: Optional[int] = None) -> None:
+    """-> ret: runs the stream's queued work; the faults of its work are the status."""
+    with _P.lock:
+        stream_of(stream).synchronize()
+
+
+@api("aclrtSynchronizeStreamWithTimeout")
+def aclrtSynchronizeStreamWithTimeout(stream: Optional[int], timeout: int) -> None:
+    """-> ret. `timeout` in ms (-1: forever); 507046 when work is still queued at the deadline (it
+    stays queued)."""
     with _P.lock:
         target = stream_of(stream)
-        target.drain()
-        if target.fault:
-            _raise_faults([target])
+        target.synchronize(_deadline(timeout))
 
 
 @api("aclrtStreamQuery", failure=(status.ACL_STREAM_STATUS_NOT_READY,))
 def aclrtStreamQuery(stream: Optional[int] = None) -> int:
-    """NOT_READY while work is queued. The device makes progress while the host polls: the queued
-    work runs after this answer, so a polling loop ends as it would on hardware."""
+    """-> (status, ret): ACL_STREAM_STATUS_COMPLETE or NOT_READY. The device makes progress while the
+    host polls: queued work runs after a NOT_READY answer, so a polling loop ends as on hardware."""
     with _P.lock:
         target = stream_of(stream)
         if not target.queue:
@@ -446,10 +427,10 @@ def aclrtStreamQuery(stream: Optional[int] = None) -> int:
 
 @api("aclrtStreamWaitEvent")
 def aclrtStreamWaitEvent(stream: Optional[int], event: int) -> None:
+    """-> ret. The stream's later work waits for the event's latest record."""
     with _P.lock:
         target = stream_of(stream, for_work=True)
-        marker = _handle("event", event, Event)
-        enqueue(target, WaitTask(marker.handle, marker.record))
+        live(Event, "event", event).make_wait(target, _eager())
 
 
 # ---------------------------------------------------------------------------------------------
@@ -458,95 +439,99 @@ def aclrtStreamWaitEvent(stream: Optional[int], event: int) -> None:
 
 @api("aclrtCreateEvent", failure=(0,))
 def aclrtCreateEvent() -> int:
+    """-> (event, ret); it can time (ACL_EVENT_TIME_LINE)."""
     return _create_event(status.ACL_EVENT_TIME_LINE)
 
 
 @api("aclrtCreateEventWithFlag", failure=(0,))
 def aclrtCreateEventWithFlag(flag: int) -> int:
-    return _create_event(_integer("flag", flag, UINT32))
+    """-> (event, ret) with the ACL_EVENT_* flags."""
+    return _create_event(cargs.integer("flag", flag, UINT32))
+
+
+@api("aclrtCreateEventExWithFlag", failure=(0,))
+def aclrtCreateEventExWithFlag(flag: int) -> int:
+    """-> (event, ret): the same as aclrtCreateEventWithFlag (the Ex form only lifts a limit on the
+    number of events of the card)."""
+    return _create_event(cargs.integer("flag", flag, UINT32))
 
 
 def _create_event(flags: int) -> int:
     with _P.lock:
-        context = current_context()
-        event = Event(0, context, flags, user_site())
-        event.handle = _P.new_handle(event)
-        context.events.append(event)
-        leaks.track("event", event, "0x%x on device %d" % (event.handle, context.device.id), event.site)
-        return event.handle
+        return current_context().create_event(flags, user_site()).handle
 
 
 @api("aclrtDestroyEvent")
 def aclrtDestroyEvent(event: int) -> None:
+    """-> ret."""
     with _P.lock:
-        marker = _handle("event", event, Event)
-        marker.alive = False
-        marker.context.events.remove(marker)
-        _P.drop_handle(marker.handle)
-        leaks.untrack(marker)
+        live(Event, "event", event).destroy(user_site())
 
 
 @api("aclrtRecordEvent")
 def aclrtRecordEvent(event: int, stream: Optional[int] = None) -> None:
+    """-> ret. Queues the record; the event completes when the stream's work before it has run."""
     with _P.lock:
-        marker = _handle("event", event, Event)
-        target = stream_of(stream, for_work=True)
-        marker.record = RecordTask(marker.handle)
-        enqueue(target, marker.record)
+        marker = live(Event, "event", event)
+        marker.record(stream_of(stream, for_work=True), _eager())
 
 
 @api("aclrtResetEvent")
 def aclrtResetEvent(event: int, stream: Optional[int] = None) -> None:
+    """-> ret. The event is as never recorded."""
     with _P.lock:
-        marker = _handle("event", event, Event)
+        marker = live(Event, "event", event)
         stream_of(stream)
-        marker.record = None
+        marker.reset()
 
 
 @api("aclrtQueryEventStatus", failure=(status.ACL_EVENT_RECORDED_STATUS_NOT_READY,))
 def aclrtQueryEventStatus(event: int) -> int:
-    """aclrtEventRecordedStatus: COMPLETE (1) or NOT_READY (0). As with aclrtStreamQuery, the device
-    makes progress while polled: the work before the event runs after a NOT_READY answer."""
+    """-> (status, ret): ACL_EVENT_RECORDED_STATUS_COMPLETE (1) or NOT_READY (0). As with
+    aclrtStreamQuery, the work before the event runs after a NOT_READY answer."""
     with _P.lock:
-        marker = _handle("event", event, Event)
-        if marker.complete:
-            return status.ACL_EVENT_RECORDED_STATUS_COMPLETE
-        marker.record.stream.drain(upto=marker.record)
-        return status.ACL_EVENT_RECORDED_STATUS_NOT_READY
+        complete = live(Event, "event", event).query()
+        return status.ACL_EVENT_RECORDED_STATUS_COMPLETE if complete else status.ACL_EVENT_RECORDED_STATUS_NOT_READY
+
+
+@api("aclrtQueryEventWaitStatus", failure=(status.ACL_EVENT_WAIT_STATUS_NOT_READY,))
+def aclrtQueryEventWaitStatus(event: int) -> int:
+    """-> (status, ret): ACL_EVENT_WAIT_STATUS_COMPLETE (0) when a stream waiting on the event would
+    go on, NOT_READY (1) otherwise (the same progress rule as aclrtQueryEventStatus)."""
+    with _P.lock:
+        complete = live(Event, "event", event).query()
+        return status.ACL_EVENT_WAIT_STATUS_COMPLETE if complete else status.ACL_EVENT_WAIT_STATUS_NOT_READY
 
 
 @api("aclrtSynchronizeEvent")
 def aclrtSynchronizeEvent(event: int) -> None:
+    """-> ret: runs the recording stream's work up to the record; its faults are the status."""
     with _P.lock:
-        marker = _handle("event", event, Event)
-        if marker.record is not None and not marker.record.done:
-            stream = marker.record.stream
-            stream.drain(upto=marker.record)
-            _raise_faults([stream])
+        live(Event, "event", event).synchronize()
+
+
+@api("aclrtSynchronizeEventWithTimeout")
+def aclrtSynchronizeEventWithTimeout(event: int, timeout: int) -> None:
+    """-> ret. `timeout` in ms (-1: forever); 507047 when the record has not run by the deadline."""
+    with _P.lock:
+        marker = live(Event, "event", event)
+        marker.synchronize(_deadline(timeout))
 
 
 @api("aclrtEventElapsedTime", failure=(0.0,))
 def aclrtEventElapsedTime(startEvent: int, endEvent: int) -> float:
-    """Milliseconds of device time between the two records: the measured run time of the work
-    between them, plus any time the stream sat idle waiting for the host to issue work."""
+    """-> (ms, ret): device time between the two records (measured run time of the work between them,
+    plus any time the stream sat idle waiting for the host to issue work)."""
     with _P.lock:
-        start = _handle("startEvent", startEvent, Event)
-        end = _handle("endEvent", endEvent, Event)
-        for name, marker in (("startEvent", start), ("endEvent", end)):
-            if marker.flags & _EVENT_NO_TIMING:
-                raise AclError(status.ACL_ERROR_RT_PARAM_INVALID,
-                               "%s: expected an event that can time, found flags 0x%x (EXTERNAL/IPC)" % (name, marker.flags))
-            if marker.record is None:
-                raise AclError(status.ACL_ERROR_RT_PARAM_INVALID,
-                               "%s: expected a recorded event, found one never passed to aclrtRecordEvent" % name)
-            if not marker.record.done:
-                raise AclError(status.ACL_ERROR_RT_EVENT_NOT_COMPLETE,
-                               "%s: expected a completed event, found its record still queued (synchronise first)" % name)
-        if end.record.timestamp < start.record.timestamp:
-            raise AclError(status.ACL_ERROR_RT_EVENT_TIMESTAMP_REVERSAL,
-                           "endEvent: expected a record that completed after startEvent's, found one %.3f ms earlier"
-                           % ((start.record.timestamp - end.record.timestamp) * 1000.0))
-        return float((end.record.timestamp - start.record.timestamp) * 1000.0)
+        start = live(Event, "startEvent", startEvent)
+        return live(Event, "endEvent", endEvent).elapsed_since(start)
+
+
+@api("aclrtEventGetTimestamp", failure=(0,))
+def aclrtEventGetTimestamp(event: int) -> int:
+    """-> (timestamp, ret): the device time of the event's completed record, in microseconds."""
+    with _P.lock:
+        return live(Event, "event", event).timestamp()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -554,8 +539,8 @@ def aclrtEventElapsedTime(startEvent: int, endEvent: int) -> float:
 
 
 def _allocation_size(value: Any) -> int:
-    """size of aclrtMalloc/aclrtMallocHost: 0 and sizes that overflow once padded are 100000 (spec §1.5)."""
-    size = _integer("size", value)
+    """size of aclrtMalloc & co: 0 and sizes that overflow once padded are 100000."""
+    size = cargs.integer("size", value, (None, None))
     if size <= 0:
         raise AclError(status.ACL_ERROR_INVALID_PARAM, "size: expected a positive size, found %d" % size)
     if size > (1 << 63) - 64:
@@ -563,26 +548,43 @@ def _allocation_size(value: Any) -> int:
     return size
 
 
-@api("aclrtMalloc", failure=(0,))
-def aclrtMalloc(size: int, policy: int = status.ACL_MEM_MALLOC_HUGE_FIRST) -> int:
-    """Device memory, padded to ALIGN_UP(size, 32) + 32 bytes. The policy only picks page sizes on
-    hardware; any value is accepted, as the real runtime falls back to the default."""
+def _malloc(size: Any, policy: Any, extra_padding: bool = True) -> int:
     with _P.lock:
         size = _allocation_size(size)
-        _integer("policy", policy, (INT32[0], UINT32[1]))  # an enum with OR-able flag bits
+        cargs.integer("policy", policy, (INT32[0], UINT32[1]))  # an enum with OR-able flag bits
         device = current_context().device
         site = user_site()
-        allocation = _P.address_space().allocate(device.id, size, site)
+        allocation = _P.address_space().allocate(device.id, size, site, extra_padding)
         leaks.track("device memory", allocation,
                     "0x%x (%d bytes) on device %d" % (allocation.address, size, device.id), site)
         return allocation.address
 
 
+@api("aclrtMalloc", failure=(0,))
+def aclrtMalloc(size: int, policy: int = status.ACL_MEM_MALLOC_HUGE_FIRST) -> int:
+    """-> (devPtr, ret). Device memory padded to ALIGN_UP(size, 32) + 32 bytes. The policy only picks
+    page sizes on hardware; any value is accepted, as the real runtime falls back to the default."""
+    return _malloc(size, policy)
+
+
+@api("aclrtMallocAlign32", failure=(0,))
+def aclrtMallocAlign32(size: int, policy: int = status.ACL_MEM_MALLOC_HUGE_FIRST) -> int:
+    """-> (devPtr, ret). As aclrtMalloc, but rounded up to a multiple of 32 bytes with no extra 32:
+    an access past ALIGN_UP(size, 32) is an overrun."""
+    return _malloc(size, policy, extra_padding=False)
+
+
+@api("aclrtMallocCached", failure=(0,))
+def aclrtMallocCached(size: int, policy: int = status.ACL_MEM_MALLOC_HUGE_FIRST) -> int:
+    """-> (devPtr, ret). As aclrtMalloc (the cache only matters to the card's CPU)."""
+    return _malloc(size, policy)
+
+
 @api("aclrtFree")
 def aclrtFree(devPtr: int) -> None:
-    """Needs no context. Work still queued that uses the memory will fault when it runs."""
+    """-> ret. Needs no context. Work still queued that uses the memory will fault when it runs."""
     with _P.lock:
-        address = _pointer("devPtr", devPtr)
+        address = cargs.pointer("devPtr", devPtr)
         space = _P.address_space()
         if not space.is_device(address):
             raise AclError(status.ACL_ERROR_RT_PARAM_INVALID,
@@ -593,6 +595,7 @@ def aclrtFree(devPtr: int) -> None:
 
 @api("aclrtMallocHost", failure=(0,))
 def aclrtMallocHost(size: int) -> int:
+    """-> (hostPtr, ret): page-locked host memory the device reaches by DMA."""
     with _P.lock:
         size = _allocation_size(size)
         site = user_site()
@@ -603,8 +606,9 @@ def aclrtMallocHost(size: int) -> int:
 
 @api("aclrtFreeHost")
 def aclrtFreeHost(hostPtr: int) -> None:
+    """-> ret."""
     with _P.lock:
-        address = _pointer("hostPtr", hostPtr)
+        address = cargs.pointer("hostPtr", hostPtr)
         space = _P.address_space()
         host = space.host.get(address)
         space.free_host(address)
@@ -613,10 +617,10 @@ def aclrtFreeHost(hostPtr: int) -> None:
 
 @api("aclrtGetMemInfo", failure=(0, 0))
 def aclrtGetMemInfo(attr: int) -> tuple[int, int]:
-    """(free, total) of the current device for the memory kind `attr` names: HBM on the training,
+    """-> (free, total, ret) of the current device for the memory kind `attr` names: HBM on the training,
     A2, A3 and 950 chips, DDR on the inference series; the other kind reports (0, 0)."""
     with _P.lock:
-        attr = _integer("attr", attr, INT32)
+        attr = cargs.integer("attr", attr, INT32)
         if not 0 <= attr <= 17:
             raise AclError(status.ACL_ERROR_INVALID_PARAM, "attr: expected an aclrtMemAttr in [0, 17], found %d" % attr)
         heap = current_context().device.heap
@@ -626,157 +630,250 @@ def aclrtGetMemInfo(attr: int) -> tuple[int, int]:
         return heap.capacity - heap.used, heap.capacity
 
 
-def _span(address: int, nbytes: int, device_id: int, name: str) -> int:
-    """Host address backing a device range, checked now (synchronous calls): 107000 if unusable."""
-    try:
-        return _P.address_space().resolve(address, nbytes, device_id, name)[1]
-    except DeviceFault as fault:
-        raise AclError(status.ACL_ERROR_RT_PARAM_INVALID, str(fault)) from None
+def _memcpy_kind(value: Any) -> int:
+    kind = cargs.integer("kind", value, INT32)
+    if kind not in MEMCPY_KINDS:
+        raise AclError(status.ACL_ERROR_INVALID_PARAM, "kind: expected an aclrtMemcpyKind in [0, 5], found %d" % kind)
+    return kind
 
 
-def _check_host(address: int, nbytes: int, name: str) -> None:
-    if not host_range_is_mapped(address, nbytes):
-        raise AclError(status.ACL_ERROR_RT_PARAM_INVALID,
-                       "%s: expected %d bytes of mapped host memory at 0x%x, found unmapped memory" % (name, nbytes, address))
-
-
-def _memcpy_plan(dst: Any, destMax: Any, src: Any, count: Any, kind: Any):
-    """Validate a copy in the real order: (dst, src, count, dst_is_device, src_is_device, device), or None for no work."""
-    count = _integer("count", count, SIZE_T)
+def _copy_of(dst: Any, destMax: Any, src: Any, count: Any, kind: Any) -> Optional[tuple[Copy, int]]:
+    """A copy checked in the real order, with the current device; None when there is nothing to do."""
+    count = cargs.size("count", count)
     if count == 0:
         return None
-    dst, src = _pointer("dst", dst), _pointer("src", src)
-    kind = _integer("kind", kind, INT32)
-    if kind not in _MEMCPY_KINDS:
-        raise AclError(status.ACL_ERROR_INVALID_PARAM, "kind: expected an aclrtMemcpyKind in [0, 5], found %d" % kind)
+    dst, src = cargs.pointer("dst", dst), cargs.pointer("src", src)
+    kind = _memcpy_kind(kind)
     device = current_context().device
-    dest_max = _integer("destMax", destMax, SIZE_T)
+    dest_max = cargs.size("destMax", destMax)
     if dest_max == 0 or count > dest_max:
         raise AclError(status.ACL_ERROR_RT_PARAM_INVALID,
                        "count: expected at most destMax (%d) bytes, found %d" % (dest_max, count))
-    space = _P.address_space()
-    dst_device, src_device = space.is_device(dst), space.is_device(src)
-    if kind != status.ACL_MEMCPY_DEFAULT:
-        expected = {0: (False, False), 1: (True, False), 2: (False, True), 3: (True, True), 5: (True, False)}[kind]
-        if (dst_device, src_device) != expected:
-            where = lambda is_dev: "device" if is_dev else "host"
-            raise AclError(status.ACL_ERROR_RT_PARAM_INVALID,
-                           "kind: expected %s (dst %s, src %s), found dst 0x%x in %s memory and src 0x%x in %s memory"
-                           % (_MEMCPY_KINDS[kind], where(expected[0]), where(expected[1]),
-                              dst, where(dst_device), src, where(src_device)))
-    return dst, src, count, dst_device, src_device, device
+    return Copy.plan(_P.address_space(), dst, src, kind, count), device.id
 
 
 @api("aclrtMemcpy")
 def aclrtMemcpy(dst: int, destMax: int, src: int, count: int, kind: int) -> None:
-    """Copies now. It does not wait for queued stream work (spec §1.5): synchronise first."""
+    """-> ret. Copies now. It does not wait for queued stream work: synchronise first."""
     with _P.lock:
-        plan = _memcpy_plan(dst, destMax, src, count, kind)
-        if plan is None:
-            return
-        dst, src, count, dst_device, src_device, device = plan
-        if dst == src:
-            return
-        target = _span(dst, count, device.id, "dst") if dst_device else (_check_host(dst, count, "dst") or dst)
-        source = _span(src, count, device.id, "src") if src_device else (_check_host(src, count, "src") or src)
-        ctypes.memmove(target, source, count)
+        planned = _copy_of(dst, destMax, src, count, kind)
+        if planned is not None and planned[0].dst.address != planned[0].src.address:
+            copy, device_id = planned
+            copy.run(_P.address_space(), device_id, now=True)
+
+
+def _enqueue_copy(copy: Copy, device_id: int, stream: Stream, name: str) -> None:
+    """Queue a copy: what is already unusable is rejected now (107000), what becomes unusable before it
+    runs (a free, an unmap) faults when it runs."""
+    if not copy.involves_device:
+        raise AclError(status.ACL_ERROR_RT_PARAM_INVALID,
+                       "kind: expected a copy that involves device memory, found host-to-host (not supported on a stream)")
+    space = _P.address_space()
+    copy.dst.pointer_now(space, device_id)
+    copy.src.pointer_now(space, device_id)
+    nbytes = copy.width * copy.height
+    enqueue(stream, Task("%s(%d bytes)" % (name, nbytes), lambda: copy.run(space, device_id),
+                         reads=[(copy.src.address, copy.src.nbytes)] if copy.src.on_device else (),
+                         writes=[(copy.dst.address, copy.dst.nbytes)] if copy.dst.on_device else ()))
 
 
 @api("aclrtMemcpyAsync")
 def aclrtMemcpyAsync(dst: int, destMax: int, src: int, count: int, kind: int, stream: Optional[int] = None) -> None:
-    """Queued on the stream; the addresses are resolved, and checked, when the copy runs."""
+    """-> ret. Queued on the stream; the addresses are checked now and again when the copy runs."""
     with _P.lock:
-        plan = _memcpy_plan(dst, destMax, src, count, kind)
-        target_stream = stream_of(stream, for_work=True)
-        if plan is None:
-            return
-        dst, src, count, dst_device, src_device, device = plan
-        if not dst_device and not src_device:
-            raise AclError(status.ACL_ERROR_RT_PARAM_INVALID,
-                           "kind: expected a copy that involves device memory, found host-to-host (not supported on a stream)")
-        # What is already unusable is rejected now, as by aclrtMemcpy; what becomes unusable before the
-        # copy runs (a free, an unmap) faults when it runs.
-        for address, on_device, name in ((dst, dst_device, "dst"), (src, src_device, "src")):
-            _span(address, count, device.id, name) if on_device else _check_host(address, count, name)
-        space = _P.address_space()
-
-        def run() -> None:
-            target = space.resolve(dst, count, device.id, "dst")[1] if dst_device else _host_or_fault(dst, count, "dst")
-            source = space.resolve(src, count, device.id, "src")[1] if src_device else _host_or_fault(src, count, "src")
-            ctypes.memmove(target, source, count)
-        enqueue(target_stream, Task("aclrtMemcpyAsync(%d bytes)" % count, run))
+        planned = _copy_of(dst, destMax, src, count, kind)
+        target = stream_of(stream, for_work=True)
+        if planned is not None:
+            _enqueue_copy(*planned, target, "aclrtMemcpyAsync")
 
 
-def _host_or_fault(address: int, nbytes: int, name: str) -> int:
-    if not host_range_is_mapped(address, nbytes):
-        raise DeviceFault("%s: host memory [0x%x, 0x%x) is no longer mapped" % (name, address, address + nbytes))
-    return address
+def _copy_2d_of(dst: Any, dpitch: Any, src: Any, spitch: Any, width: Any, height: Any, kind: Any) -> tuple[Copy, int]:
+    """A 2-D copy: `height` rows of `width` bytes, rows `dpitch` / `spitch` bytes apart; a zero width
+    or height, or a width above a pitch, is 100000."""
+    dst, src = cargs.pointer("dst", dst), cargs.pointer("src", src)
+    dpitch, spitch = cargs.size("dpitch", dpitch), cargs.size("spitch", spitch)
+    width, height = cargs.size("width", width), cargs.size("height", height)
+    for name, value in (("width", width), ("height", height)):
+        if value == 0:
+            raise AclError(status.ACL_ERROR_INVALID_PARAM, "%s: expected a positive size, found 0" % name)
+    for name, pitch in (("dpitch", dpitch), ("spitch", spitch)):
+        if width > pitch:
+            raise AclError(status.ACL_ERROR_INVALID_PARAM,
+                           "%s: expected at least width (%d) bytes, found %d" % (name, width, pitch))
+    if max(dpitch, spitch) * height >= 1 << 63:
+        raise AclError(status.ACL_ERROR_INVALID_PARAM,
+                       "height: expected rows that fit in memory, found %d rows of pitch %d" % (height, max(dpitch, spitch)))
+    kind = _memcpy_kind(kind)
+    device = current_context().device
+    return Copy.plan(_P.address_space(), dst, src, kind, width, height, dpitch, spitch), device.id
 
 
-def _memset_plan(devPtr: Any, maxCount: Any, value: Any, count: Any):
-    count = _integer("count", count, SIZE_T)
+@api("aclrtMemcpy2d")
+def aclrtMemcpy2d(dst: int, dpitch: int, src: int, spitch: int, width: int, height: int, kind: int) -> None:
+    """-> ret. Copies `height` rows of `width` bytes now (no wait for queued stream work)."""
+    with _P.lock:
+        copy, device_id = _copy_2d_of(dst, dpitch, src, spitch, width, height, kind)
+        copy.run(_P.address_space(), device_id, now=True)
+
+
+@api("aclrtMemcpy2dAsync")
+def aclrtMemcpy2dAsync(dst: int, dpitch: int, src: int, spitch: int, width: int, height: int, kind: int,
+                       stream: Optional[int] = None) -> None:
+    """-> ret. The 2-D copy queued on the stream; checked now and when it runs."""
+    with _P.lock:
+        planned = _copy_2d_of(dst, dpitch, src, spitch, width, height, kind)
+        _enqueue_copy(*planned, stream_of(stream, for_work=True), "aclrtMemcpy2dAsync")
+
+
+def _fill_of(devPtr: Any, maxCount: Any, value: Any, count: Any, pinned: bool) -> Optional[tuple[Fill, int]]:
+    count = cargs.size("count", count)
     if count == 0:
         return None
-    address = _pointer("devPtr", devPtr)
-    value = _integer("value", value, INT32)
+    address = cargs.pointer("devPtr", devPtr)
+    value = cargs.integer("value", value, INT32)
     device = current_context().device
-    max_count = _integer("maxCount", maxCount, SIZE_T)
+    max_count = cargs.size("maxCount", maxCount)
     if count > max_count:
         raise AclError(status.ACL_ERROR_RT_PARAM_INVALID,
                        "count: expected at most maxCount (%d) bytes, found %d" % (max_count, count))
-    return address, value & 0xFF, count, device
+    return Fill.plan(_P.address_space(), address, value, count, pinned), device.id
 
 
 @api("aclrtMemset")
 def aclrtMemset(devPtr: int, maxCount: int, value: int, count: int) -> None:
-    """Sets bytes now, device or host memory (the pyACL samples memset aclrtMallocHost memory)."""
+    """-> ret. Sets bytes now, device or host memory (the pyACL samples memset aclrtMallocHost memory)."""
     with _P.lock:
-        plan = _memset_plan(devPtr, maxCount, value, count)
-        if plan is None:
-            return
-        address, byte, count, device = plan
-        if _P.address_space().is_device(address):
-            target = _span(address, count, device.id, "devPtr")
-        else:
-            _check_host(address, count, "devPtr")
-            target = address
-        ctypes.memset(target, byte, count)
+        planned = _fill_of(devPtr, maxCount, value, count, pinned=False)
+        if planned is not None:
+            fill, device_id = planned
+            fill.run(_P.address_space(), device_id, now=True)
 
 
 @api("aclrtMemsetAsync")
 def aclrtMemsetAsync(devPtr: int, maxCount: int, value: int, count: int, stream: Optional[int] = None) -> None:
-    """Queued on the stream. Device memory, or pinned host memory from aclrtMallocHost (which the device
-    reaches by DMA, as aclrtMemcpyAsync does); other host memory is rejected now."""
+    """-> ret. Queued on the stream. Device memory, or pinned host memory from aclrtMallocHost (which the
+    device reaches by DMA, as aclrtMemcpyAsync does); other host memory is rejected now."""
     with _P.lock:
-        plan = _memset_plan(devPtr, maxCount, value, count)
-        target_stream = stream_of(stream, for_work=True)
-        if plan is None:
+        planned = _fill_of(devPtr, maxCount, value, count, pinned=True)
+        target = stream_of(stream, for_work=True)
+        if planned is None:
             return
-        address, byte, count, device = plan
+        fill, device_id = planned
         space = _P.address_space()
-        on_device = space.is_device(address)
-        if not on_device and space.find_host(address, count) is None:
-            raise AclError(status.ACL_ERROR_RT_PARAM_INVALID,
-                           "devPtr: expected device memory or aclrtMallocHost memory for %d bytes, found host "
-                           "address 0x%x" % (count, address))
-
-        def run() -> None:
-            if on_device:
-                target = space.resolve(address, count, device.id, "devPtr")[1]
-            elif space.find_host(address, count) is None:
-                raise DeviceFault("devPtr [0x%x, 0x%x): expected aclrtMallocHost memory, found it freed"
-                                  % (address, address + count))
-            else:
-                target = address
-            ctypes.memset(target, byte, count)
-        enqueue(target_stream, Task("aclrtMemsetAsync(%d bytes)" % count, run))
+        fill.span.pointer_now(space, device_id)
+        span = fill.span
+        enqueue(target, Task("aclrtMemsetAsync(%d bytes)" % span.nbytes, lambda: fill.run(space, device_id),
+                             writes=[(span.address, span.nbytes)] if span.on_device else ()))
 
 
 def resolve_device_range(address: int, nbytes: int, device_id: int, what,
                          base: Optional[int] = None) -> tuple[Allocation, int]:
     """For kernels at execution time: DeviceFault if the range is not inside the live allocation that
-    holds `base` (default: `address`; a tensor's data address, so a view cannot stray into a neighbour)."""
+    holds `base` (default: `address`). (aclnn_api's operator module until it uses emulator.interface.)"""
     return _P.address_space().resolve(address, nbytes, device_id, what, base)
+
+
+# ---------------------------------------------------------------------------------------------
+# callbacks
+
+
+def _thread_id(value: Any) -> int:
+    return cargs.integer("threadId", value, UINT64)
+
+
+@api("aclrtSubscribeReport")
+def aclrtSubscribeReport(threadId: int, stream: Optional[int]) -> None:
+    """-> ret. Host thread `threadId` (threading.get_ident(), pthread_self() in C) runs the stream's
+    callbacks when it calls aclrtProcessReport; 100033 if a thread already does."""
+    with _P.lock:
+        thread_id = _thread_id(threadId)
+        callback.subscribe(thread_id, stream_of(stream))
+
+
+@api("aclrtUnSubscribeReport")
+def aclrtUnSubscribeReport(threadId: int, stream: Optional[int]) -> None:
+    """-> ret. 100034 if `threadId` is not the stream's subscribed thread."""
+    with _P.lock:
+        thread_id = _thread_id(threadId)
+        callback.unsubscribe(thread_id, stream_of(stream))
+
+
+@api("aclrtLaunchCallback")
+def aclrtLaunchCallback(fn: Callable[[Any], None], userData: Any, blockType: int, stream: Optional[int] = None) -> None:
+    """-> ret. Queues fn(userData) on the stream, run by its subscribed thread (100034 if none).
+    ACL_CALLBACK_BLOCK holds the stream's later work until the callback has run."""
+    with _P.lock:
+        if not callable(fn):
+            raise AclError(status.ACL_ERROR_INVALID_PARAM, "fn: expected a callable, found %s" % cargs.shown(fn))
+        block = cargs.enum("blockType", blockType, _CALLBACK_BLOCK_TYPES, "aclrtCallbackBlockType")
+        target = stream_of(stream, for_work=True)
+        limit = _P.config.task_timeout or None
+        enqueue(target, callback.launch(target, fn, userData, block == status.ACL_CALLBACK_BLOCK, limit, _P.lock))
+
+
+@api("aclrtProcessReport")
+def aclrtProcessReport(timeout: int) -> None:
+    """-> ret. Runs the next callback that reached one of the calling thread's streams, waiting at most
+    `timeout` ms (-1: forever); 100035 if the thread subscribed to no stream, 100036 on expiry. It
+    waits without holding the runtime, so other threads go on."""
+    timeout = cargs.integer("timeout", timeout, INT32)
+    if timeout < -1:
+        raise AclError(status.ACL_ERROR_INVALID_PARAM, "timeout: expected milliseconds >= 0, or -1, found %d" % timeout)
+    callback.process_report(threading.get_ident(), None if timeout == -1 else timeout / 1000.0)
+
+
+# ---------------------------------------------------------------------------------------------
+# errors
+
+
+def _last_error(name: str, level: Any, clear: bool) -> int:
+    try:
+        cargs.enum("level", level, _LAST_ERROR_LEVELS, "aclrtLastErrLevel (ACL_RT_THREAD_LEVEL = 0)")
+    except AclError as error:
+        errors.record(error.code, name, error.message)
+        return error.code
+    return errors.last_error(clear)
+
+
+def aclrtGetLastError(level: int = status.ACL_RT_THREAD_LEVEL) -> int:
+    """-> aclError: the code of this thread's latest failed call (0 if none), which it clears."""
+    return _last_error("aclrtGetLastError", level, clear=True)
+
+
+def aclrtPeekAtLastError(level: int = status.ACL_RT_THREAD_LEVEL) -> int:
+    """-> aclError: the code of this thread's latest failed call (0 if none), left in place."""
+    return _last_error("aclrtPeekAtLastError", level, clear=False)
+
+
+# ---------------------------------------------------------------------------------------------
+# data types
+
+
+def aclFloat16ToFloat(value: int) -> float:
+    """-> float: the IEEE half-precision bit pattern `value` (a uint16) as a float (0.0 and a message
+    for a value that is no uint16)."""
+    try:
+        bits = cargs.integer("value", value, (0, 0xFFFF))
+    except AclError as error:
+        errors.record(error.code, "aclFloat16ToFloat", error.message)
+        return 0.0
+    return float(np.frombuffer(struct.pack("<H", bits), np.float16)[0])
+
+
+def aclFloatToFloat16(value: float) -> int:
+    """-> int: the half-precision bit pattern nearest to `value` (rounded to nearest even; overflow
+    gives infinity), as a uint16 (0 and a message for a value that is no number)."""
+    try:
+        number = cargs.double("value", value)
+    except AclError as error:
+        errors.record(error.code, "aclFloatToFloat16", error.message)
+        return 0
+    with np.errstate(over="ignore"):
+        return int(np.array([number], np.float32).astype(np.float16).view(np.uint16)[0])
+
+
+# ---------------------------------------------------------------------------------------------
+# settings
 
 
 def configure(**settings: Any) -> None:

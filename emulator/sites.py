@@ -14,9 +14,7 @@ from typing import Optional
 DEPTH = 3  # frames kept: the call itself and two callers are enough to find it in a helper
 
 _package_dirs: tuple = (os.path.dirname(os.path.abspath(__file__)) + os.sep,)
-
-
-_own_file: dict = {}  # co_filename -> whether it is npuemu's (or frozen) code: asked on every call
+_is_ours: dict = {}  # file name -> whether it is npuemu's own (a site is taken at every launch: keep it cheap)
 
 
 def register_package_dir(path: str) -> None:
@@ -25,24 +23,25 @@ def register_package_dir(path: str) -> None:
     directory = os.path.dirname(os.path.abspath(path)) + os.sep
     if directory not in _package_dirs:
         _package_dirs = _package_dirs + (directory,)
-        _own_file.clear()
-
-
-def _is_own(filename: str) -> bool:
-    own = _own_file.get(filename)
-    if own is None:
-        own = _own_file[filename] = filename.startswith(_package_dirs) or filename.startswith("<frozen")
-    return own
+        _is_ours.clear()
 
 
 class Site:
     """The user's innermost `DEPTH` frames at one call; str() is `file:line in function`, then the
     callers after ` <- `. `unknown()` is the site of a call with no user frame (a C caller)."""
 
-    __slots__ = ("frames",)
+    __slots__ = ("_raw", "_frames")
 
-    def __init__(self, frames: tuple):
-        self.frames = frames  # ((filename, line, function), ...), innermost first
+    def __init__(self, frames: tuple = (), raw: tuple = ()):
+        self._frames = frames or None  # ((filename, line, function), ...), innermost first
+        self._raw = raw                # or ((code, instruction offset), ...): lines are looked up when shown
+
+    @property
+    def frames(self) -> tuple:
+        """((filename, line, function), ...), innermost first."""
+        if self._frames is None:
+            self._frames = tuple((code.co_filename, _line_of(code, offset), code.co_name) for code, offset in self._raw)
+        return self._frames
 
     @property
     def location(self) -> str:
@@ -73,15 +72,36 @@ UNKNOWN = Site(())
 def user_site(depth: int = DEPTH) -> Site:
     """The calling program's short stack: the first `depth` frames outside npuemu's packages."""
     frame: Optional[object] = sys._getframe(1)
-    frames = []
-    own = _own_file.get
-    while frame is not None and len(frames) < depth:
+    is_ours = _is_ours
+    frames: list = []
+    while frame is not None:  # taken at every launch: one tight loop, each file classified once
         code = frame.f_code
-        filename = code.co_filename
-        is_own = own(filename)
-        if not (_is_own(filename) if is_own is None else is_own):
-            frames.append((filename, frame.f_lineno, code.co_name))
+        ours = is_ours.get(code.co_filename)
+        if ours is None:
+            ours = _classify(code.co_filename)
+        if not ours:
+            frames.append((code, frame.f_lasti))
+            if len(frames) == depth:
+                break
         elif frames:
             break  # back inside npuemu (a callback of ours): the user's part of the stack ended
         frame = frame.f_back
-    return Site(tuple(frames)) if frames else UNKNOWN
+    return Site(raw=tuple(frames)) if frames else UNKNOWN
+
+
+def _line_of(code, offset: int) -> int:
+    """The source line of the instruction at byte `offset` of `code` (what frame.f_lineno computes, done
+    only when a site is shown)."""
+    line = code.co_firstlineno
+    for start, end, number in code.co_lines():
+        if start <= offset < end:
+            return number if number is not None else line
+        if number is not None:
+            line = number
+    return line
+
+
+def _classify(filename: str) -> bool:
+    """Whether a file is npuemu's own (or one of the interpreter's frozen modules); remembered."""
+    ours = _is_ours[filename] = filename.startswith(_package_dirs) or filename.startswith("<frozen")
+    return ours

@@ -1,4 +1,5 @@
-"""The process-wide state of the emulated runtime: configuration, devices, handles, the lock."""
+"""The process-wide state of the emulated runtime: configuration, devices, aclInit state, the lock.
+(Handles of every object are in emulator.resource.HANDLES.)"""
 from __future__ import annotations
 
 import threading
@@ -7,9 +8,7 @@ from typing import Optional
 from . import config as config_module
 from . import leaks
 from .device import Device
-from .errors import AclError
 from .memory import AddressSpace
-from . import status
 
 
 class Process:
@@ -18,8 +17,6 @@ class Process:
         self._config: Optional[config_module.Config] = None
         self.space: Optional[AddressSpace] = None
         self.devices: list[Device] = []
-        self.handles: dict[int, object] = {}
-        self._next_handle = 0x5E000000
         self.init_count = 0
         self.finalized = False
         self.init_config: Optional[str] = None
@@ -51,20 +48,13 @@ class Process:
         self.address_space()
         return self.devices[device_id]
 
-    def new_handle(self, obj: object) -> int:
-        self._next_handle += 0x40
-        self.handles[self._next_handle] = obj
-        return self._next_handle
-
-    def drop_handle(self, handle: int) -> None:
-        self.handles.pop(handle, None)
-
     def configure(self, **changes) -> None:
+        """Change settings while no device is open; ConfigError otherwise, or for a bad value."""
         with self.lock:
             if any(device.is_open for device in self.devices):
-                raise AclError(status.ACL_ERROR_API_NOT_SUPPORT,
-                               "configure: expected no open device, found device(s) %s still set; reset them first"
-                               % [d.id for d in self.devices if d.is_open])
+                raise config_module.ConfigError(
+                    "configure: expected no open device, found device(s) %s still set; reset them first"
+                    % [d.id for d in self.devices if d.is_open])
             new = config_module.with_changes(self.config, **changes)
             if self.space is not None and (new.device_count, new.device_memory, new.soc) != (
                     self.config.device_count, self.config.device_memory, self.config.soc):

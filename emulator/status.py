@@ -1,4 +1,4 @@
-"""aclError status codes and the enums of the runtime, with their real values (spec/RUNTIME.md §1.3-1.4)."""
+"""aclError status codes and the enums of the runtime, with their real values."""
 
 ACL_SUCCESS = 0
 ACL_ERROR_NONE = 0

@@ -3,25 +3,36 @@
 Nothing runs at enqueue time (unless NPUEMU_EXECUTION=eager). A synchronisation point drains a
 stream; a wait on an event first drains the stream that recorded it, up to that record. Each
 stream keeps a device clock: a task starts when both the stream is free and the host has issued
-it, and lasts as long as it really took, so event timings are measured, never made up.
+it, and lasts as long as it really took, so event timings are measured, never made up. A task that
+fails leaves a `Fault` record on its stream (see emulator.faults) and the stream goes on.
 """
 from __future__ import annotations
 
 import collections
 import time
-from typing import Callable, Optional
+from typing import Callable, Optional, Sequence
 
-from .memory import DeviceFault
+from . import faults as faults_module
+from . import leaks, status
+from .errors import AclError
+from .faults import Fault
+from .resource import Resource
+from .sites import Site, user_site
 
 
 class Task:
-    """One unit of stream work. `run()` raises DeviceFault when the hardware would fault."""
+    """One unit of stream work, with the user's site that launched it and the (address, nbytes)
+    device ranges it reads and writes (for a checker of races). `run()` raises DeviceFault where
+    the hardware would fault and TimeoutError when it runs past the task timeout."""
 
-    __slots__ = ("name", "run", "issued_at", "done", "stream")
+    __slots__ = ("name", "run", "issued_at", "done", "stream", "site", "reads", "writes")
 
-    def __init__(self, name: str, run: Optional[Callable[[], None]]):
+    def __init__(self, name: str, run: Optional[Callable[[], None]], site: Optional[Site] = None,
+                 reads: Sequence[tuple] = (), writes: Sequence[tuple] = ()):
         self.name = name
         self.run = run
+        self.site = site if site is not None else user_site()
+        self.reads, self.writes = reads, writes
         self.issued_at = time.perf_counter()
         self.done = False
         self.stream: Optional["Stream"] = None
@@ -47,40 +58,67 @@ class WaitTask(Task):
         self.record = record
 
 
-class Stream:
-    def __init__(self, handle: int, context, is_default: bool, site: str):
-        self.handle = handle
+class Stream(Resource):
+    """A stream of a context; the default stream of each context comes with it and goes with it."""
+
+    kind = "stream"
+
+    def __init__(self, context, is_default: bool = False, priority: int = 0, flags: int = 0,
+                 site: Optional[Site] = None):
         self.context = context
         self.is_default = is_default
-        self.site = site
+        self.priority, self.flags = priority, flags
         self.queue: collections.deque[Task] = collections.deque()
-        self.clock = 0.0                  # device time (perf_counter seconds) at which the stream is free
-        self.fault: Optional[str] = None  # first fault not yet reported by a synchronising call
-        self.alive = True
+        self.clock = 0.0                 # device time (perf_counter seconds) at which the stream is free
+        self.faults: list[Fault] = []    # not yet reported by a synchronising call
+        self.subscriber: Optional[int] = None  # the host thread that runs its callbacks (aclrtSubscribeReport)
+        super().__init__(site)
+        if is_default:
+            leaks.untrack(self)  # released with its context, never by the program
 
     @property
     def device_id(self) -> int:
         return self.context.device.id
 
     def describe(self) -> str:
-        kind = "default stream" if self.is_default else "stream 0x%x" % self.handle
-        return "%s of device %d" % (kind, self.device_id)
+        if self.is_default:
+            return "0x%x (the default stream of device %d)" % (self.handle, self.device_id)
+        return "0x%x of device %d" % (self.handle, self.device_id)
 
-    def enqueue(self, task: Task) -> None:
+    # -- work ---------------------------------------------------------------------------------
+
+    def enqueue(self, task: Task, eager: bool = False) -> None:
+        """Queue work; `eager` (NPUEMU_EXECUTION=eager) runs it at once (faults surface at the next sync)."""
         task.stream = self
         self.queue.append(task)
+        if eager:
+            self.drain()
 
-    def drain(self, upto: Optional[Task] = None) -> None:
-        """Run queued work in order, up to and including `upto` (everything if None)."""
+    def drain(self, upto: Optional[Task] = None, deadline: Optional[float] = None) -> bool:
+        """Run queued work in order, up to and including `upto` (everything if None). With a `deadline`
+        (perf_counter seconds), stop before a task that would start after it: False if work is left."""
         while self.queue:
+            if deadline is not None and time.perf_counter() > deadline:
+                return False
             task = self.queue.popleft()
             self._execute(task)
             if task is upto:
-                return
+                return True
+        return True
 
     def _execute(self, task: Task) -> None:
         start = max(self.clock, task.issued_at)
-        if isinstance(task, WaitTask):
+        run = task.run
+        if run is not None:  # work (the common case: records and waits have no run)
+            begin = time.perf_counter()
+            try:
+                run()
+            except KeyboardInterrupt:
+                raise
+            except Exception as error:  # a fault of the work, never of the stream: record it and go on
+                self.faults.append(faults_module.from_exception(error, task.name, "stream " + self.describe(), task.site))
+            start += time.perf_counter() - begin
+        elif isinstance(task, WaitTask):
             record = task.record
             if record is not None and not record.done:
                 record.stream.drain(upto=record)
@@ -88,17 +126,32 @@ class Stream:
                 start = max(start, record.timestamp)
         elif isinstance(task, RecordTask):
             task.timestamp = start
-        elif task.run is not None:
-            begin = time.perf_counter()
-            try:
-                task.run()
-            except DeviceFault as fault:
-                if self.fault is None:
-                    self.fault = "%s on %s: %s" % (task.name, self.describe(), fault)
-            start += time.perf_counter() - begin
         self.clock = start
         task.done = True
 
-    def take_fault(self) -> Optional[str]:
-        fault, self.fault = self.fault, None
-        return fault
+    def take_faults(self) -> list[Fault]:
+        """The faults not reported yet; they are reported once."""
+        taken, self.faults = self.faults, []
+        return taken
+
+    def synchronize(self, deadline: Optional[float] = None) -> None:
+        """Run everything queued; AclError with the faults, or 507046 if the deadline passes first."""
+        if not self.drain(deadline=deadline):
+            raise AclError(status.ACL_ERROR_RT_STREAM_SYNC_TIMEOUT,
+                           "timeout: expected stream %s to finish in time, found %d task(s) still queued"
+                           % (self.describe(), len(self.queue)))
+        if self.faults:
+            faults_module.raise_faults(self.take_faults())
+
+    # -- lifecycle ------------------------------------------------------------------------------
+
+    def destroy(self, site: Optional[Site] = None, force: bool = False) -> None:
+        """aclrtDestroyStream: queued work runs first (its faults are reported here); with `force`
+        (aclrtDestroyStreamForce) it is dropped instead."""
+        if force:
+            self.queue.clear()
+        else:
+            self.drain()
+        self.release(site)
+        self.context.streams.remove(self)
+        faults_module.raise_faults(self.take_faults())

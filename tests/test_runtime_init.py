@@ -1,4 +1,4 @@
-"""aclInit / aclFinalize / aclFinalizeReference (spec/RUNTIME.md §1.5): reference counting, repeat
+"""aclInit / aclFinalize / aclFinalizeReference (docs/runtime.md, "Initialisation"): reference counting, repeat
 codes, re-initialisation, and the JSON configuration file (missing, invalid, different on a second
 call, `defaultDevice`). Facts that only a fresh process shows are checked in a subprocess."""
 import json
@@ -174,3 +174,21 @@ def test_the_cli_reports_the_kernels_with_the_settings_in_force(tmp_path):
     assert lines["threads"] == "3" and lines["vector_isa"] == "avx2"
     assert "3 thread(s)" in lines["kernels"]
     assert "vector ISA avx2" in lines["kernels"] or "vector ISA baseline" in lines["kernels"]
+
+
+@pytest.mark.parametrize("content", [b"\xff\xfe{\x00}\x00", b'{"a": "\xe9t\xe9"}', b"\x89PNG\r\n\x1a\n"])
+def test_config_file_that_is_not_utf8_is_100006_like_bad_json(tmp_path, content):
+    """It returned 507000 (an internal error) before."""
+    path = tmp_path / "latin1.json"
+    path.write_bytes(content)
+    assert_rejected(acl.init(str(path)), acl.ACL_ERROR_PARSE_FILE, "configPath", "latin1.json")
+    assert acl.init() == 0, "nothing was committed by the rejected call"
+
+
+def test_repeated_init_and_finalize_messages_do_not_repeat_the_call_name():
+    assert acl.init() == 0
+    assert acl.init() == acl.ACL_ERROR_REPEAT_INITIALIZE
+    assert "aclInit: aclInit" not in last_error()
+    assert acl.finalize() == 0
+    assert acl.finalize() == acl.ACL_ERROR_REPEAT_FINALIZE
+    assert "aclFinalize: aclFinalize" not in last_error()

@@ -1,4 +1,4 @@
-"""Leak reports (DESIGN.md "strictness"): aclFinalize and interpreter exit name every resource the
+"""Leak reports (docs/runtime.md, "Sites and leaks"): aclFinalize and interpreter exit name every resource the
 program never released (device and host memory, contexts, streams, events, tensors, arrays, scalars,
 executors) with the user's source line that made it; a clean program reports nothing."""
 import re
@@ -37,7 +37,7 @@ def assert_each_leak_named_with_its_line(stderr: str, path: str, source: str, wh
     for kind, call in EXPECTED.items():
         found = [line for line in leaks if line.startswith("npuemu: leak: %s " % kind)]
         assert len(found) == 1, "%s: %s" % (kind, stderr)
-        site = re.search(r"made at (.+):(\d+)", found[0])
+        site = re.search(r"made at (\S+?):(\d+) in ", found[0])
         assert site and site.group(1) == path, found[0]
         assert call in lines[int(site.group(2)) - 1], "%s is reported at the wrong line: %s" % (kind, found[0])
     assert len(leaks) == len(EXPECTED), stderr
@@ -114,8 +114,21 @@ def test_a_stream_released_only_by_destroy_context_is_reported(capsys):
     assert acl.rt.reset_device(0) == 0
     assert acl.finalize() == 0
     err = capsys.readouterr().err
-    assert re.search(r"leak: stream .* made at \S+test_runtime_leaks.py:\d+ \(released only by aclrtDestroyContext",
-                     err), err
+    assert re.search(r"leak: stream 0x[0-9a-f]+ of device 0, made at \S+test_runtime_leaks.py:\d+ in .*\(released "
+                     r"only by aclrtDestroyContext", err), err   # "stream stream 0x..." before
+
+
+def test_a_leak_shows_the_short_call_stack_of_a_helper(capsys):
+    def make_stream():
+        return acl.rt.create_stream()[0]
+    assert acl.init() == 0
+    assert acl.rt.set_device(0) == 0
+    make_stream()
+    assert acl.rt.reset_device(0) == 0
+    assert acl.finalize() == 0
+    err = capsys.readouterr().err
+    assert re.search(r"made at \S+test_runtime_leaks.py:\d+ in make_stream <- \S+test_runtime_leaks.py:\d+ in "
+                     r"test_a_leak_shows_the_short_call_stack_of_a_helper", err), err
 
 
 def test_memory_released_only_by_reset_device_is_reported(capsys):
@@ -125,5 +138,5 @@ def test_memory_released_only_by_reset_device_is_reported(capsys):
     assert acl.rt.reset_device(0) == 0
     assert acl.finalize() == 0
     err = capsys.readouterr().err
-    assert re.search(r"leak: device memory .* made at \S+test_runtime_leaks.py:\d+ \(released only by "
+    assert re.search(r"leak: device memory .* made at \S+test_runtime_leaks.py:\d+ in .*\(released only by "
                      r"aclrtResetDevice\(0\)", err), err

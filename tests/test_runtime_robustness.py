@@ -1,10 +1,13 @@
-"""Bad input never crashes (BRIEF rules, API.md): every public function of acl, acl.rt, acl.util and
+"""Bad input never crashes (docs/runtime.md, "Calling conventions"): every public function of acl, acl.rt, acl.util and
 aclnn_api, called with values of the wrong Python type in each parameter in turn (the others valid),
 and (for the C-named calls) with too few or too many arguments, returns a status (or null for
 creators) and leaves a message saying what was expected and found; it never raises, and never
 reports an internal error of the emulator. The list of functions is read from the modules, so new
 public functions (operators included) are covered as they appear."""
 import inspect
+import os
+import re
+import threading
 import traceback
 from types import SimpleNamespace
 
@@ -14,6 +17,7 @@ import pytest
 import acl
 import aclnn_api as nn
 from emulator import leaks
+from support import REPO
 
 BAD_VALUES = {"str": "text", "float": 1.5, "None": None, "negative": -1, "huge": 1 << 70, "list": [1]}
 INTERNAL = (acl.ACL_ERROR_RT_INTERNAL_ERROR, nn.ACLNN_ERR_INNER)
@@ -66,6 +70,9 @@ def world():
         "offset": lambda: 0, "format": lambda: nn.ACL_FORMAT_ND, "storage_dims": lambda: None,
         "tensor_data": lambda: w.dev, "addr": lambda: w.dev, "values": lambda: [1], "workspace": lambda: None,
         "workspaceSize": lambda: 0, "executor": executor, "scalar": lambda: nn.aclCreateScalar(1.0, nn.ACL_FLOAT),
+        "timeout": lambda: 10, "fn": lambda: (lambda data: None), "userData": lambda: None, "blockType": lambda: 0,
+        "threadId": threading.get_ident, "priority": lambda: 0, "dpitch": lambda: 64, "spitch": lambda: 64,
+        "width": lambda: 64, "height": lambda: 1, "level": lambda: 0,
     }
     w.tensor = tensor
     yield w
@@ -129,15 +136,21 @@ def parameters(fn):
             if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
 
 
+def each_parameter_replaced(world, fn, values):
+    """(parameter, label, arguments): valid arguments with one parameter replaced by each of `values`."""
+    params = parameters(fn)
+    for position, param in enumerate(params):
+        for label, value in values.items():
+            args = [valid_argument(world, p.name) for p in params]
+            args[position] = value
+            yield param, label, args
+
+
 @pytest.mark.parametrize("name", sorted(FUNCTIONS))
 def test_wrong_python_types_in_each_parameter_give_a_status_and_a_message(world, name):
     fn = FUNCTIONS[name]
-    params = parameters(fn)
-    for position, param in enumerate(params):
-        for label, bad in BAD_VALUES.items():
-            args = [valid_argument(world, p.name) for p in params]
-            args[position] = bad
-            call_and_check(fn, args, "%s(%s=%s)" % (name, param.name, label), label in LEGAL.get(name, ()))
+    for param, label, args in each_parameter_replaced(world, fn, BAD_VALUES):
+        call_and_check(fn, args, "%s(%s=%s)" % (name, param.name, label), label in LEGAL.get(name, ()))
 
 
 C_NAMED = sorted(name for name, fn in FUNCTIONS.items() if hasattr(fn, "c_name"))
@@ -159,7 +172,7 @@ def test_wrong_argument_counts_give_a_status_and_a_message(world, name):
 
 
 def test_the_generated_tests_cover_the_whole_api():
-    """The discovery above finds the API.md surface: a renamed or missing function shows up here."""
+    """The discovery above finds the documented pyACL and aclnn surface: a renamed or missing function shows up here."""
     expected = ["acl.rt." + n for n in (
         "set_device", "reset_device", "get_device", "get_device_count", "get_run_mode", "create_context",
         "destroy_context", "set_context", "get_context", "create_stream", "destroy_stream", "synchronize_stream",
@@ -172,3 +185,75 @@ def test_the_generated_tests_cover_the_whole_api():
         "aclCreateBoolArray", "aclCreateScalar", "aclSetAclOpExecutorRepeatable", "aclDestroyAclOpExecutor",
         "aclnnLogSigmoidBackwardGetWorkspaceSize", "aclnnLogSigmoidBackward")]
     assert not [name for name in expected if name not in FUNCTIONS]
+
+
+# -- fuzzing acl.rt ----------------------------------------------------------------------------------
+
+ODD_VALUES = {"None": None, "-1": -1, "2**64": 1 << 64, "1.5": 1.5, "np.int64(3)": np.int64(3),
+              "np.array([1])": np.array([1]), "'x'": "x", "object()": object()}
+NO_INTEGER = ("np.array([1])", "object()", "'x'", "1.5")
+# Every status an acl.rt call may answer an odd argument with; docs/runtime.md names each of them.
+DOCUMENTED = {0, 100000, 100033, 100034, 100035, 100036, 107000, 107001, 107002, 107003, 107017, 507007, 207001}
+RT_FUNCTIONS = sorted(name for name in FUNCTIONS if name.startswith("acl.rt."))
+DOUBLED_WORD = re.compile(r"\b([A-Za-z]{2,}) \1\b")
+
+
+@pytest.mark.parametrize("name", RT_FUNCTIONS)
+def test_every_runtime_call_answers_odd_values_with_a_documented_code_and_a_message(world, name):
+    fn = FUNCTIONS[name]
+    for param, label, args in each_parameter_replaced(world, fn, ODD_VALUES):
+        what = "%s(%s=%s)" % (name, param.name, label)
+        result, message = call_and_check(fn, args, what, legal=label == "np.int64(3)")
+        status = status_of(result) if hasattr(fn, "c_name") else None
+        assert status is None or status in DOCUMENTED, "%s: %s %s" % (what, status, message)
+        assert not DOUBLED_WORD.search(message), "%s: a doubled word in %r" % (what, message)
+        if label in NO_INTEGER and status is not None and param.name != "userData":   # userData is any object
+            assert status != 0, "%s was accepted" % what
+
+
+def test_the_documented_codes_are_in_the_runtime_docs():
+    with open(os.path.join(REPO, "docs", "runtime.md"), encoding="utf-8") as handle:
+        text = handle.read()
+    assert not [code for code in DOCUMENTED - {0} if str(code) not in text]
+
+
+def test_numpy_integers_are_accepted_as_handles_ids_and_enums(world):
+    assert acl.rt.set_device(np.int16(0)) == 0
+    assert acl.rt.set_context(np.uint64(world.context)) == 0
+    assert acl.rt.synchronize_stream(np.uint64(world.stream)) == 0
+    assert acl.rt.record_event(np.int64(world.event), np.uint64(world.stream)) == 0
+    assert acl.rt.synchronize_event(np.int64(world.event)) == 0
+    assert acl.rt.get_mem_info(np.int32(acl.ACL_HBM_MEM))[-1] == 0
+    assert acl.rt.reset_device(np.int8(0)) == 0
+
+
+def test_help_of_every_runtime_call_says_what_it_returns():
+    """help(acl.rt.malloc) showed `-> int` although it returns (ptr, ret)."""
+    assert str(inspect.signature(acl.rt.malloc).return_annotation) == "tuple[int, int]"
+    assert str(inspect.signature(acl.rt.get_mem_info).return_annotation) == "tuple[int, int, int]"
+    assert str(inspect.signature(acl.rt.free).return_annotation) == "int"
+    for name in RT_FUNCTIONS + ["acl.init", "acl.finalize"]:
+        fn = FUNCTIONS.get(name) or getattr(acl, name.split(".")[-1])
+        returned = inspect.signature(fn).return_annotation
+        assert returned is not inspect.Signature.empty, name
+        doc = inspect.getdoc(fn) or ""
+        assert doc.startswith("->"), "%s: the docstring should start with what it returns: %r" % (name, doc[:60])
+        if hasattr(fn, "c_name"):
+            outputs = doc[2:].split(".")[0]
+            assert ("ret" in outputs) == (str(returned) != "int" or "ret" in outputs), name
+            assert (str(returned) == "int") == (outputs.strip().startswith("ret")), "%s: %s vs %r" % (name, returned, doc)
+
+
+def test_the_runtime_docs_and_tests_stand_alone():
+    """They cited the design notes and specifications the project was built from: files outside the
+    repository. What the runtime relies on is written in docs/runtime.md."""
+    outside = re.compile(r"spec/\w+\.md|spec[ ]§|DESIGN\.md|API\.md|\.\./shared")
+    files = [os.path.join("docs", "runtime.md")]
+    files += [os.path.join(d, f) for d in ("emulator", "acl") for f in os.listdir(os.path.join(REPO, d)) if f.endswith(".py")]
+    files += [os.path.join("tests", f) for f in os.listdir(os.path.join(REPO, "tests"))
+              if f.startswith("test_runtime_") or f == "test_memory.py"]
+    citing = []
+    for name in files:
+        with open(os.path.join(REPO, name), encoding="utf-8") as handle:
+            citing += ["%s: %s" % (name, line.strip()) for line in handle if outside.search(line)]
+    assert not citing, "\n".join(citing)

@@ -1,6 +1,8 @@
-"""Streams and events (spec/RUNTIME.md §1.5, DESIGN.md): work is queued and runs only at sync points
+"""Streams and events (docs/runtime.md): work is queued and runs only at sync points
 (stream, device, event), in stream order; events order work across streams; aclrtMemcpy does not
 wait for queued work; event status and measured elapsed times; eager mode; stale handles."""
+import re
+
 import numpy as np
 import pytest
 
@@ -227,7 +229,7 @@ def test_stale_and_null_stream_and_event_handles():
 
 
 def test_work_on_a_stream_of_another_context_of_the_device_is_107003():
-    """The runtime refuses work on a stream that is not in the current context (spec §1.5)."""
+    """The runtime refuses work on a stream that is not in the current context."""
     with npu() as device:
         buffer = device.malloc(64)
         event, _ = acl.rt.create_event()
@@ -241,3 +243,16 @@ def test_work_on_a_stream_of_another_context_of_the_device_is_107003():
         assert acl.rt.synchronize_stream(device.stream) == 0, "synchronising it needs no particular context"
         assert acl.rt.destroy_context(context) == 0
         assert acl.rt.destroy_event(event) == 0
+
+
+def test_messages_about_a_stale_stream_or_event_do_not_repeat_the_kind():
+    """They said "stream stream 0x...": the kind was named by the message and again by the description."""
+    with npu() as device:
+        stream, _ = acl.rt.create_stream()
+        event, _ = acl.rt.create_event()
+        assert acl.rt.destroy_stream(stream) == 0 and acl.rt.destroy_event(event) == 0
+        address = device.malloc(8)
+        for call in (lambda: acl.rt.synchronize_stream(stream), lambda: acl.rt.record_event(event, device.stream),
+                     lambda: acl.rt.memset_async(address, 8, 0, 8, stream)):
+            message = assert_rejected(call(), acl.ACL_ERROR_RT_INVALID_HANDLE, "already released")
+            assert not re.search(r"\b(stream|event) \1\b", message), message

@@ -1,0 +1,393 @@
+"""The runtime calls added after the first release (docs/runtime.md, "Calls"): callbacks and their report
+thread, 2-D copies, version, synchronisation with a timeout, streams with a configuration, forced stream
+destruction, event timestamps and wait status, events made with the Ex form, aligned and cached
+allocation, the thread's last error, and the float16 helpers. Each with its error codes."""
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import acl
+import aclnn_api as nn
+import emulator
+from emulator import interface
+from support import assert_rejected, last_error
+
+H2D, D2H, D2D = acl.ACL_MEMCPY_HOST_TO_DEVICE, acl.ACL_MEMCPY_DEVICE_TO_HOST, acl.ACL_MEMCPY_DEVICE_TO_DEVICE
+
+
+@pytest.fixture
+def device():
+    """Device 0 set, with a created stream; everything made through `device.malloc` is freed after."""
+    assert acl.rt.set_device(0) == 0
+    stream, ret = acl.rt.create_stream()
+    assert ret == 0
+    made = []
+
+    class Device:
+        pass
+    d = Device()
+    d.stream = stream
+
+    def malloc(n, how=acl.rt.malloc):
+        address, ret = how(n, 0)
+        assert ret == 0, last_error()
+        made.append(address)
+        return address
+    d.malloc = malloc
+    yield d
+    for address in made:
+        acl.rt.free(address)
+    acl.rt.destroy_stream(stream)
+    assert acl.rt.reset_device(0) == 0
+
+
+def slow_task(seconds):
+    def run():
+        time.sleep(seconds)
+    return run
+
+
+# -- version and float16 ------------------------------------------------------------------------
+
+
+def test_get_version_is_the_emulated_api_version():
+    assert acl.rt.get_version() == (1, 17, 0, 0)
+
+
+@pytest.mark.parametrize("value", [0.0, -0.0, 1.0, -2.5, 65504.0, 6.1e-5, 5.96e-8, 1e-9, 1e6, float("inf"), 0.1, 1 / 3])
+def test_float16_conversions_agree_with_numpy(value):
+    bits = acl.float_to_float16(value)
+    with np.errstate(over="ignore"):
+        expected = int(np.array([value], np.float32).astype(np.float16).view(np.uint16)[0])
+    assert bits == expected
+    assert acl.rt.float16_to_float(bits) == float(np.array([bits], np.uint16).view(np.float16)[0])
+
+
+def test_float16_nan_and_bad_values():
+    assert np.isnan(acl.float16_to_float(0x7E00))
+    assert acl.float16_to_float(1 << 16) == 0.0
+    message = last_error()
+    assert "value" in message and "expected" in message
+    assert acl.float_to_float16("x") == 0
+    assert "expected a number" in last_error()
+
+
+# -- last error -----------------------------------------------------------------------------------
+
+
+def test_last_error_is_the_threads_latest_failure_until_read():
+    assert acl.rt.get_last_error(0) in range(0, 1 << 20)      # whatever earlier tests left: cleared now
+    assert acl.rt.get_last_error(0) == 0
+    assert acl.rt.free(0) == acl.ACL_ERROR_INVALID_PARAM
+    assert acl.rt.get_device_count()[1] == 0                  # a success does not clear it
+    assert acl.rt.peek_at_last_error(0) == acl.ACL_ERROR_INVALID_PARAM
+    assert acl.rt.peek_at_last_error(0) == acl.ACL_ERROR_INVALID_PARAM
+    assert acl.rt.get_last_error(0) == acl.ACL_ERROR_INVALID_PARAM
+    assert acl.rt.get_last_error(0) == 0
+    assert nn.aclDestroyAclOpExecutor(None) != 0, "an aclnn failure"
+    assert acl.rt.get_last_error(0) == 0, "aclnn statuses are not the runtime's last error"
+    other = []
+    thread = threading.Thread(target=lambda: other.append((acl.rt.free(0), acl.rt.get_last_error(0))))
+    thread.start(), thread.join()
+    assert other == [(acl.ACL_ERROR_INVALID_PARAM, acl.ACL_ERROR_INVALID_PARAM)]
+    assert acl.rt.peek_at_last_error(0) == 0, "the last error is per thread"
+
+
+def test_last_error_level_other_than_thread_is_100000():
+    assert acl.rt.get_last_error(1) == acl.ACL_ERROR_INVALID_PARAM
+    assert "level" in last_error()
+    acl.rt.get_last_error(0)
+
+
+# -- allocation -----------------------------------------------------------------------------------
+
+
+def test_malloc_align32_has_no_extra_padding(device):
+    address = device.malloc(40, acl.rt.malloc_align32)
+    host = np.zeros(64, np.uint8)
+    assert acl.rt.memcpy(host.ctypes.data, 64, address, 64, D2H) == 0, "64 = ALIGN_UP(40, 32) is inside"
+    assert_rejected(acl.rt.memcpy(host.ctypes.data, 65, address, 65, D2H), acl.ACL_ERROR_RT_PARAM_INVALID,
+                    "src", "overruns")
+    padded = device.malloc(40)
+    wider = np.zeros(96, np.uint8)
+    assert acl.rt.memcpy(wider.ctypes.data, 96, padded, 96, D2H) == 0, "aclrtMalloc adds 32 bytes"
+
+
+@pytest.mark.parametrize("how", ["malloc_align32", "malloc_cached"])
+def test_malloc_variants_reject_size_zero_and_need_a_context(how):
+    fn = getattr(acl.rt, how)
+    assert_rejected(fn(0, 0)[1], acl.ACL_ERROR_INVALID_PARAM, "size")
+    assert_rejected(fn(64, 0)[1], acl.ACL_ERROR_RT_CONTEXT_NULL, "context")
+
+
+def test_malloc_cached_is_device_memory(device):
+    address = device.malloc(100, acl.rt.malloc_cached)
+    data = np.arange(100, dtype=np.uint8)
+    back = np.zeros(100, np.uint8)
+    assert acl.rt.memcpy(address, 100, data.ctypes.data, 100, H2D) == 0
+    assert acl.rt.memcpy(back.ctypes.data, 100, address, 100, D2H) == 0
+    assert (back == data).all()
+
+
+# -- 2-D copies ---------------------------------------------------------------------------------
+
+
+def test_memcpy_2d_copies_rows_between_pitches(device):
+    rows, width, spitch, dpitch = 5, 12, 20, 16
+    source = np.arange(rows * spitch, dtype=np.uint8)
+    address = device.malloc(rows * dpitch)
+    assert acl.rt.memset(address, rows * dpitch, 0xEE, rows * dpitch) == 0
+    assert acl.rt.memcpy_2d(address, dpitch, source.ctypes.data, spitch, width, rows, H2D) == 0, last_error()
+    back = np.zeros(rows * dpitch, np.uint8)
+    assert acl.rt.memcpy(back.ctypes.data, back.nbytes, address, back.nbytes, D2H) == 0
+    expected = np.full((rows, dpitch), 0xEE, np.uint8)
+    expected[:, :width] = source.reshape(rows, spitch)[:, :width]
+    assert (back.reshape(rows, dpitch) == expected).all()
+
+
+def test_memcpy_2d_async_runs_on_the_stream(device):
+    rows, width = 3, 8
+    address = device.malloc(rows * width)
+    source = np.arange(rows * 32, dtype=np.uint8)
+    assert acl.rt.memcpy_2d_async(address, width, source.ctypes.data, 32, width, rows, H2D, device.stream) == 0
+    back = np.zeros(rows * 16, np.uint8)
+    assert acl.rt.memcpy_2d_async(back.ctypes.data, 16, address, width, width, rows, D2H, device.stream) == 0
+    assert not back.any(), "queued work has not run before the synchronisation"
+    assert acl.rt.synchronize_stream(device.stream) == 0
+    assert (back.reshape(rows, 16)[:, :width] == source.reshape(rows, 32)[:, :width]).all()
+    assert not back.reshape(rows, 16)[:, width:].any()
+
+
+@pytest.mark.parametrize("args,code,word", [
+    (dict(width=0), acl.ACL_ERROR_INVALID_PARAM, "width"),
+    (dict(height=0), acl.ACL_ERROR_INVALID_PARAM, "height"),
+    (dict(width=17), acl.ACL_ERROR_INVALID_PARAM, "dpitch"),
+    (dict(spitch=8), acl.ACL_ERROR_INVALID_PARAM, "spitch"),
+    (dict(dst=0), acl.ACL_ERROR_INVALID_PARAM, "dst"),
+    (dict(kind=9), acl.ACL_ERROR_INVALID_PARAM, "kind"),
+    (dict(kind=D2H), acl.ACL_ERROR_RT_PARAM_INVALID, "kind"),
+    (dict(height=7), acl.ACL_ERROR_RT_PARAM_INVALID, "overruns"),
+])
+def test_memcpy_2d_rejections(device, args, code, word):
+    address = device.malloc(64)
+    source = np.zeros(256, np.uint8)
+    call = dict(dst=address, dpitch=16, src=source.ctypes.data, spitch=32, width=16, height=4, kind=H2D)
+    call.update(args)
+    assert_rejected(acl.rt.memcpy_2d(*call.values()), code, word)
+    assert_rejected(acl.rt.memcpy_2d_async(*call.values(), device.stream), code, word)
+
+
+# -- streams --------------------------------------------------------------------------------------
+
+
+def test_create_stream_with_config_makes_a_working_stream(device):
+    stream, ret = acl.rt.create_stream_with_config(3, acl.ACL_STREAM_FAST_LAUNCH | acl.ACL_STREAM_FAST_SYNC)
+    assert ret == 0, last_error()
+    address = device.malloc(64)
+    assert acl.rt.memset_async(address, 64, 7, 64, stream) == 0
+    assert acl.rt.synchronize_stream(stream) == 0
+    assert acl.rt.destroy_stream(stream) == 0
+
+
+@pytest.mark.parametrize("priority,flag,word", [(8, 0, "priority"), (0, 0x40, "flag"), (-1, 0, "priority")])
+def test_create_stream_with_config_rejects_bad_priority_and_flags(device, priority, flag, word):
+    stream, ret = acl.rt.create_stream_with_config(priority, flag)
+    assert stream == 0
+    assert_rejected(ret, acl.ACL_ERROR_INVALID_PARAM, word)
+
+
+def test_destroy_stream_force_drops_queued_work(device):
+    stream, _ = acl.rt.create_stream()
+    address = device.malloc(64)
+    assert acl.rt.memset(address, 64, 0, 64) == 0
+    assert acl.rt.memset_async(address, 64, 0x55, 64, stream) == 0
+    assert acl.rt.destroy_stream_force(stream) == 0
+    back = np.ones(64, np.uint8)
+    assert acl.rt.memcpy(back.ctypes.data, 64, address, 64, D2H) == 0
+    assert not back.any(), "the forced destroy must not run the queued memset"
+    assert_rejected(acl.rt.destroy_stream_force(stream), acl.ACL_ERROR_RT_INVALID_HANDLE, "stream")
+    default = interface.current_stream().handle
+    assert_rejected(acl.rt.destroy_stream_force(default), acl.ACL_ERROR_RT_PARAM_INVALID, "default stream")
+
+
+def test_synchronize_stream_with_timeout_expires_and_leaves_work_queued(device):
+    for _ in range(3):
+        interface.launch(interface.work_stream(device.stream), "slow", slow_task(0.05))
+    message = assert_rejected(acl.rt.synchronize_stream_with_timeout(device.stream, 20),
+                              acl.ACL_ERROR_RT_STREAM_SYNC_TIMEOUT, "timeout")
+    assert "still queued" in message
+    assert acl.rt.stream_query(device.stream)[0] == acl.ACL_STREAM_STATUS_NOT_READY
+    assert acl.rt.synchronize_stream_with_timeout(device.stream, -1) == 0
+
+
+@pytest.mark.parametrize("timeout", [0, -2])
+def test_synchronize_with_a_timeout_below_minus_one_or_zero_is_107000(device, timeout):
+    event, _ = acl.rt.create_event()
+    assert_rejected(acl.rt.synchronize_stream_with_timeout(device.stream, timeout), acl.ACL_ERROR_RT_PARAM_INVALID, "timeout")
+    assert_rejected(acl.rt.synchronize_event_with_timeout(event, timeout), acl.ACL_ERROR_RT_PARAM_INVALID, "timeout")
+    assert_rejected(acl.rt.synchronize_device_with_timeout(timeout), acl.ACL_ERROR_RT_PARAM_INVALID, "timeout")
+    assert acl.rt.destroy_event(event) == 0
+
+
+def test_synchronize_device_with_timeout(device):
+    interface.launch(interface.work_stream(device.stream), "slow", slow_task(0.05))
+    interface.launch(interface.work_stream(device.stream), "slow", slow_task(0.05))
+    assert_rejected(acl.rt.synchronize_device_with_timeout(10), acl.ACL_ERROR_RT_STREAM_SYNC_TIMEOUT, "device 0")
+    assert acl.rt.synchronize_device_with_timeout(5000) == 0
+
+
+# -- events ---------------------------------------------------------------------------------------
+
+
+def test_synchronize_event_with_timeout(device):
+    event, _ = acl.rt.create_event()
+    interface.launch(interface.work_stream(device.stream), "slow", slow_task(0.05))
+    interface.launch(interface.work_stream(device.stream), "slow", slow_task(0.05))
+    assert acl.rt.record_event(event, device.stream) == 0
+    assert_rejected(acl.rt.synchronize_event_with_timeout(event, 10), acl.ACL_ERROR_RT_EVENT_SYNC_TIMEOUT, "event")
+    assert acl.rt.synchronize_event_with_timeout(event, -1) == 0
+    assert acl.rt.query_event_status(event) == (acl.ACL_EVENT_RECORDED_STATUS_COMPLETE, 0)
+    assert acl.rt.destroy_event(event) == 0
+
+
+def test_event_timestamp_is_device_time_in_microseconds(device):
+    first, _ = acl.rt.create_event()
+    second, _ = acl.rt.create_event()
+    assert_rejected(acl.rt.event_get_timestamp(first)[1], acl.ACL_ERROR_RT_PARAM_INVALID, "never")
+    assert acl.rt.record_event(first, device.stream) == 0
+    assert_rejected(acl.rt.event_get_timestamp(first)[1], acl.ACL_ERROR_RT_EVENT_NOT_COMPLETE, "synchronise")
+    interface.launch(interface.work_stream(device.stream), "slow", slow_task(0.02))
+    assert acl.rt.record_event(second, device.stream) == 0
+    assert acl.rt.synchronize_stream(device.stream) == 0
+    (t1, r1), (t2, r2) = acl.rt.event_get_timestamp(first), acl.rt.event_get_timestamp(second)
+    assert r1 == r2 == 0
+    elapsed, _ = acl.rt.event_elapsed_time(first, second)
+    assert t2 - t1 >= 20000 and abs((t2 - t1) / 1000.0 - elapsed) < 0.01
+    for event in (first, second):
+        assert acl.rt.destroy_event(event) == 0
+    assert_rejected(acl.rt.event_get_timestamp(first)[1], acl.ACL_ERROR_RT_INVALID_HANDLE, "event")
+
+
+def test_query_event_wait_status(device):
+    event, _ = acl.rt.create_event_ex_with_flag(acl.ACL_EVENT_SYNC)
+    assert acl.rt.query_event_wait_status(event) == (acl.ACL_EVENT_WAIT_STATUS_COMPLETE, 0), "never recorded"
+    interface.launch(interface.work_stream(device.stream), "slow", slow_task(0.001))
+    assert acl.rt.record_event(event, device.stream) == 0
+    assert acl.rt.query_event_wait_status(event) == (acl.ACL_EVENT_WAIT_STATUS_NOT_READY, 0)
+    assert acl.rt.query_event_wait_status(event) == (acl.ACL_EVENT_WAIT_STATUS_COMPLETE, 0), "the device progressed"
+    assert acl.rt.destroy_event(event) == 0
+    assert_rejected(acl.rt.query_event_wait_status(event)[1], acl.ACL_ERROR_RT_INVALID_HANDLE, "event")
+
+
+def test_create_event_ex_with_flag_needs_a_context_and_an_integer_flag():
+    assert_rejected(acl.rt.create_event_ex_with_flag(0)[1], acl.ACL_ERROR_RT_CONTEXT_NULL, "context")
+    assert_rejected(acl.rt.create_event_ex_with_flag(-1)[1], acl.ACL_ERROR_INVALID_PARAM, "flag")
+
+
+# -- callbacks ------------------------------------------------------------------------------------
+
+
+class ReportThread:
+    """A host thread that processes the callbacks of the streams it subscribes to, as pyACL samples do."""
+
+    def __init__(self, context):
+        self.context, self.stop, self.codes = context, False, []
+        self.thread = threading.Thread(target=self.loop)
+        self.started = threading.Event()
+        self.thread.start()
+        self.started.wait()
+
+    def loop(self):
+        acl.rt.set_context(self.context)
+        self.started.set()
+        while not self.stop:
+            code = acl.rt.process_report(20)
+            if code not in (0, acl.ACL_ERROR_WAIT_CALLBACK_TIMEOUT, acl.ACL_ERROR_THREAD_NOT_SUBSCRIBE):
+                self.codes.append(code)
+            if code == acl.ACL_ERROR_THREAD_NOT_SUBSCRIBE:
+                time.sleep(0.002)
+
+    def join(self):
+        self.stop = True
+        self.thread.join()
+
+
+def test_blocking_callback_runs_on_the_report_thread_before_later_work(device):
+    context, _ = acl.rt.get_context()
+    reporter = ReportThread(context)
+    assert acl.rt.subscribe_report(reporter.thread.ident, device.stream) == 0
+    address = device.malloc(64)
+    assert acl.rt.memset(address, 64, 0, 64) == 0
+    seen = []
+
+    def callback(data):
+        host = np.ones(64, np.uint8)
+        assert acl.rt.memcpy(host.ctypes.data, 64, address, 64, D2H) == 0  # the callback may call the runtime
+        seen.append((data, threading.get_ident(), int(host.sum())))
+
+    assert acl.rt.memset_async(address, 64, 1, 64, device.stream) == 0
+    assert acl.rt.launch_callback(callback, "first", acl.ACL_CALLBACK_BLOCK, device.stream) == 0
+    assert acl.rt.memset_async(address, 64, 2, 64, device.stream) == 0
+    assert seen == [], "nothing runs before the synchronisation"
+    assert acl.rt.synchronize_stream(device.stream) == 0, last_error()
+    assert seen == [("first", reporter.thread.ident, 64)], "the callback saw the work before it, not after"
+    assert acl.rt.unsubscribe_report(reporter.thread.ident, device.stream) == 0
+    reporter.join()
+    assert reporter.codes == []
+
+
+def test_non_blocking_callback_is_handed_to_the_report_thread(device):
+    context, _ = acl.rt.get_context()
+    reporter = ReportThread(context)
+    assert acl.rt.subscribe_report(reporter.thread.ident, device.stream) == 0
+    done = threading.Event()
+    assert acl.rt.launch_callback(lambda data: done.set(), None, acl.ACL_CALLBACK_NO_BLOCK, device.stream) == 0
+    assert acl.rt.synchronize_stream(device.stream) == 0
+    assert done.wait(5)
+    assert acl.rt.unsubscribe_report(reporter.thread.ident, device.stream) == 0
+    reporter.join()
+
+
+def test_callback_errors(device):
+    me = threading.get_ident()
+    assert_rejected(acl.rt.launch_callback(print, None, 0, device.stream), acl.ACL_ERROR_STREAM_NOT_SUBSCRIBE, "stream")
+    assert_rejected(acl.rt.process_report(1), acl.ACL_ERROR_THREAD_NOT_SUBSCRIBE, "thread")
+    assert acl.rt.subscribe_report(me, device.stream) == 0
+    assert_rejected(acl.rt.subscribe_report(me, device.stream), acl.ACL_ERROR_REPEAT_SUBSCRIBE, "stream")
+    assert_rejected(acl.rt.process_report(1), acl.ACL_ERROR_WAIT_CALLBACK_TIMEOUT, "timeout")
+    assert_rejected(acl.rt.launch_callback("print", None, 0, device.stream), acl.ACL_ERROR_INVALID_PARAM, "fn")
+    assert_rejected(acl.rt.launch_callback(print, None, 2, device.stream), acl.ACL_ERROR_INVALID_PARAM, "blockType")
+    assert_rejected(acl.rt.process_report(-2), acl.ACL_ERROR_INVALID_PARAM, "timeout")
+    # processed by the thread itself: a non-blocking one runs when it asks for it
+    seen = []
+    assert acl.rt.launch_callback(seen.append, 5, acl.ACL_CALLBACK_NO_BLOCK, device.stream) == 0
+    assert acl.rt.synchronize_stream(device.stream) == 0
+    assert acl.rt.process_report(100) == 0 and seen == [5]
+    # a blocking one can never run: the thread that must run it is the one waiting (a deadlock on the card)
+    assert acl.rt.launch_callback(seen.append, 6, acl.ACL_CALLBACK_BLOCK, device.stream) == 0
+    assert_rejected(acl.rt.synchronize_stream(device.stream), acl.ACL_ERROR_RT_TASK_TIMEOUT, "aclrtLaunchCallback",
+                    "test_runtime_calls.py")
+    assert acl.rt.unsubscribe_report(me, device.stream) == 0
+    assert_rejected(acl.rt.unsubscribe_report(me, device.stream), acl.ACL_ERROR_STREAM_NOT_SUBSCRIBE, "stream")
+    assert_rejected(acl.rt.process_report(1), acl.ACL_ERROR_THREAD_NOT_SUBSCRIBE, "thread")
+
+
+def test_a_blocking_callback_nobody_processes_times_out_with_the_task_timeout():
+    emulator.configure(task_timeout=0.05)
+    assert acl.rt.set_device(0) == 0
+    waiting = threading.Event()
+    subscriber = threading.Thread(target=waiting.wait)   # subscribed, but never calls process_report
+    subscriber.start()
+    try:
+        assert acl.rt.subscribe_report(subscriber.ident, None) == 0
+        assert acl.rt.launch_callback(print, None, acl.ACL_CALLBACK_BLOCK, None) == 0
+        start = time.perf_counter()
+        assert_rejected(acl.rt.synchronize_stream(None), acl.ACL_ERROR_RT_TASK_TIMEOUT, "not processed", "0.05 s")
+        assert time.perf_counter() - start < 2
+        assert acl.rt.unsubscribe_report(subscriber.ident, None) == 0
+    finally:
+        waiting.set()
+        subscriber.join()
+        acl.rt.reset_device(0)
