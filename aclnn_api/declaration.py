@@ -63,7 +63,8 @@ _NUMBERS = {5: "five", 6: "six", 4: "four"}
 
 
 def _labels(dtypes: Sequence[int]) -> str:
-    return ", ".join(_DTYPE_LABELS.get(d, str(d)) for d in dtypes)
+    """Short names, in one order for every operator."""
+    return ", ".join(_DTYPE_LABELS[d] for d in sorted(dtypes, key=list(_DTYPE_LABELS).index))
 
 
 # ------------------------------------------------------------------------------------------------
@@ -255,3 +256,7 @@ def reference_args(sample: SampleInput, rounded: Callable[[TensorInput], np.ndar
             values[name] = arg
     return values
 
+
+
+if __name__ == "__main__":  # python -m aclnn_api.declaration: the table to paste into README.md
+    print(readme_table(), end="")
