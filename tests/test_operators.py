@@ -14,10 +14,10 @@ import pytest
 import acl
 import aclnn_api as nn
 import emulator
-from aclnn_api.declaration import (CHIP_FAMILIES, ErrorInput, IntArrayInput, OpDeclaration, SampleInput, TensorInput,
-                                   all_declarations, call_args, readme_table, reference_args)
-from emulator.dtypes import DTYPE_NAMES, FLOATING
-from support import REPO, assert_close, kernel_variants, last_error, npu, representable
+from aclnn_api.declaration import (CHIP_FAMILIES, ErrorInput, OpDeclaration, SampleInput, TensorInput,
+                                   all_declarations, readme_table)
+from emulator.dtypes import DTYPE_NAMES
+from support import REPO, Call, assert_close, dtype_of, kernel_variants, last_error, npu, run_declared
 
 pytestmark = [pytest.mark.filterwarnings("ignore:overflow encountered in cast"),
               pytest.mark.filterwarnings("ignore:invalid value encountered in cast")]
@@ -39,59 +39,6 @@ def first_sample(declaration: OpDeclaration) -> SampleInput:
     return declaration.sample_inputs(rng_for(declaration.name, "first"))[0]
 
 
-# ------------------------------------------------------------------------------------------------
-# Running a declared sample
-
-def dtype_of(arg: TensorInput, dtype: int) -> int:
-    return dtype if arg.dtype is None else arg.dtype
-
-
-def rounded(arg: TensorInput, dtype: int) -> np.ndarray:
-    """The values as the tensor's dtype holds them (float64 for floating dtypes)."""
-    tensor_dtype = dtype_of(arg, dtype)
-    if tensor_dtype in FLOATING:
-        return representable(np.asarray(arg.values, dtype=np.float64), tensor_dtype)
-    return np.asarray(arg.values)
-
-
-class Call:
-    """A sample's tensors and arrays made on `device`, ready for the first phase."""
-
-    def __init__(self, device, sample: SampleInput, dtype: int):
-        self.device, self.sample, self.dtype = device, sample, dtype
-        self.tensors = {name: device.tensor(rounded(arg, dtype), dtype_of(arg, dtype), strides=arg.strides,
-                                            offset=arg.offset, fmt=arg.format)
-                        for name, arg in sample.tensors().items()}
-        self.arrays = {name: nn.aclCreateIntArray(list(arg.values)) for name, arg in sample.args.items()
-                       if isinstance(arg, IntArrayInput)}
-
-    def args(self, replace: dict = None) -> list:
-        made = {name: t.tensor for name, t in self.tensors.items()}
-        args = call_args(self.sample, made, self.arrays)
-        names = list(self.sample.args)
-        for name, value in (replace or {}).items():
-            args[names.index(name)] = value
-        return args
-
-    def close(self) -> None:
-        for array in self.arrays.values():
-            nn.aclDestroyIntArray(array)
-
-
-def run(device, declaration: OpDeclaration, sample: SampleInput, dtype: int) -> tuple:
-    """(status, the output's values, the reference's) of both phases on `device`."""
-    call = Call(device, sample, dtype)
-    try:
-        ret = device.run(declaration.first_phase, declaration.second_phase, *call.args())
-        if ret != 0:
-            return ret, None, None
-        actual = device.read(call.tensors[declaration.output])
-    finally:
-        call.close()
-    expected = declaration.reference(reference_args(sample, lambda arg: rounded(arg, dtype)))
-    return ret, actual, expected
-
-
 def value_cases() -> list:
     """Every dtype and sample on the default chip; the first three samples on the other chips."""
     cases = []
@@ -111,7 +58,7 @@ def test_values_match_the_reference_in_every_layout(declaration, chip, dtype):
         samples = samples[:3]
     with npu(chip) as device:
         for sample in samples:
-            ret, actual, expected = run(device, declaration, sample, dtype)
+            ret, actual, expected = run_declared(device, declaration, sample, dtype)
             assert ret == 0, "%s: %s" % (sample.label, last_error())
             assert actual.shape == expected.shape, sample.label
             try:
@@ -207,7 +154,7 @@ def test_results_are_bit_identical_across_threads_and_instruction_sets(declarati
     for settings in kernel_variants():
         emulator.configure(**settings)
         with npu(DEFAULT_CHIP) as device:
-            ret, actual, _ = run(device, declaration, sample, dtype)
+            ret, actual, _ = run_declared(device, declaration, sample, dtype)
             assert ret == 0, last_error()
             results.append(actual.tobytes())
     assert all(r == results[0] for r in results[1:]), [s for s, r in zip(kernel_variants(), results) if r != results[0]]
