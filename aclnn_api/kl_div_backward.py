@@ -16,7 +16,7 @@ from typing import Sequence
 import numpy as np
 
 from . import _kernels, checks
-from emulator.dtypes import ACL_BF16, ACL_DOUBLE, ACL_FLOAT, ACL_FLOAT16, ACL_INT32
+from emulator.dtypes import ACL_BF16, ACL_BOOL, ACL_DOUBLE, ACL_FLOAT, ACL_FLOAT16, ACL_INT32
 from .declaration import ChipDtypes, ErrorInput, OpDeclaration, SampleInput, TensorInput, declaration_files
 from .operator import KernelLaunch, first_phase, second_phase, soc, view
 from .shapes import numel
@@ -129,8 +129,8 @@ ERRORS = (
     ErrorInput("null out", {"out": None, "gradOutput": {"dtype": D}}, 161001, "out: expected a proper tensor"),
     ErrorInput("reduction not an int64", {"reduction": 1 << 64}, 161002, "reduction: expected an int64"),
     ErrorInput("logTarget not a bool", {"logTarget": 2}, 161002, "logTarget: expected a bool"),
-    ErrorInput("self not castable to out", {"out": {"dtype": I32}}, 161002,
-               "self: expected a dtype that can be cast to out's INT32"),
+    ErrorInput("self not castable to out", {"out": {"dtype": ACL_BOOL}}, 161002,
+               "self: expected a dtype that can be cast to out's BOOL"),
     ErrorInput("gradOutput dtype", {"gradOutput": {"dtype": D}}, 161002, "gradOutput: expected a dtype in"),
     ErrorInput("self dtype", {"self": {"dtype": I32}}, 161002, "self: expected a dtype in"),
     ErrorInput("target dtype", {"target": {"dtype": D}}, 161002, "target: expected a dtype in"),
