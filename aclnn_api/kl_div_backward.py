@@ -128,6 +128,7 @@ ERRORS = (
     ErrorInput("null target", {"target": None}, 161001, "target: expected a proper tensor"),
     ErrorInput("null out", {"out": None, "gradOutput": {"dtype": D}}, 161001, "out: expected a proper tensor"),
     ErrorInput("reduction not an int64", {"reduction": 1 << 64}, 161002, "reduction: expected an int64"),
+    ErrorInput("reduction a string", {"reduction": "mean"}, 161002, "reduction: expected an int64, found 'mean'"),
     ErrorInput("logTarget not a bool", {"logTarget": 2}, 161002, "logTarget: expected a bool"),
     ErrorInput("self not castable to out", {"out": {"dtype": ACL_BOOL}}, 161002,
                "self: expected a dtype that can be cast to out's BOOL"),
@@ -141,11 +142,19 @@ ERRORS = (
     ErrorInput("self rank", {"self": {"shape": NINE}}, 161002, "self: expected at most 8 dims"),
     ErrorInput("target rank", {"target": {"shape": NINE}}, 161002, "target: expected at most 8 dims"),
     ErrorInput("out rank", {"out": {"shape": NINE}}, 161002, "out: expected at most 8 dims"),
+    ErrorInput("rank checked when self is empty", {"gradOutput": {"shape": NINE}, "self": {"shape": (0, 3)},
+                                                   "target": {"shape": (0, 3)}, "out": {"shape": (0, 3)}},
+               161002, "gradOutput: expected at most 8 dims"),
     ErrorInput("self and target", {"target": {"shape": (4, 3)}}, 161002,
                "self: expected a shape that broadcasts with target [4, 3]"),
     ErrorInput("gradOutput to B", {"gradOutput": {"shape": (4, 3)}}, 161002,
                "gradOutput: expected a shape that broadcasts to broadcast(self, target) [2, 3], found [4, 3]"),
+    ErrorInput("gradOutput of a higher rank", {"gradOutput": {"shape": (2, 2, 3)}}, 161002,
+               "gradOutput: expected a shape that broadcasts to broadcast(self, target) [2, 3], found [2, 2, 3]"),
     ErrorInput("out shape", {"out": {"shape": (3, 2)}}, 161002, "out: expected the shape of self"),
+    ErrorInput("out shape checked when self is empty", {"gradOutput": {"shape": (0, 3)}, "self": {"shape": (0, 3)},
+                                                        "target": {"shape": (0, 3)}, "out": {"shape": (3, 0)}},
+               161002, "out: expected the shape of self [0, 3], found [3, 0]"),
 )
 
 DECLARATION = OpDeclaration(
