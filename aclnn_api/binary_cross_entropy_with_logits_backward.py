@@ -149,12 +149,13 @@ def sample_inputs(rng: np.random.Generator) -> list:
 
 F, H, B, D, I32, NCHW = ACL_FLOAT, ACL_FLOAT16, ACL_BF16, ACL_DOUBLE, ACL_INT32, ACL_FORMAT_NCHW
 NINE = (1,) * 9
+TENSORS = ("gradOutput", "self", "target", "weightOptional", "posWeightOptional", "out")
 ERRORS = (
     ErrorInput("null gradOutput", {"gradOutput": None}, 161001, "gradOutput: expected a proper tensor"),
     ErrorInput("null self", {"self": None}, 161001, "self: expected a proper tensor"),
     ErrorInput("null target", {"target": None, "out": {"dtype": D}}, 161001, "target: expected a proper tensor"),
     ErrorInput("null out", {"out": None}, 161001, "out: expected a proper tensor"),
-    ErrorInput("out rank", {"out": {"shape": NINE}}, 161002, "out: expected at most 8 dims"),
+    ErrorInput("out rank", {"out": {"shape": NINE}, "self": {"dtype": D}}, 161002, "out: expected at most 8 dims"),
     ErrorInput("gradOutput dtype", {"gradOutput": {"dtype": D}}, 161002, "gradOutput: expected a dtype in"),
     ErrorInput("self dtype", {"self": {"dtype": I32}}, 161002, "self: expected a dtype in"),
     ErrorInput("target dtype", {"target": {"dtype": D}, "out": {"dtype": D}}, 161002, "target: expected a dtype in"),
@@ -164,6 +165,9 @@ ERRORS = (
                "weightOptional: expected a dtype in [FLOAT16, FLOAT] on Ascend910", chip="Ascend910"),
     ErrorInput("out dtype", {"out": {"dtype": D}}, 161002, "out: expected a dtype in"),
     ErrorInput("out not target's dtype", {"out": {"dtype": H}}, 161002, "out: expected dtype FLOAT (the dtype of target)"),
+    ErrorInput("dtypes checked when self is empty", {**{name: {"shape": (0, 3)} for name in TENSORS},
+                                                     "weightOptional": {"shape": (0, 3), "dtype": D}},
+               161002, "weightOptional: expected a dtype in"),
     ErrorInput("target format", {"target": {"format": NCHW}}, 161002, "target: expected the format of self"),
     ErrorInput("out format", {"out": {"format": NCHW}, "gradOutput": {"shape": (2,)}}, 161002,
                "out: expected the format of self"),
@@ -171,16 +175,23 @@ ERRORS = (
     ErrorInput("out shape", {"out": {"shape": (2, 1)}}, 161002, "out: expected the shape of self"),
     ErrorInput("gradOutput shape", {"gradOutput": {"shape": (2, 2, 3)}}, 161002,
                "gradOutput: expected a shape that broadcasts to self [2, 3], found [2, 2, 3]"),
+    ErrorInput("gradOutput not broadcastable", {"gradOutput": {"shape": (2,)}}, 161002,
+               "gradOutput: expected a shape that broadcasts to self [2, 3], found [2]"),
+    ErrorInput("gradOutput of 9 dims", {"gradOutput": {"shape": NINE}}, 161002,
+               "gradOutput: expected a shape that broadcasts to self"),
     ErrorInput("weight shape", {"weightOptional": {"shape": (2,)}}, 161002, "weightOptional: expected a shape"),
     ErrorInput("posWeight shape", {"posWeightOptional": {"shape": (4, 1)}, "reduction": 5}, 161002,
                "posWeightOptional: expected a shape"),
     ErrorInput("reduction", {"reduction": -1}, 161002, "reduction: expected 0 (none), 1 (mean) or 2 (sum), found -1"),
+    ErrorInput("reduction a string", {"reduction": "mean"}, 161002, "reduction: expected an int64, found 'mean'"),
+    ErrorInput("reduction checked when self is empty", {**{name: {"shape": (0, 3)} for name in TENSORS}, "reduction": 3},
+               161002, "reduction: expected 0 (none)"),
 )
 
 DECLARATION = OpDeclaration(
     name=OP, first_phase=aclnnBinaryCrossEntropyWithLogitsBackwardGetWorkspaceSize,
     second_phase=aclnnBinaryCrossEntropyWithLogitsBackward, dtypes=DTYPES, reference=reference,
     sample_inputs=sample_inputs, error_inputs=ERRORS, output="out",
-    shape_checked=("gradOutput", "self", "target", "weightOptional", "posWeightOptional", "out"),
+    shape_checked=TENSORS,
     attributes={"reduction": REDUCTIONS}, engine_inputs=engine_inputs, special_inputs=("self",),
     **declaration_files("binary_cross_entropy_with_logits_backward"))
