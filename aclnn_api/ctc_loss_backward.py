@@ -188,14 +188,17 @@ def forward(lp: np.ndarray, labels: list, input_lengths: list, blank: int, width
         for b in range(N):
             ext, length = _extended(labels[b], blank), input_lengths[b]
             K = len(ext)
+            if length == 0:  # no frame: only an empty target has an alignment
+                nll[b] = 0.0 if K == 1 else np.inf
+                continue
             skip = np.zeros(K, dtype=bool)
             skip[2:] = ext[2:] != ext[:-2]
             current = np.full(K, -np.inf)
             current[:2] = lp[0, b, ext[:2]]
             alpha[b, 0, :K] = current
             for t in range(1, length):
-                one = np.concatenate([[-np.inf], current[:-1]])
-                two = np.where(skip, np.concatenate([[-np.inf, -np.inf], current[:-2]]), -np.inf)
+                one = np.concatenate([[-np.inf], current])[:K]
+                two = np.where(skip, np.concatenate([[-np.inf, -np.inf], current])[:K], -np.inf)
                 current = np.logaddexp(np.logaddexp(current, one), two) + lp[t, b, ext]
                 alpha[b, t, :K] = current
             nll[b] = -np.logaddexp(current[-1], current[-2]) if K > 1 else -current[0]
@@ -221,7 +224,7 @@ def reference(v: dict) -> np.ndarray:
             for t in range(length - 2, -1, -1):
                 following = beta[t + 1]
                 one = np.append(following[1:], -np.inf)
-                two = np.where(skip, np.append(following[2:], [-np.inf, -np.inf]), -np.inf)
+                two = np.where(skip, np.concatenate([following[2:], [-np.inf, -np.inf]])[:K], -np.inf)
                 beta[t] = np.logaddexp(np.logaddexp(following, one), two) + lp[t, b, ext]
             for t in range(length):
                 lcab = np.full(C, -np.inf)
