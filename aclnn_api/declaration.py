@@ -177,8 +177,10 @@ class OpDeclaration:
     shape_checked: tuple                         # tensors whose dims the shape step checks
     attributes: dict = field(default_factory=dict)  # name -> {valid value: meaning}
     kernel_dtypes: Optional[ChipDtypes] = None   # what runs, where narrower than `dtypes` (561003 otherwise)
-    engine_inputs: Optional[Callable[[tuple, np.random.Generator], SampleInput]] = None  # element-wise ops:
-    special_inputs: tuple = ()                   # a full-shape sample; inputs that take special values
+    # Operators on the element-wise engine: a sample of a given full shape, and the inputs that the
+    # instruction-set tests fill with special values (inf, NaN payloads, denormals...).
+    engine_inputs: Optional[Callable[[tuple, np.random.Generator], SampleInput]] = None
+    special_inputs: tuple = ()
     sample: str = ""                             # samples/<module>.py
     doc: str = ""                                # docs/ops/<module>.md
     tolerance_scale: float = 1.0                 # times the dtype's tolerance, for long reductions

@@ -41,7 +41,7 @@ def first_sample(declaration: OpDeclaration) -> SampleInput:
 
 
 def value_cases() -> list:
-    """Every dtype and sample on the default chip; the first three samples on the other chips."""
+    """Every dtype of every chip (all samples on the default chip, a quarter on the others)."""
     cases = []
     for declaration in DECLARATIONS:
         for chip in CHIP_FAMILIES:
@@ -55,8 +55,8 @@ def value_cases() -> list:
 @pytest.mark.parametrize("declaration,chip,dtype", value_cases())
 def test_values_match_the_reference_in_every_layout(declaration, chip, dtype):
     samples = declaration.sample_inputs(rng_for(declaration.name, chip, dtype))
-    if chip != DEFAULT_CHIP:
-        samples = samples[:3]
+    if chip != DEFAULT_CHIP:  # every 4th sample, from a different one on each chip: all layouts somewhere
+        samples = samples[CHIP_FAMILIES.index(chip) % 4::4]
     with npu(chip) as device:
         for sample in samples:
             ret, actual, expected = run_declared(device, declaration, sample, dtype)
