@@ -183,7 +183,6 @@ class OpDeclaration:
     special_inputs: tuple = ()
     sample: str = ""                             # samples/<module>.py
     doc: str = ""                                # docs/ops/<module>.md
-    tolerance_scale: float = 1.0                 # times the dtype's tolerance, for long reductions
 
     @property
     def first_phase_name(self) -> str:
@@ -221,14 +220,11 @@ def all_declarations() -> list:
     return sorted(found, key=lambda d: d.name)
 
 
-README_TABLE_HEADER = ("  | operator | chips and dtypes | sample | docs |\n"
-                       "  |---|---|---|---|\n")
-
-
 def readme_table(indent: str = "  ") -> str:
-    """The README's operator table, rendered from the declarations."""
-    rows = "".join(indent + d.readme_row() + "\n" for d in all_declarations())
-    return README_TABLE_HEADER + rows
+    """The README's operator table, rendered from the declarations (indented as in its list)."""
+    lines = ["| operator | chips and dtypes | sample | docs |", "|---|---|---|---|"]
+    lines += [d.readme_row() for d in all_declarations()]
+    return "".join(indent + line + "\n" for line in lines)
 
 
 def call_args(sample: SampleInput, tensors: dict, arrays: dict) -> list:

@@ -63,7 +63,7 @@ def test_values_match_the_reference_in_every_layout(declaration, chip, dtype):
             assert ret == 0, "%s: %s" % (sample.label, last_error())
             assert actual.shape == expected.shape, sample.label
             try:
-                assert_close(actual, expected, dtype, declaration.tolerance_scale)
+                assert_close(actual, expected, dtype)
             except AssertionError as error:
                 raise AssertionError("sample %s: %s" % (sample.label, error)) from None
 

@@ -59,7 +59,7 @@ def test_launches_from_several_host_threads_at_once_are_all_correct_and_share_on
     assert not errors, errors
     for declaration, (ret, actual, expected) in zip(declarations, results):
         assert ret == 0, declaration.name
-        assert_close(actual, expected, nn.ACL_FLOAT, declaration.tolerance_scale)
+        assert_close(actual, expected, nn.ACL_FLOAT)
     assert _kernels.threads() == 2
 
 
