@@ -1,6 +1,14 @@
-"""Validation helpers of the first phase, one per check of the library's op_error_check.h
-(spec/OPS.md §0.2). Each raises AclError with the real code and a message that names the
-parameter, what was expected and what was found."""
+"""Validation helpers of the first phase, one per check of the library's op_error_check.h (null,
+dtype supported / matching / same, shape equal, broadcast, rank limit, castable). Each raises
+AclError with the real code (161001 for a null, 161002 otherwise) and a message that names the
+parameter, what was expected and what was found.
+
+Every operator also runs `valid_shapes` at its shape step on the tensors it checks: no negative
+dim (aclCreateTensor accepts one, as the real one does; the operator rejects it) and at most
+MAX_VIEW_ELEMENTS elements, the bytes of the largest device memory of any emulated chip
+(Ascend950's 128 GiB = 2^37): no device could address more distinct elements even at one byte
+each, and a larger view (e.g. 2^62 elements of stride 0 over a 64-byte buffer) would only make the
+kernel loop for ever."""
 from __future__ import annotations
 
 from typing import Any, Iterable, Optional, Sequence
@@ -37,6 +45,36 @@ def optional_tensor(name: str, tensor: Any) -> Optional[aclTensor]:
 
 def _names(dtypes: Iterable[int]) -> str:
     return "[%s]" % ", ".join(dtype_name(d) for d in dtypes)
+
+
+MAX_VIEW_ELEMENTS = 1 << 37
+
+
+def valid_shapes(**tensors: aclTensor) -> None:
+    """Each named tensor has no negative dim and at most MAX_VIEW_ELEMENTS elements, in order."""
+    for name, tensor in tensors.items():
+        dims = tensor.view_dims
+        if any(dim < 0 for dim in dims):
+            fail("%s: expected dims >= 0, found shape %s" % (name, list(dims)))
+        count = 1
+        for dim in dims:
+            count *= dim
+        if count > MAX_VIEW_ELEMENTS:
+            fail("%s: expected at most 2^37 elements (more than any device could address), found %d (shape %s)"
+                 % (name, count, list(dims)))
+
+
+def attr_in(name: str, value: Any, valid: dict) -> int:
+    """An integer attribute that must be one of `valid` ({value: meaning})."""
+    number = int_attr(name, value)
+    if number not in valid:
+        fail("%s: expected %s, found %d" % (name, _choices(valid), number))
+    return number
+
+
+def _choices(valid: dict) -> str:
+    items = ["%d (%s)" % (v, meaning) for v, meaning in valid.items()]
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " or " + items[-1]
 
 
 def dtype_in(name: str, tensor: aclTensor, allowed: Sequence[int], chip: str = "") -> None:
@@ -112,7 +150,8 @@ def same_format(name: str, tensor: aclTensor, other_name: str, other: aclTensor)
 
 
 def int_attr(name: str, value: Any) -> int:
-    if isinstance(value, bool) or not hasattr(value, "__index__"):
+    """An int64_t attribute: any Python or NumPy integer in the int64 range (not bool)."""
+    if isinstance(value, bool) or not hasattr(value, "__index__") or not -(1 << 63) <= int(value) < 1 << 63:
         fail("%s: expected an int64, found %r" % (name, value))
     return int(value)
 

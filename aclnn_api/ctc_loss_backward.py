@@ -1,31 +1,35 @@
-"""aclnnCtcLossBackward (spec/OPS.md §2, decisions §10 #8).
+"""aclnnCtcLossBackward: the gradient of the CTC loss with respect to logProbs.
 
-The gradient of the CTC loss with respect to logProbs, by PyTorch CPU's `_ctc_loss_backward`
-algorithm: a log-beta recursion per batch item, the log of the summed alpha*beta per class, then
-out = (exp(lp) - exp(lcab + nll - lp)) * gradOut for t < inputLength, 0 beyond.
+By PyTorch CPU's `_ctc_loss_backward` algorithm: a log-beta recursion per batch item, the log of
+the summed alpha*beta per class, then out = (exp(lp) - exp(lcab + nll - lp)) * gradOut for
+t < inputLength, 0 beyond. No reduction is applied (any scaling is already in gradOut).
 
-Checks run in the library's order: nulls (161001), the nine shape checks of §2.4, then dtypes (all
-161002); N == 0 succeeds with workspace 0. Target labels and lengths are data: the kernel checks
-them when it runs (a bad one is a device fault, never an out-of-bounds read).
+Checks run in the library's order: nulls (161001), the nine shape checks (all 161002, after a
+negative dim or a view of more than 2^37 elements, checks.MAX_VIEW_ELEMENTS), then dtypes (161002);
+N == 0 succeeds with workspace 0. Target labels and lengths are data: the kernel checks them when it
+runs (a bad one is a device fault, never an out-of-bounds read). docs/ops/ctc_loss_backward.md has
+the checks in order.
 """
 from __future__ import annotations
 
 
+import numpy as np
+
 from . import _kernels, checks
 from .arrays import aclIntArray
-from emulator.dtypes import (ACL_BF16, ACL_BOOL, ACL_DOUBLE, ACL_FLOAT, ACL_FLOAT16, ACL_INT32, ACL_INT64,
-                     aclDataTypeSize, dtype_name)
-from .operator import KernelLaunch, Workspace, chip_dtypes, first_phase, second_phase, soc, view
+from emulator.dtypes import (ACL_BF16, ACL_BOOL, ACL_DOUBLE, ACL_FLOAT, ACL_FLOAT16, ACL_INT16, ACL_INT32, ACL_INT64,
+                             aclDataTypeSize, dtype_name)
+from .declaration import (ChipDtypes, ErrorInput, IntArrayInput, OpDeclaration, SampleInput, TensorInput,
+                          declaration_files)
+from .operator import KernelLaunch, Workspace, first_phase, second_phase, soc, view
 from .tensor import aclTensor
 
+OP = "aclnnCtcLossBackward"
+DTYPES = ChipDtypes((ACL_FLOAT, ACL_DOUBLE), (ACL_FLOAT16, ACL_BF16))  # of logProbs; A2, A3 and 950 add halves
 TARGET_DTYPES = (ACL_INT32, ACL_INT64, ACL_BOOL, ACL_FLOAT, ACL_FLOAT16)  # non-int ones are cast to INT64
-HALF_LIMITS = {"C": 200000, "N": 8180, "(A-1)/2": 1000}  # fp16/bf16 on 910B/910_93 (§2.3)
+HALF_LIMITS = {"C": 200000, "N": 8180, "(A-1)/2": 1000}  # fp16/bf16 on 910B/910_93
+HALF_LIMIT_CHIPS = ("Ascend910B", "Ascend910_93")
 SCRATCH_SLOTS = 32  # sets of batch items, each with its own scratch, that threads claim in turn
-
-
-def log_probs_dtypes() -> tuple:
-    """FLOAT and DOUBLE; A2, A3 and 950 add FLOAT16 and BFLOAT16."""
-    return chip_dtypes((ACL_FLOAT, ACL_DOUBLE), (ACL_FLOAT16, ACL_BF16))
 
 
 def _max_floor0(array: aclIntArray) -> int:
@@ -53,7 +57,9 @@ def _check_batch(n: int, named_sizes: list) -> None:
 def _check_shapes(gradOut: aclTensor, logProbs: aclTensor, targets: aclTensor, inputLengths: aclIntArray,
                   targetLengths: aclIntArray, negLogLikelihood: aclTensor, logAlpha: aclTensor, blank: int,
                   out: aclTensor) -> None:
-    """The nine shape checks of §2.4, in order."""
+    """The nine shape checks of the library, in order."""
+    checks.valid_shapes(gradOut=gradOut, logProbs=logProbs, targets=targets, negLogLikelihood=negLogLikelihood,
+                        logAlpha=logAlpha, out=out)
     if logProbs.rank >= 1 and logProbs.view_dims[0] == 0:
         checks.fail("logProbs: expected T = dim 0 > 0, found 0 (start (0) + length (1) exceeds dimension size (0)); "
                     "shape %s" % list(logProbs.view_dims))
@@ -94,21 +100,21 @@ def _check_shapes(gradOut: aclTensor, logProbs: aclTensor, targets: aclTensor, i
 
 def _check_dtypes(gradOut: aclTensor, logProbs: aclTensor, targets: aclTensor, negLogLikelihood: aclTensor,
                   logAlpha: aclTensor, out: aclTensor) -> None:
-    allowed, chip = log_probs_dtypes()
-    checks.dtype_in("logProbs", logProbs, allowed, chip)
+    chip = soc().family
+    checks.dtype_in("logProbs", logProbs, DTYPES.on(chip), chip)
     checks.same_dtype("gradOut", gradOut, "logProbs", logProbs)
     checks.dtype_in("targets", targets, TARGET_DTYPES)
     checks.same_dtype("negLogLikelihood", negLogLikelihood, "logProbs", logProbs)
     checks.same_dtype("logAlpha", logAlpha, "logProbs", logProbs)
     checks.same_dtype("out", out, "logProbs", logProbs)
-    if logProbs.data_type in (ACL_FLOAT16, ACL_BF16) and soc().family in ("Ascend910B", "Ascend910_93"):
+    if logProbs.data_type in (ACL_FLOAT16, ACL_BF16) and chip in HALF_LIMIT_CHIPS:
         _, n, c = logProbs.view_dims
         found = {"C": c, "N": n, "(A-1)/2": (logAlpha.view_dims[2] - 1) // 2}
         for what, limit in HALF_LIMITS.items():
             if found[what] > limit:
                 checks.fail("logProbs: %s not supported now: expected %s <= %d with %s on %s, found %d"
                             % (dtype_name(logProbs.data_type), what, limit, dtype_name(logProbs.data_type),
-                               soc().family, found[what]))
+                               chip, found[what]))
 
 
 def workspace_layout(slots: int, label_width: int, data_type: int) -> tuple:
@@ -124,7 +130,7 @@ def workspace_layout(slots: int, label_width: int, data_type: int) -> tuple:
             slots * 2 * label_width * compute, slots * classes * compute)
 
 
-@first_phase("aclnnCtcLossBackward")
+@first_phase(OP)
 def aclnnCtcLossBackwardGetWorkspaceSize(gradOut: aclTensor, logProbs: aclTensor, targets: aclTensor,
                                          inputLengths: aclIntArray, targetLengths: aclIntArray,
                                          negLogLikelihood: aclTensor, logAlpha: aclTensor, blank: int,
@@ -152,4 +158,189 @@ def aclnnCtcLossBackwardGetWorkspaceSize(gradOut: aclTensor, logProbs: aclTensor
         workspace_size=sum(sizes))
 
 
-aclnnCtcLossBackward = second_phase("aclnnCtcLossBackward")
+aclnnCtcLossBackward = second_phase(OP)
+
+
+# ------------------------------------------------------------------------------------------------
+# Declaration: a float64 alpha-beta recursion (Graves et al. 2006) as the reference
+
+def _extended(labels: np.ndarray, blank: int) -> np.ndarray:
+    """l': the blank at even positions, the labels at odd ones."""
+    ext = np.full(2 * len(labels) + 1, blank, dtype=np.int64)
+    ext[1::2] = labels
+    return ext
+
+
+def _labels(targets: np.ndarray, target_lengths: list) -> list:
+    """Each batch item's labels, from padded (2-D) or concatenated (1-D) targets, cast to int64."""
+    targets = np.asarray(targets).astype(np.int64)
+    if targets.ndim == 2:
+        return [targets[b, :length] for b, length in enumerate(target_lengths)]
+    starts = np.cumsum([0] + list(target_lengths))
+    return [targets[starts[b]:starts[b + 1]] for b in range(len(target_lengths))]
+
+
+def forward(lp: np.ndarray, labels: list, input_lengths: list, blank: int, width: int) -> tuple:
+    """(nll (N), log alpha (N, T, width)): the forward pass a caller hands over; NaN where unused."""
+    T, N, _ = lp.shape
+    alpha, nll = np.full((N, T, width), np.nan), np.zeros(N)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        for b in range(N):
+            ext, length = _extended(labels[b], blank), input_lengths[b]
+            K = len(ext)
+            if length == 0:  # no frame: only an empty target has an alignment
+                nll[b] = 0.0 if K == 1 else np.inf
+                continue
+            skip = np.zeros(K, dtype=bool)
+            skip[2:] = ext[2:] != ext[:-2]
+            current = np.full(K, -np.inf)
+            current[:2] = lp[0, b, ext[:2]]
+            alpha[b, 0, :K] = current
+            for t in range(1, length):
+                one = np.concatenate([[-np.inf], current])[:K]
+                two = np.where(skip, np.concatenate([[-np.inf, -np.inf], current])[:K], -np.inf)
+                current = np.logaddexp(np.logaddexp(current, one), two) + lp[t, b, ext]
+                alpha[b, t, :K] = current
+            nll[b] = -np.logaddexp(current[-1], current[-2]) if K > 1 else -current[0]
+    return nll, alpha
+
+
+def reference(v: dict) -> np.ndarray:
+    lp, la, nll, grad = v["logProbs"], v["logAlpha"], v["negLogLikelihood"], v["gradOut"]
+    T, N, C = lp.shape
+    out = np.zeros_like(lp)
+    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+        for b, labels in enumerate(_labels(v["targets"], v["targetLengths"])):
+            length = v["inputLengths"][b]
+            if length == 0 or (v["zeroInfinity"] and nll[b] == np.inf):
+                continue
+            ext = _extended(labels, v["blank"])
+            K = len(ext)
+            skip = np.zeros(K, dtype=bool)
+            skip[:K - 2] = ext[2:] != ext[:-2]
+            beta = np.full((length, K), -np.inf)
+            last = max(K - 2, 0)
+            beta[length - 1, last:] = lp[length - 1, b, ext[last:]]
+            for t in range(length - 2, -1, -1):
+                following = beta[t + 1]
+                one = np.append(following[1:], -np.inf)
+                two = np.where(skip, np.concatenate([following[2:], [-np.inf, -np.inf]])[:K], -np.inf)
+                beta[t] = np.logaddexp(np.logaddexp(following, one), two) + lp[t, b, ext]
+            for t in range(length):
+                lcab = np.full(C, -np.inf)
+                np.logaddexp.at(lcab, ext, la[b, t, :K] + beta[t])
+                out[t, b] = (np.exp(lp[t, b]) - np.exp(lcab + nll[b] - lp[t, b])) * grad[b]
+    return out
+
+
+def _sample(label: str, rng: np.random.Generator, T: int, C: int, blank: int, labels: list, input_lengths: list,
+            padded: bool = True, target_dtype: int = ACL_INT64, width: int = 0, zero_infinity: bool = False,
+            exact_alpha: bool = False) -> SampleInput:
+    """Log-probabilities, their true forward (logAlpha of the NPU's width round_up(2S+1, 8), or
+    PyTorch's 2S+1), targets whose padding holds an invalid label (C + 3) the kernel must not read;
+    float targets are label + 0.25 (the cast to INT64 truncates)."""
+    N = len(labels)
+    logits = rng.normal(size=(T, N, C)) * 2
+    lp = logits - np.log(np.exp(logits).sum(axis=2, keepdims=True))
+    longest = max([len(l) for l in labels] + [0])
+    alpha_width = 2 * longest + 1 if exact_alpha else -(-(2 * longest + 1) // 8) * 8
+    nll, alpha = forward(lp, labels, input_lengths, blank, alpha_width)
+    if padded:
+        targets = np.full((N, width or longest + 1), C + 3, dtype=np.int64)
+        for b, l in enumerate(labels):
+            targets[b, :len(l)] = l
+    else:
+        targets = np.concatenate([np.asarray(l, dtype=np.int64) for l in labels] + [np.zeros(0, np.int64)])
+    targets = targets + 0.25 if target_dtype in (ACL_FLOAT, ACL_FLOAT16) else targets
+    return SampleInput(label, {
+        "gradOut": TensorInput(rng.uniform(0.5, 2.0, size=N)), "logProbs": TensorInput(lp),
+        "targets": TensorInput(targets, target_dtype), "inputLengths": IntArrayInput(tuple(input_lengths)),
+        "targetLengths": IntArrayInput(tuple(len(l) for l in labels)), "negLogLikelihood": TensorInput(nll),
+        "logAlpha": TensorInput(alpha), "blank": blank, "zeroInfinity": zero_infinity,
+        "out": TensorInput(np.full(lp.shape, np.nan))})
+
+
+def _random_labels(rng: np.random.Generator, lengths: list, C: int, blank: int) -> list:
+    classes = [c for c in range(C) if c != blank]
+    return [rng.choice(classes, size=n).astype(np.int64) for n in lengths]
+
+
+def sample_inputs(rng: np.random.Generator) -> list:
+    medium_lengths = list(rng.integers(1, 7, 8))
+    samples = [
+        _sample("T4 N2 C5", rng, 4, 5, 0, _random_labels(rng, [2, 1], 5, 0), [4, 3], width=3),
+        _sample("concatenated int32, blank last", rng, 8, 6, 5, [np.array([2, 2]), np.array([1, 3, 3, 4]),
+                                                                 np.array([0])], [8, 8, 3], padded=False,
+                target_dtype=ACL_INT32, exact_alpha=True),
+        _sample("float targets, blank in the middle", rng, 6, 5, 2, _random_labels(rng, [3, 1, 2], 5, 2), [6, 2, 5],
+                target_dtype=ACL_FLOAT, width=4),
+        _sample("infinite nll zeroed", rng, 5, 5, 0, [np.array([1, 2, 3]), np.array([4, 4]), np.array([2])],
+                [2, 3, 5], zero_infinity=True),
+        _sample("T30 N8 C20", rng, 30, 20, 0, _random_labels(rng, medium_lengths, 20, 0),
+                list(rng.integers(20, 31, 8))),
+        _sample("empty batch", rng, 3, 4, 0, [], []),
+    ]
+    return samples + [samples[k].with_layout(layout) for k in (0, 4) for layout in ("transposed", "strided", "offset")]
+
+
+F, H, B, D, I32, I16 = ACL_FLOAT, ACL_FLOAT16, ACL_BF16, ACL_DOUBLE, ACL_INT32, ACL_INT16
+NAMES = ("gradOut", "logProbs", "targets", "inputLengths", "targetLengths", "negLogLikelihood", "logAlpha", "out")
+FLOATS = ("gradOut", "logProbs", "negLogLikelihood", "logAlpha", "out")
+
+
+def _half_limit(n: int, c: int, a: int, dtype: int = H) -> dict:
+    """Changes that make a call of N = n, C = c, logAlpha width a in `dtype`."""
+    return {"gradOut": {"shape": (n,), "dtype": dtype}, "logProbs": {"shape": (1, n, c), "dtype": dtype},
+            "targets": {"shape": (n, 1)}, "negLogLikelihood": {"shape": (n,), "dtype": dtype},
+            "logAlpha": {"shape": (n, 1, a), "dtype": dtype}, "out": {"shape": (1, n, c), "dtype": dtype},
+            "inputLengths": IntArrayInput((1,) * n), "targetLengths": IntArrayInput((1,) * n)}
+
+
+ERRORS = (  # on the first sample: T 4, N 2, C 5, targets [2, 3], logAlpha [2, 4, 8], lengths [4, 3] and [2, 1]
+    *(ErrorInput("null " + name, {name: None}, 161001, "%s: expected a proper" % name) for name in NAMES),
+    ErrorInput("blank not an int64", {"blank": "0"}, 161002, "blank: expected an int64"),
+    ErrorInput("zeroInfinity not a bool", {"zeroInfinity": 2}, 161002, "zeroInfinity: expected a bool"),
+    ErrorInput("T zero", {"logProbs": {"shape": (0, 2, 5)}}, 161002, "exceeds dimension size (0)"),
+    ErrorInput("gradOut rank", {"gradOut": {"shape": (2, 1)}}, 161002, "gradOut: expected 1 dims, found 2"),
+    ErrorInput("negLogLikelihood rank", {"negLogLikelihood": {"shape": ()}}, 161002,
+               "negLogLikelihood: expected 1 dims, found 0"),
+    ErrorInput("logProbs rank", {"logProbs": {"shape": (4, 10)}}, 161002, "logProbs: expected 3 dims"),
+    ErrorInput("logAlpha rank", {"logAlpha": {"shape": (2, 32)}}, 161002, "logAlpha: expected 3 dims"),
+    ErrorInput("targets rank", {"targets": {"shape": (2, 3, 1)}}, 161002, "targets: expected 1 or 2 dims"),
+    ErrorInput("out rank", {"out": {"shape": (4, 2, 5, 1)}}, 161002, "out: expected 3 dims"),
+    ErrorInput("blank negative", {"blank": -1}, 161002, "blank: expected 0 <= blank < C"),
+    ErrorInput("blank is C", {"blank": 5}, 161002, "blank: expected 0 <= blank < C = 5"),
+    ErrorInput("logAlpha too narrow", {"logAlpha": {"shape": (2, 4, 4)}}, 161002,
+               "S of targets must be smaller than half of alphaLength"),
+    ErrorInput("targets too narrow", {"targets": {"shape": (2, 1)}}, 161002, "targets: expected dim 1 >= max(targetLengths)"),
+    ErrorInput("batch of gradOut", {"gradOut": {"shape": (3,)}}, 161002, "Check batchSize failed: gradOut dim 0"),
+    ErrorInput("batch of out", {"out": {"shape": (4, 3, 5)}}, 161002, "Check batchSize failed: out dim 1"),
+    ErrorInput("batch of inputLengths", {"inputLengths": IntArrayInput((4, 3, 1))}, 161002,
+               "Check batchSize failed: inputLengths size"),
+    ErrorInput("batch of targets", {"targets": {"shape": (3, 3)}}, 161002, "Check batchSize failed: targets dim 0"),
+    ErrorInput("time of out", {"out": {"shape": (5, 2, 5)}}, 161002, "Check max time failed: out dim 0"),
+    ErrorInput("time of logAlpha", {"logAlpha": {"shape": (2, 3, 8)}}, 161002, "Check max time failed: logAlpha dim 1"),
+    ErrorInput("inputLengths over T", {"inputLengths": IntArrayInput((5, 3))}, 161002,
+               "Check max time failed: inputLengths: expected values <= T = 4, found max 5"),
+    ErrorInput("symbolSet", {"out": {"shape": (4, 2, 6)}}, 161002, "Check symbolSet failed: out dim 2"),
+    ErrorInput("concatenated targets", {"targets": {"shape": (4,)}, "logProbs": {"dtype": I32}}, 161002,
+               "targets: expected dim 0 == sum(targetLengths) = 3"),
+    ErrorInput("logProbs dtype", {"logProbs": {"dtype": I32}}, 161002, "logProbs: expected a dtype in"),
+    ErrorInput("gradOut dtype", {"gradOut": {"dtype": D}}, 161002, "gradOut: expected dtype FLOAT (the dtype of logProbs)"),
+    ErrorInput("targets dtype", {"targets": {"dtype": I16}}, 161002, "targets: expected a dtype in"),
+    ErrorInput("negLogLikelihood dtype", {"negLogLikelihood": {"dtype": H}}, 161002, "negLogLikelihood: expected dtype"),
+    ErrorInput("logAlpha dtype", {"logAlpha": {"dtype": B}}, 161002, "logAlpha: expected dtype"),
+    ErrorInput("out dtype", {"out": {"dtype": D}}, 161002, "out: expected dtype"),
+    ErrorInput("f16 on 910", {name: {"dtype": H} for name in FLOATS}, 161002,
+               "logProbs: expected a dtype in [FLOAT, DOUBLE] on Ascend910", chip="Ascend910"),
+    ErrorInput("C over the f16 limit", _half_limit(1, 200001, 3), 161002, "not supported now: expected C <= 200000",
+               chip="Ascend910_93"),
+    ErrorInput("N over the bf16 limit on 910_93", _half_limit(8181, 2, 3, B), 161002, "N <= 8180", chip="Ascend910_93"),
+    ErrorInput("(A-1)/2 over the f16 limit", _half_limit(1, 2, 2003), 161002, "(A-1)/2 <= 1000", chip="Ascend910B"),
+)
+
+DECLARATION = OpDeclaration(
+    name=OP, first_phase=aclnnCtcLossBackwardGetWorkspaceSize, second_phase=aclnnCtcLossBackward, dtypes=DTYPES,
+    reference=reference, sample_inputs=sample_inputs, error_inputs=ERRORS, output="out",
+    shape_checked=("gradOut", "logProbs", "targets", "negLogLikelihood", "logAlpha", "out"),
+    **declaration_files("ctc_loss_backward"))

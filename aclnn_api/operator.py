@@ -14,7 +14,7 @@ from typing import Any, Callable, Optional, Sequence
 from emulator import errors, leaks, runtime
 from emulator.errors import AclError, api, user_site
 from emulator.memory import DeviceFault
-from emulator.soc import RANK_910E, SocProfile
+from emulator.soc import SocProfile
 from emulator.stream import Task
 
 from . import _kernels, status
@@ -25,17 +25,9 @@ from .tensor import aclTensor, view_nbytes
 
 
 def soc() -> SocProfile:
-    """The emulated chip (NPUEMU_SOC), which the operators' dtype lists and limits depend on."""
+    """The emulated chip (NPUEMU_SOC), which the operators' dtype lists (declaration.ChipDtypes) and
+    limits depend on."""
     return runtime.settings().profile
-
-
-def chip_dtypes(base: tuple, from_910b: tuple) -> tuple[tuple, str]:
-    """(dtypes accepted on the emulated chip, its family): `base` everywhere, plus `from_910b` on the
-    SoCs from 910B to 910E (A2, A3, 950), the range the library's op_api code tests."""
-    chip = soc()
-    if chip.version_rank in range(1, RANK_910E + 1):
-        return base + from_910b, chip.family
-    return base, chip.family
 
 
 class TensorView:

@@ -1,10 +1,12 @@
 """The benchmark's case table: one `Operator` entry per aclnn operator.
 
-An entry says how to build a case's inputs (deterministic `Source`s, see data.py), how to call
-npuemu's first phase on device tensors, what a PyTorch CPU user runs for the same gradient (the
-fastest path: the aten backward op with out= where one exists, else the composite of tensor ops
-with preallocated outputs), and a NumPy float64 reference that checks the PyTorch path once.
-PyTorch is imported only inside the torch functions, so npuemu-only runs never load it.
+An entry says how to build a case's inputs (deterministic `Source`s, see data.py, named by the
+operator's parameters), how to call npuemu's first phase on device tensors, and what a PyTorch CPU
+user runs for the same gradient (the fastest path: the aten backward op with out= where one exists,
+else the composite of tensor ops with preallocated outputs). The operator's phases, its dtypes on
+the emulated chip and the NumPy float64 reference that checks the PyTorch path once come from its
+declaration (aclnn_api/declaration.py), not from here. PyTorch is imported only inside the torch
+functions, so npuemu-only runs never load it.
 """
 from __future__ import annotations
 
@@ -15,6 +17,8 @@ from typing import Any, Callable, Optional
 import numpy as np
 
 import aclnn_api as nn
+import emulator
+from aclnn_api.declaration import OpDeclaration, all_declarations
 
 from data import SEED, Source, bernoulli, normal, random_source, representable, rng, softmax_rows, uniform
 
@@ -60,7 +64,6 @@ class Operator:
     build: Callable[[Size, int], Case]
     npuemu_args: Callable[[dict, dict], tuple]             # (device tensors incl. output, host attrs) -> first-phase args
     torch_setup: Callable[[dict, dict, Any], Callable]     # (torch inputs, attrs, out) -> the timed call
-    numpy_reference: Callable[[dict, dict], np.ndarray]    # float64 inputs -> float64 output
     torch_path: str                                        # what the PyTorch column runs
     torch_upcasts: tuple = ()                              # dtypes PyTorch CPU lacks: run in float32 with casts
     check_inputs: Optional[Callable[[dict, dict], str]] = None  # extra torch check of derived inputs
@@ -70,17 +73,33 @@ class Operator:
     float64_check_sizes: tuple = ("4x4", "1e5", "large")
 
     @property
+    def declaration(self) -> Optional[OpDeclaration]:
+        return DECLARATIONS.get("aclnn" + self.name)
+
+    @property
     def first_phase_name(self) -> str:
         return "aclnn%sGetWorkspaceSize" % self.name
 
     def available(self) -> bool:
-        return hasattr(nn, self.first_phase_name) and hasattr(nn, "aclnn" + self.name)
+        return self.declaration is not None
 
     def first_phase(self) -> Callable:
-        return getattr(nn, self.first_phase_name)
+        return self.declaration.first_phase
 
     def second_phase(self) -> Callable:
-        return getattr(nn, "aclnn" + self.name)
+        return self.declaration.second_phase
+
+    def dtypes(self) -> tuple:
+        """The dtypes the operator accepts and runs on the emulated chip (NPUEMU_SOC)."""
+        family = emulator.settings().profile.family
+        return tuple(d for d in self.declaration.dtypes.on(family) if self.declaration.runs(family, d))
+
+    def numpy_reference(self, values: dict, attrs: dict) -> np.ndarray:
+        """The declaration's float64 reference of float64 inputs and the host attributes."""
+        return self.declaration.reference({**values, **attrs})
+
+
+DECLARATIONS = {d.name: d for d in all_declarations()}
 
 
 def _torch():
@@ -125,15 +144,11 @@ def torch_log_sigmoid(t: dict, attrs: dict, out):
     return lambda: backward(t["gradOutput"], t["self"], buffer, grad_input=out)
 
 
-def numpy_log_sigmoid(v: dict, attrs: dict) -> np.ndarray:
-    with _quiet():
-        return v["gradOutput"] / (1.0 + np.exp(v["self"]))
-
 
 LOG_SIGMOID = Operator(
     "LogSigmoidBackward", ELEMENTWISE_SIZES, build_log_sigmoid,
     lambda t, a: (t["gradOutput"], t["self"], t["buffer"], t["gradInput"]),
-    torch_log_sigmoid, numpy_log_sigmoid,
+    torch_log_sigmoid,
     "aten.log_sigmoid_backward.grad_input(grad, x, buffer, grad_input=out)")
 
 # ---------------------------------------------------------------------------------------------
@@ -146,17 +161,18 @@ def build_bce(size: Size, dtype: int) -> Case:
     inputs = {"gradOutput": random_source("bce.grad", shape, dtype, normal()),
               "self": random_source("bce.self", shape, dtype, normal(2.0)),
               "target": random_source("bce.target", shape, dtype, uniform(0.0, 1.0)),
-              "weight": random_source("bce.weight", shape, dtype, uniform(0.5, 1.5)),
-              "posWeight": random_source("bce.posWeight", shape[-1:], dtype, uniform(0.5, 2.0))}
+              "weightOptional": random_source("bce.weight", shape, dtype, uniform(0.5, 1.5)),
+              "posWeightOptional": random_source("bce.posWeight", shape[-1:], dtype, uniform(0.5, 2.0))}
     return Case(BCE, size, dtype, inputs, ("out", shape), {"reduction": 0},
-                ("gradOutput", "self", "target", "weight", "posWeight"))
+                ("gradOutput", "self", "target", "weightOptional", "posWeightOptional"))
 
 
 def torch_bce(t: dict, attrs: dict, out):
     """PyTorch's own formula (FunctionsManual binary_cross_entropy_with_logits_backward), with
     preallocated scratch: ((p·t + 1 − t)·σ(x) − p·t)·grad·weight."""
     torch = _torch()
-    x, target, grad, weight, pos_weight = t["self"], t["target"], t["gradOutput"], t["weight"], t["posWeight"]
+    x, target, grad, weight, pos_weight = (t[k] for k in ("self", "target", "gradOutput", "weightOptional",
+                                                          "posWeightOptional"))
     pt, coefficient = torch.empty_like(x), torch.empty_like(x)
 
     def run():
@@ -167,17 +183,12 @@ def torch_bce(t: dict, attrs: dict, out):
     return run
 
 
-def numpy_bce(v: dict, attrs: dict) -> np.ndarray:
-    p, t = v["posWeight"], v["target"]
-    with _quiet():
-        sigmoid = 1.0 / (1.0 + np.exp(-v["self"]))
-    return ((p * t + 1.0 - t) * sigmoid - p * t) * v["gradOutput"] * v["weight"]
-
 
 BCE = Operator(
     "BinaryCrossEntropyWithLogitsBackward", ELEMENTWISE_SIZES, build_bce,
-    lambda t, a: (t["gradOutput"], t["self"], t["target"], t["weight"], t["posWeight"], a["reduction"], t["out"]),
-    torch_bce, numpy_bce,
+    lambda t, a: (t["gradOutput"], t["self"], t["target"], t["weightOptional"], t["posWeightOptional"], a["reduction"],
+                  t["out"]),
+    torch_bce,
     "composite: mul, sub, add_, sigmoid, mul_, sub_, mul_, mul_ (out= and preallocated scratch)")
 
 # ---------------------------------------------------------------------------------------------
@@ -199,14 +210,11 @@ def torch_kl_div(t: dict, attrs: dict, out):
     return lambda: torch.mul(target, grad, out=out).neg_()
 
 
-def numpy_kl_div(v: dict, attrs: dict) -> np.ndarray:
-    return -v["target"] * v["gradOutput"]
-
 
 KL_DIV = Operator(
     "KlDivBackward", ELEMENTWISE_SIZES, build_kl_div,
     lambda t, a: (t["gradOutput"], t["self"], t["target"], a["reduction"], a["logTarget"], t["out"]),
-    torch_kl_div, numpy_kl_div,
+    torch_kl_div,
     "composite: torch.mul(target, grad, out=out).neg_()")
 
 # ---------------------------------------------------------------------------------------------
@@ -234,11 +242,6 @@ def torch_sms(t: dict, attrs: dict, out):
     return run
 
 
-def numpy_sms(v: dict, attrs: dict) -> np.ndarray:
-    p = v["gradOutput"] * v["y"]
-    result = (p - p.sum(axis=-1, keepdims=True) * v["y"]) * attrs["scale"]
-    return np.where(v["mask"].astype(bool), 0.0, result)
-
 
 SMS = Operator(
     "ScaledMaskedSoftmaxBackward",
@@ -248,7 +251,7 @@ SMS = Operator(
      Size("large", "8x16x512x512", {"shape": (8, 16, 512, 512)})),
     build_sms,
     lambda t, a: (t["gradOutput"], t["y"], t["mask"], a["scale"], a["fixTriuMask"], t["out"]),
-    torch_sms, numpy_sms,
+    torch_sms,
     "aten._softmax_backward_data.out, then mul_(scale), masked_fill_(mask, 0)")
 
 # ---------------------------------------------------------------------------------------------
@@ -380,36 +383,6 @@ def torch_ctc(t: dict, attrs: dict, out):
                                       log_alpha.float(), *tail))
 
 
-def numpy_ctc(v: dict, attrs: dict) -> np.ndarray:
-    """spec/OPS.md §2.2 in float64, batch by batch."""
-    lp, la, nll, grad, targets = v["logProbs"], v["logAlpha"], v["negLogLikelihood"], v["gradOut"], v["targets"]
-    blank = attrs["blank"]
-    T, N, C = lp.shape
-    out = np.zeros_like(lp)
-    with _quiet():
-        for b in range(N):
-            L, S = attrs["inputLengths"][b], attrs["targetLengths"][b]
-            if attrs["zeroInfinity"] and np.isinf(nll[b]):
-                continue
-            labels = np.full(2 * S + 1, blank, dtype=np.int64)
-            labels[1::2] = targets[b, :S]
-            K = labels.size
-            skip = np.zeros(K, dtype=bool)
-            skip[:K - 2] = labels[2:] != labels[:-2]
-            beta = np.full((L, K), -np.inf)
-            last = max(K - 2, 0)
-            beta[L - 1, last:] = lp[L - 1, b, labels[last:]]
-            for t in range(L - 2, -1, -1):
-                following = beta[t + 1]
-                one = np.append(following[1:], -np.inf)
-                two = np.where(skip, np.append(following[2:], [-np.inf, -np.inf]), -np.inf)
-                beta[t] = np.logaddexp(np.logaddexp(following, one), two) + lp[t, b, labels]
-            for t in range(L):
-                lcab = np.full(C, -np.inf)
-                np.logaddexp.at(lcab, labels, la[b, t, :K] + beta[t])
-                out[t, b] = (np.exp(lp[t, b]) - np.exp(lcab + nll[b] - lp[t, b])) * grad[b]
-    return out
-
 
 def check_ctc_forward(v: dict, attrs: dict) -> str:
     """Our float64 forward (logAlpha, nll) against aten._ctc_loss on the same log-probabilities."""
@@ -436,7 +409,7 @@ CTC = Operator(
     build_ctc,
     lambda t, a: (t["gradOut"], t["logProbs"], t["targets"], a["inputLengths"], a["targetLengths"],
                   t["negLogLikelihood"], t["logAlpha"], a["blank"], a["zeroInfinity"], t["out"]),
-    torch_ctc, numpy_ctc,
+    torch_ctc,
     "aten._ctc_loss_backward.out (float16/bfloat16: in float32 with casts)",
     torch_upcasts=(nn.ACL_FLOAT16, nn.ACL_BF16), check_inputs=check_ctc_forward, float64_check_sizes=("4x4", "1e5"))
 

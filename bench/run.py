@@ -337,6 +337,10 @@ def main(argv: Optional[list] = None) -> int:
             if size.label not in sizes:
                 continue
             for dtype in dtypes:
+                if dtype not in op.dtypes():
+                    skips.append("%s %s %s: the operator does not run this dtype on %s (its declaration)" % (
+                        op.name, size.shape, DTYPE_LABEL[dtype], emulator.settings().profile.family))
+                    continue
                 runner = CaseRunner(op, size, dtype, torch, QUICK if args.quick else BUDGETS[size.label])
                 rejected, case_results = "", []
                 for n in threads:

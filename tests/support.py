@@ -1,5 +1,10 @@
 """Test support: move NumPy data to and from emulated device tensors of any layout, dtype
-conversions (bf16 has no NumPy type), reference tolerances (spec/OPS.md §10 #11), chips."""
+conversions (bf16 has no NumPy type), reference tolerances, chips, and running an operator's
+declared samples (aclnn_api/declaration.py).
+
+Tolerances against a float64 reference, absolute and relative alike: FLOAT 1e-4, FLOAT16 1e-3,
+BFLOAT16 4e-3 (fp16/bf16 inputs are computed in fp32 and rounded to nearest-even once, on output),
+DOUBLE 1e-10."""
 from __future__ import annotations
 
 import contextlib
@@ -14,6 +19,8 @@ import numpy as np
 import acl
 import aclnn_api as nn
 import emulator
+from aclnn_api.declaration import IntArrayInput, OpDeclaration, SampleInput, TensorInput, call_args, reference_args
+from emulator.dtypes import FLOATING
 
 ALL_SOCS = ("Ascend910", "Ascend910B", "Ascend910_93", "Ascend950", "Ascend310P")
 FLOAT_DTYPES = (nn.ACL_FLOAT, nn.ACL_FLOAT16, nn.ACL_BF16)
@@ -209,3 +216,61 @@ def run_program(source: str, directory: str, env: Optional[dict] = None) -> tupl
     done = subprocess.run([sys.executable, path], capture_output=True, text=True, timeout=120,
                           env={**os.environ, **(env or {})})
     return done, path
+
+
+# ------------------------------------------------------------------------------------------------
+# Running a declared sample
+
+def dtype_of(arg: TensorInput, dtype: int) -> int:
+    """The dtype of a declared tensor when `dtype` is the one under test."""
+    return dtype if arg.dtype is None else arg.dtype
+
+
+def rounded(arg: TensorInput, dtype: int) -> np.ndarray:
+    """The values as the tensor's dtype holds them (float64 for floating dtypes)."""
+    tensor_dtype = dtype_of(arg, dtype)
+    if tensor_dtype in FLOATING:
+        return representable(np.asarray(arg.values, dtype=np.float64), tensor_dtype)
+    return np.asarray(arg.values)
+
+
+class Call:
+    """A declared sample's tensors and arrays made on `device`, ready for the first phase."""
+
+    def __init__(self, device: Npu, sample: SampleInput, dtype: int):
+        self.sample = sample
+        self.tensors = {name: device.tensor(rounded(arg, dtype), dtype_of(arg, dtype), strides=arg.strides,
+                                            offset=arg.offset, fmt=arg.format)
+                        for name, arg in sample.tensors().items()}
+        self.arrays = {name: nn.aclCreateIntArray(list(arg.values)) for name, arg in sample.args.items()
+                       if isinstance(arg, IntArrayInput)}
+
+    def args(self, replace: Optional[dict] = None) -> list:
+        """The first phase's arguments; `replace` gives other values to some parameters by name."""
+        made = {name: t.tensor for name, t in self.tensors.items()}
+        args = call_args(self.sample, made, self.arrays)
+        names = list(self.sample.args)
+        for name, value in (replace or {}).items():
+            args[names.index(name)] = value
+        return args
+
+    def close(self) -> None:
+        for array in self.arrays.values():
+            nn.aclDestroyIntArray(array)
+
+
+def run_declared(device: Npu, declaration: OpDeclaration, sample: SampleInput, dtype: int,
+                 repeat: int = 1) -> tuple:
+    """(status, the output's values, the reference's) of both phases on `device` (run `repeat`
+    times); the values are None if a call fails."""
+    call = Call(device, sample, dtype)
+    try:
+        for _ in range(repeat):
+            ret = device.run(declaration.first_phase, declaration.second_phase, *call.args())
+            if ret != 0:
+                return ret, None, None
+        actual = device.read(call.tensors[declaration.output])
+    finally:
+        call.close()
+    expected = declaration.reference(reference_args(sample, lambda arg: rounded(arg, dtype)))
+    return ret, actual, expected

@@ -1,6 +1,8 @@
-"""aclnnBinaryCrossEntropyWithLogitsBackward (spec/OPS.md §1): values against a float64 NumPy
-reference (and PyTorch autograd) across chips, dtypes (also mixed), reductions, optional weights,
-broadcasting and layouts; every check with its code, in the library's order."""
+"""aclnnBinaryCrossEntropyWithLogitsBackward: the cases its declaration does not generate
+(single-dtype values across chips and layouts, dtypes, empty inputs and every check are in
+test_operators.py): mixed dtypes promoting to fp32 with every reduction and optional weights,
+PyTorch autograd, extreme logits, mean's divisor, out in place of target, the shape rules skipped
+for an empty self, formats that are free, a destroyed weight, the sample."""
 import itertools
 import zlib
 
@@ -8,35 +10,20 @@ import numpy as np
 import pytest
 
 import aclnn_api as nn
+from aclnn_api import binary_cross_entropy_with_logits_backward as bce
 import emulator
-from support import ALL_SOCS, assert_close, assert_sample_prints, kernel_variants, last_error, npu, representable
+from support import assert_close, assert_sample_prints, kernel_variants, last_error, npu, representable
 
 OP = (nn.aclnnBinaryCrossEntropyWithLogitsBackwardGetWorkspaceSize, nn.aclnnBinaryCrossEntropyWithLogitsBackward)
-BF16_SOCS = ("Ascend910B", "Ascend910_93", "Ascend950")
 F, H, B, D = nn.ACL_FLOAT, nn.ACL_FLOAT16, nn.ACL_BF16, nn.ACL_DOUBLE
 NONE, MEAN, SUM = 0, 1, 2
 NAMES = ("gradOutput", "self", "target", "weightOptional", "posWeightOptional", "out")
 
 
-def sigmoid(x):
-    """float64 logistic function that neither overflows nor loses the tails."""
-    z = np.exp(-np.abs(x))
-    return np.where(x >= 0, 1.0 / (1.0 + z), z / (1.0 + z))
-
-
 def reference(g, x, t, w, p, reduction):
-    """d/dx of w·[−p·t·log σ(x) − (1−t)·log(1−σ(x))], times g (and 1/numel for mean), in float64."""
-    w = 1.0 if w is None else w
-    p = 1.0 if p is None else p
-    s = sigmoid(x)
-    grad = w * ((1.0 - t) * s - p * t * (1.0 - s)) * g
-    if reduction == MEAN:
-        grad = grad / max(1, x.size)
-    return np.broadcast_to(grad, x.shape)
-
-
-def dtypes_of(soc):
-    return (F, H) + ((B,) if soc in BF16_SOCS else ())
+    """The declaration's float64 reference (weights None: all ones)."""
+    return bce.reference({"gradOutput": g, "self": x, "target": t, "weightOptional": w, "posWeightOptional": p,
+                          "reduction": reduction})
 
 
 def contiguous(shape):
@@ -94,22 +81,6 @@ def run_case(device, values, dtypes, layout, reduction, with_weight=True, with_p
     handles = [None if t_ is None else t_.tensor for t_ in tensors]
     ret = device.run(*OP, *handles[:5], reduction, out.tensor)
     return ret, (device.read(out) if ret == 0 else None), seen
-
-
-@pytest.mark.parametrize("soc,scenario", list(itertools.product(ALL_SOCS, SCENARIOS)))
-def test_values_match_float64_reference(soc, scenario):
-    x_shape, g_shape, w_shape, p_shape, layout = SCENARIOS[scenario]
-    rng = np.random.default_rng(zlib.crc32((soc + scenario).encode()))
-    combos = list(itertools.product((NONE, MEAN, SUM), (True, False), (True, False)))
-    if scenario.startswith("large"):  # the big shapes only need to cover the threaded paths
-        combos = [(NONE, True, True), (MEAN, False, True)]
-    with npu(soc) as device:
-        for dtype in dtypes_of(soc):
-            for reduction, with_w, with_p in combos:
-                values = random_inputs(rng, (g_shape, x_shape, w_shape, p_shape))
-                ret, out, seen = run_case(device, values, (dtype,) * 6, layout, reduction, with_w, with_p)
-                assert ret == 0, last_error()
-                assert_close(out, reference(*seen, reduction), dtype)
 
 
 MIXED = {  # dtypes of gradOutput, self, target, weight, posWeight (None: absent); out = target's
@@ -190,8 +161,8 @@ def test_out_may_be_target_in_place():
         assert_close(device.read(tensors[2]), reference(*seen, None, None, NONE), B)
 
 
-@pytest.mark.parametrize("dtypes", [(B,) * 6, (H, B, B, F, H, B)], ids=["same-dtype", "mixed"])
-def test_results_are_bit_identical_across_thread_counts_and_vector_isas(dtypes):
+@pytest.mark.parametrize("dtypes", [(H, B, B, F, H, B)], ids=["mixed"])
+def test_mixed_dtypes_are_bit_identical_across_thread_counts_and_vector_isas(dtypes):
     rng = np.random.default_rng(3)
     values = random_inputs(rng, ((300, 1), (300, 500), (500,), (300, 500)))
     results = []
@@ -226,51 +197,6 @@ def _make(device, shapes, dtypes, formats):
 
 NC1, NCHW, ND = nn.ACL_FORMAT_NC1HWC0, nn.ACL_FORMAT_NCHW, nn.ACL_FORMAT_ND
 S = (2, 3)
-CHECKS = [  # (id, soc, shapes, dtypes, formats, reduction, code, parameter named by the message)
-    ("null-gradOutput", "Ascend910B", (None, S, S, S, S, S), (F,) * 6, (ND,) * 6, 0, 161001, "gradOutput"),
-    ("null-self", "Ascend910B", (S, None, S, S, S, S), (F,) * 6, (ND,) * 6, 0, 161001, "self"),
-    ("null-target", "Ascend910B", (S, S, None, S, S, S), (F,) * 6, (ND,) * 6, 0, 161001, "target"),
-    ("null-out", "Ascend910B", (S, S, S, S, S, None), (F,) * 6, (ND,) * 6, 0, 161001, "out"),
-    ("null-before-dtype", "Ascend910B", (S, S, None, S, S, S), (D,) * 6, (ND,) * 6, 0, 161001, "target"),
-    ("out-rank-9", "Ascend910B", ((1,) * 9,) * 6, (F,) * 6, (ND,) * 6, 0, 161002, "out"),
-    ("out-rank-before-dtype", "Ascend910B", (S, S, S, S, S, (1,) * 9), (D,) * 6, (ND,) * 6, 0, 161002, "out"),
-    ("gradOutput-double", "Ascend910B", (S,) * 6, (D, F, F, F, F, F), (ND,) * 6, 0, 161002, "gradOutput"),
-    ("self-int32", "Ascend910B", (S,) * 6, (F, nn.ACL_INT32, F, F, F, F), (ND,) * 6, 0, 161002, "self"),
-    ("target-double", "Ascend910B", (S,) * 6, (F, F, D, F, F, D), (ND,) * 6, 0, 161002, "target"),
-    ("weight-bf16-on-910", "Ascend910", (S,) * 6, (F, F, F, B, F, F), (ND,) * 6, 0, 161002, "weightOptional"),
-    ("posWeight-bf16-on-310P", "Ascend310P", (S,) * 6, (H, H, H, H, B, H), (ND,) * 6, 0, 161002, "posWeightOptional"),
-    ("posWeight-double", "Ascend950", (S,) * 6, (F, F, F, F, D, F), (ND,) * 6, 0, 161002, "posWeightOptional"),
-    ("self-bf16-on-910", "Ascend910", (S,) * 6, (F, B, F, F, F, F), (ND,) * 6, 0, 161002, "self"),
-    ("out-double", "Ascend910B", (S,) * 6, (F,) * 5 + (D,), (ND,) * 6, 0, 161002, "out"),
-    ("out-not-target-dtype", "Ascend910_93", (S,) * 6, (F, F, F, F, F, H), (ND,) * 6, 0, 161002, "out"),
-    ("dtype-before-format", "Ascend910B", (S,) * 6, (D, F, F, F, F, F), (ND, ND, NCHW, ND, ND, ND), 0, 161002, "gradOutput"),
-    ("target-format", "Ascend910B", (S,) * 6, (F,) * 6, (ND, ND, NCHW, ND, ND, ND), 0, 161002, "target"),
-    ("out-format", "Ascend910B", (S,) * 6, (F,) * 6, (ND,) * 5 + (NCHW,), 0, 161002, "out"),
-    ("format-before-shape", "Ascend910B", (S, S, (3, 2), S, S, S), (F,) * 6, (ND, ND, NCHW, ND, ND, ND), 0, 161002, "target"),
-    ("target-shape", "Ascend910B", (S, S, (3, 2), S, S, S), (F,) * 6, (ND,) * 6, 0, 161002, "target"),
-    ("out-shape", "Ascend910B", (S, S, S, S, S, (2, 1)), (F,) * 6, (ND,) * 6, 0, 161002, "out"),
-    ("gradOutput-not-broadcastable", "Ascend910B", ((2,),) + (S,) * 5, (F,) * 6, (ND,) * 6, 0, 161002, "gradOutput"),
-    ("gradOutput-larger-than-self", "Ascend910B", ((2, 2, 3),) + (S,) * 5, (F,) * 6, (ND,) * 6, 0, 161002, "gradOutput"),
-    ("gradOutput-9-D", "Ascend910B", ((1,) * 9,) + (S,) * 5, (F,) * 6, (ND,) * 6, 0, 161002, "gradOutput"),
-    ("weight-shape", "Ascend910B", (S, S, S, (2,), S, S), (F,) * 6, (ND,) * 6, 0, 161002, "weightOptional"),
-    ("posWeight-shape", "Ascend910B", (S, S, S, (3,), (4, 1), S), (F,) * 6, (ND,) * 6, 0, 161002, "posWeightOptional"),
-    ("shape-before-reduction", "Ascend910B", (S, S, S, (2,), S, S), (F,) * 6, (ND,) * 6, 5, 161002, "weightOptional"),
-    ("reduction-3", "Ascend910B", (S,) * 6, (F,) * 6, (ND,) * 6, 3, 161002, "reduction"),
-    ("reduction-negative", "Ascend910B", (S,) * 6, (F,) * 6, (ND,) * 6, -1, 161002, "reduction"),
-    ("reduction-not-int", "Ascend910B", (S,) * 6, (F,) * 6, (ND,) * 6, "mean", 161002, "reduction"),
-    ("reduction-before-empty-return", "Ascend910B", ((0, 3),) * 6, (F,) * 6, (ND,) * 6, 3, 161002, "reduction"),
-    ("dtype-checked-when-empty", "Ascend910B", ((0, 3),) * 6, (F, F, F, D, F, F), (ND,) * 6, 0, 161002, "weightOptional"),
-]
-
-
-@pytest.mark.parametrize("soc,shapes,dtypes,formats,reduction,code,name", [c[1:] for c in CHECKS], ids=[c[0] for c in CHECKS])
-def test_each_check_returns_its_code_and_names_the_parameter(soc, shapes, dtypes, formats, reduction, code, name):
-    with npu(soc) as device:
-        args = _make(device, shapes, dtypes, formats)
-        size, executor, ret = OP[0](*args[:5], reduction, args[5])
-        message = last_error()
-        assert (ret, executor) == (code, None), message
-        assert name + ": expected" in message and "found" in message, message
 
 
 def test_weights_may_be_null_and_formats_of_other_tensors_are_free():

@@ -1,5 +1,5 @@
-"""Host threads: NPUEMU_THREADS, concurrent launches from several host threads, the run-time choice
-of vector instructions."""
+"""Host threads: NPUEMU_THREADS, concurrent launches of every declared operator from several host
+threads, the run-time choice of vector instructions."""
 import os
 import subprocess
 import sys
@@ -10,7 +10,8 @@ import numpy as np
 import aclnn_api as nn
 import emulator
 from aclnn_api import _kernels
-from support import Npu, assert_close, representable
+from aclnn_api.declaration import all_declarations
+from support import Npu, assert_close, run_declared
 
 
 def test_threads_setting_comes_from_the_environment(tmp_path):
@@ -33,36 +34,32 @@ def test_default_threads_are_the_cores_the_process_may_run_on(tmp_path):
 
 
 def test_launches_from_several_host_threads_at_once_are_all_correct_and_share_one_pool():
-    """Each host thread runs its own stream; kernels run one at a time on the pool of
-    NPUEMU_THREADS workers, so concurrent launches neither oversubscribe nor interfere."""
+    """Each host thread runs its own stream and a declared operator (every one, each on its largest
+    sample, again and again); kernels run one at a time on the pool of NPUEMU_THREADS workers, so
+    concurrent launches neither oversubscribe nor interfere."""
     emulator.configure(threads=2)
-    rng = np.random.default_rng(7)
-    inputs = [(representable(rng.normal(size=(64, 257)), nn.ACL_FLOAT),
-               representable(rng.normal(size=(64, 257)) * 4, nn.ACL_FLOAT)) for _ in range(4)]
-    results, errors = [None] * 4, []
+    declarations = all_declarations()
+    samples = [max(d.sample_inputs(np.random.default_rng(7)), key=lambda s: np.size(s.args[d.output].values))
+               for d in declarations]
+    results, errors = [None] * len(declarations), []
 
     def worker(index):
         try:
-            grad, x = inputs[index]
             device = Npu()  # its own reference on device 0 and its own stream, on this host thread
-            go, xs = device.tensor(grad, nn.ACL_FLOAT), device.tensor(x, nn.ACL_FLOAT)
-            gi = device.empty(grad.shape, nn.ACL_FLOAT)
-            for _ in range(20):
-                assert device.run(nn.aclnnLogSigmoidBackwardGetWorkspaceSize, nn.aclnnLogSigmoidBackward,
-                                  go.tensor, xs.tensor, go.tensor, gi.tensor) == 0
-            results[index] = device.read(gi)
+            results[index] = run_declared(device, declarations[index], samples[index], nn.ACL_FLOAT, repeat=10)
             device.release()
         except Exception as error:  # surfaced below, with the thread's failure
             errors.append(error)
 
-    threads = [threading.Thread(target=worker, args=(i,)) for i in range(4)]
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(len(declarations))]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
     assert not errors, errors
-    for (grad, x), result in zip(inputs, results):
-        assert_close(result, grad / (1.0 + np.exp(x)), nn.ACL_FLOAT)
+    for declaration, (ret, actual, expected) in zip(declarations, results):
+        assert ret == 0, declaration.name
+        assert_close(actual, expected, nn.ACL_FLOAT)
     assert _kernels.threads() == 2
 
 

@@ -1,6 +1,8 @@
 """NPUEMU_VECTOR_ISA, and the element-wise engine's paths under each instruction set: aligned and
 unaligned starts, vector tails, streamed outputs, broadcast and strided operands, special values.
-Every instruction set the machine runs must give the same bits, and the reference's values."""
+Every instruction set the machine runs must give the same bits, and the reference's values. The
+operators, their inputs and references come from their declarations (aclnn_api/declaration.py):
+every operator that declares element-wise inputs is covered."""
 import itertools
 import os
 import subprocess
@@ -12,7 +14,8 @@ import pytest
 import aclnn_api as nn
 import emulator
 from aclnn_api import _kernels
-from support import FLOAT_DTYPES, assert_close, kernel_variants, last_error, npu, representable
+from aclnn_api.declaration import SampleInput, TensorInput, all_declarations
+from support import FLOAT_DTYPES, assert_close, kernel_variants, last_error, npu, run_declared
 
 pytestmark = [pytest.mark.filterwarnings("ignore:overflow encountered in cast"),  # 1e30 as FLOAT16: inf
               pytest.mark.filterwarnings("ignore:invalid value encountered in cast")]  # NumPy on NaN payloads
@@ -38,53 +41,28 @@ def isa_variants():
     return [v for v in kernel_variants() if v["vector_isa"] != "auto"] + [dict(threads=2, vector_isa="auto")]
 
 
-def inputs(rng, shape, scale, special=True):
-    values = rng.normal(size=shape) * scale
-    if special and values.size >= SPECIAL.size:
-        values.reshape(-1)[:SPECIAL.size] = SPECIAL
-    return values
+# The operators on the element-wise engine: those whose declaration gives full-shape inputs.
+ENGINE_OPS = {d.name[len("aclnn"):]: d for d in all_declarations() if d.engine_inputs is not None}
 
 
-def log_sigmoid(device, shape, dtype, layout, rng):
-    grad, x = inputs(rng, shape, 2.0, special=False), inputs(rng, shape, 8.0)
-    go, xs = device.tensor(grad, dtype, **layout), device.tensor(x, dtype, **layout)
-    gi = device.empty(shape, dtype, **layout)
-    assert device.run(nn.aclnnLogSigmoidBackwardGetWorkspaceSize, nn.aclnnLogSigmoidBackward,
-                      go.tensor, xs.tensor, go.tensor, gi.tensor) == 0, last_error()
-    grad, x = representable(grad, dtype), representable(x, dtype)
+def engine_call(device, declaration, shape, dtype, placement, rng):
+    """(output, reference) of the declaration's element-wise inputs of `shape`: its special inputs
+    start with SPECIAL, and every full-shape tensor is laid out by `placement` (strides, offset)."""
+    sample = declaration.engine_inputs(shape, rng)
+    args = dict(sample.args)
+    for name, arg in sample.tensors().items():
+        values = np.array(arg.values, dtype=np.float64)
+        if name in declaration.special_inputs and values.size >= SPECIAL.size:
+            values.reshape(-1)[:SPECIAL.size] = SPECIAL
+        full = arg.shape == tuple(shape)
+        args[name] = TensorInput(values, arg.dtype, placement.get("strides") if full else None,
+                                 placement.get("offset", 0) if full else 0, arg.format)
     with np.errstate(over="ignore", invalid="ignore"):
-        return device.read(gi), grad / (1.0 + np.exp(x))
+        ret, actual, expected = run_declared(device, declaration, SampleInput(sample.label, args), dtype)
+    assert ret == 0, last_error()
+    return actual, expected
 
 
-def bce_with_logits(device, shape, dtype, layout, rng):
-    """Weight dense, posWeight broadcast along the rows (stride 0 across them), gradOutput a scalar
-    broadcast everywhere (reduction mean)."""
-    x, t, w = inputs(rng, shape, 6.0), rng.uniform(size=shape), rng.uniform(0.5, 2.0, size=shape)
-    p, g = rng.uniform(0.5, 3.0, size=shape[-1:]), rng.normal(size=())
-    xs, ts, ws = (device.tensor(v, dtype, **layout) for v in (x, t, w))
-    ps, gs = device.tensor(p, dtype), device.tensor(g, dtype)
-    out = device.empty(shape, dtype, **layout)
-    assert device.run(nn.aclnnBinaryCrossEntropyWithLogitsBackwardGetWorkspaceSize,
-                      nn.aclnnBinaryCrossEntropyWithLogitsBackward,
-                      gs.tensor, xs.tensor, ts.tensor, ws.tensor, ps.tensor, 1, out.tensor) == 0, last_error()
-    g, x, t, w, p = (representable(v, dtype) for v in (g, x, t, w, p))
-    with np.errstate(over="ignore", invalid="ignore"):
-        sigmoid = 1.0 / (1.0 + np.exp(-x))
-    return device.read(out), ((p * t + 1 - t) * sigmoid - p * t) * g * w / x.size
-
-
-def kl_div_log_target(device, shape, dtype, layout, rng):
-    grad, target = inputs(rng, shape, 3.0, special=False), inputs(rng, shape, 4.0)
-    gs, ts, selfs = (device.tensor(v, dtype, **layout) for v in (grad, target, np.zeros(shape)))
-    out = device.empty(shape, dtype, **layout)
-    assert device.run(nn.aclnnKlDivBackwardGetWorkspaceSize, nn.aclnnKlDivBackward,
-                      gs.tensor, selfs.tensor, ts.tensor, 0, True, out.tensor) == 0, last_error()
-    grad, target = representable(grad, dtype), representable(target, dtype)
-    with np.errstate(over="ignore", invalid="ignore"):
-        return device.read(out), -np.exp(target) * grad
-
-
-OPS = {"LogSigmoid": log_sigmoid, "BCEWithLogits": bce_with_logits, "KlDivLogTarget": kl_div_log_target}
 LAYOUTS = {  # name: (shape, layout): starts off a vector boundary, tails, rows, strides
     "aligned-with-tail": ((1000 * 16 + 7,), {}),
     "offset-3": ((37, 129), dict(offset=3)),
@@ -94,14 +72,14 @@ LAYOUTS = {  # name: (shape, layout): starts off a vector boundary, tails, rows,
 }
 
 
-@pytest.mark.parametrize("op,dtype,layout", list(itertools.product(OPS, FLOAT_DTYPES, LAYOUTS)))
+@pytest.mark.parametrize("op,dtype,layout", list(itertools.product(ENGINE_OPS, FLOAT_DTYPES, LAYOUTS)))
 def test_every_instruction_set_gives_the_same_bits_and_the_reference(op, dtype, layout):
     shape, placement = LAYOUTS[layout]
     results = []
     for settings in isa_variants():
         emulator.configure(**settings)
         with npu("Ascend910B") as device:
-            actual, expected = OPS[op](device, shape, dtype, placement, np.random.default_rng(5))
+            actual, expected = engine_call(device, ENGINE_OPS[op], shape, dtype, placement, np.random.default_rng(5))
             results.append(actual)
     for settings, result in zip(isa_variants(), results):
         assert result.tobytes() == results[0].tobytes(), settings
@@ -116,7 +94,8 @@ def test_streamed_outputs_from_an_unaligned_start_give_the_same_bits(dtype):
     for settings in isa_variants():
         emulator.configure(**settings)
         with npu("Ascend910B") as device:
-            actual, expected = log_sigmoid(device, (elements,), dtype, dict(offset=5), np.random.default_rng(9))
+            actual, expected = engine_call(device, ENGINE_OPS["LogSigmoidBackward"], (elements,), dtype, dict(offset=5),
+                                           np.random.default_rng(9))
             results.append(actual)
     assert all(r.tobytes() == results[0].tobytes() for r in results[1:])
     assert_matches_reference(results[0], expected, dtype)
@@ -129,7 +108,7 @@ def test_the_setting_limits_the_kernels_to_a_narrower_instruction_set():
         expected = machine if requested == "auto" else order[min(order.index(requested), order.index(machine))]
         emulator.configure(vector_isa=requested)
         with npu() as device:
-            log_sigmoid(device, (4, 4), F, {}, np.random.default_rng(1))
+            engine_call(device, ENGINE_OPS["LogSigmoidBackward"], (4, 4), F, {}, np.random.default_rng(1))
         assert _kernels.vector_isa() == expected, requested
 
 
