@@ -26,8 +26,6 @@ from .tensor import (aclCreateTensor, aclDestroyTensor, aclGetDataType, aclGetFo
                      aclGetRawTensorAddr, aclGetStorageShape, aclGetViewOffset, aclGetViewShape,
                      aclGetViewStrides, aclSetRawTensorAddr, aclTensor)
 
-from .log_sigmoid_backward import aclnnLogSigmoidBackward, aclnnLogSigmoidBackwardGetWorkspaceSize  # noqa: E402
-from .scaled_masked_softmax_backward import aclnnScaledMaskedSoftmaxBackward, aclnnScaledMaskedSoftmaxBackwardGetWorkspaceSize  # noqa: E402,E501
-from .binary_cross_entropy_with_logits_backward import aclnnBinaryCrossEntropyWithLogitsBackward, aclnnBinaryCrossEntropyWithLogitsBackwardGetWorkspaceSize  # noqa: E402,E501
-from .kl_div_backward import aclnnKlDivBackward, aclnnKlDivBackwardGetWorkspaceSize  # noqa: E402
-from .ctc_loss_backward import aclnnCtcLossBackward, aclnnCtcLossBackwardGetWorkspaceSize  # noqa: E402
+from .declaration import all_declarations  # noqa: E402
+for _declaration in all_declarations():  # every operator module that declares itself
+    globals().update(_declaration.functions())
