@@ -4,10 +4,11 @@ two-phase functions, by their C names.
     ws, executor, ret = aclnnLogSigmoidBackwardGetWorkspaceSize(gradOutput, self, buffer, gradInput)
     ret = aclnnLogSigmoidBackward(workspace_ptr, ws, executor, stream)
 """
-from emulator import errors as _errors
+from emulator import errors as _errors, sites as _sites
 from emulator.status import *  # noqa: F401,F403  ACL_SUCCESS, ACL_MEMCPY_*, ACL_MEM_MALLOC_* ...
 
 _errors.register_package_dir(__file__)
+_sites.register_package_dir(__file__)  # resources made here carry the site of the user's call
 
 try:  # first, so that a missing build is named as such, not as a circular import of the operators
     from . import _kernels  # noqa: F401,E402
@@ -19,12 +20,20 @@ from .arrays import (aclBoolArray, aclCreateBoolArray, aclCreateFloatArray, aclC
                      aclCreateScalar, aclDestroyBoolArray, aclDestroyFloatArray, aclDestroyIntArray,
                      aclDestroyScalar, aclFloatArray, aclGetBoolArraySize, aclGetFloatArraySize,
                      aclGetIntArraySize, aclIntArray, aclScalar)
+from .base import aclnnFinalize, aclnnInit  # noqa: E402
 from emulator.dtypes import *  # noqa: F401,F403,E402
-from .executor import aclDestroyAclOpExecutor, aclOpExecutor, aclSetAclOpExecutorRepeatable  # noqa: E402
+from .executor import (AclSetDynamicInputTensorAddr, AclSetDynamicOutputTensorAddr,  # noqa: E402
+                       AclSetDynamicTensorAddr, AclSetInputTensorAddr, AclSetOutputTensorAddr, AclSetTensorAddr,
+                       aclDestroyAclOpExecutor, aclOpExecutor, aclSetAclOpExecutorRepeatable,
+                       aclSetDynamicInputTensorAddr, aclSetDynamicOutputTensorAddr, aclSetDynamicTensorAddr,
+                       aclSetInputTensorAddr, aclSetOutputTensorAddr, aclSetTensorAddr)
 from .status import *  # noqa: F401,F403,E402
 from .tensor import (aclCreateTensor, aclDestroyTensor, aclGetDataType, aclGetFormat,  # noqa: E402
                      aclGetRawTensorAddr, aclGetStorageShape, aclGetViewOffset, aclGetViewShape,
-                     aclGetViewStrides, aclSetRawTensorAddr, aclTensor)
+                     aclGetViewStrides, aclInitTensor, aclSetRawTensorAddr, aclTensor)
+from .tensor_list import (aclCreateScalarList, aclCreateTensorList, aclDestroyScalarList,  # noqa: E402
+                          aclDestroyTensorList, aclGetScalarListSize, aclGetTensorListSize, aclScalarList,
+                          aclTensorList)
 
 from .log_sigmoid_backward import aclnnLogSigmoidBackward, aclnnLogSigmoidBackwardGetWorkspaceSize  # noqa: E402
 from .scaled_masked_softmax_backward import aclnnScaledMaskedSoftmaxBackward, aclnnScaledMaskedSoftmaxBackwardGetWorkspaceSize  # noqa: E402,E501
