@@ -14,7 +14,7 @@ import re
 from typing import Any, Callable, Optional, Sequence
 
 from emulator import interface
-from emulator.cargs import ACLNN, is_integer, optional_pointer, size
+from emulator.cargs import ACLNN, UINT64, is_integer, optional_pointer, size
 from emulator.dtypes import ITEM_SIZES, dtype_name
 from emulator.errors import AclError, api
 from emulator.interface import DeviceFault
@@ -228,8 +228,10 @@ def _launch(op: str, workspace: Any, workspace_size: Any, plan: aclOpExecutor, s
     if plan.op != op:
         raise AclError(status.ACLNN_ERR_PARAM_INVALID,
                        "executor: expected an executor of %sGetWorkspaceSize, found one of %s" % (op, plan.op))
-    workspace = optional_pointer("workspace", workspace, ACLNN)
-    workspace_size = size("workspaceSize", workspace_size, ACLNN)
+    if type(workspace) is not int or not 0 <= workspace <= UINT64[1]:  # plain ints in range: no converting
+        workspace = optional_pointer("workspace", workspace, ACLNN)
+    if type(workspace_size) is not int or not 0 <= workspace_size <= UINT64[1]:
+        workspace_size = size("workspaceSize", workspace_size, ACLNN)
     if workspace_size > 0 and not workspace:
         if not plan.repeatable:
             plan.consume()

@@ -1,4 +1,4 @@
-"""The aclnn framework (spec/RUNTIME.md §2.3-2.6, API.md): aclCreateTensor and its getters, the host
+"""The aclnn framework (docs/runtime.md, "aclnn framework"): aclCreateTensor and its getters, the host
 arrays and scalars, single-use and repeatable executors, every rejection of the second phase, and
 the dtype/format/status constants with their real values.
 
@@ -24,7 +24,7 @@ FLOAT = nn.ACL_FLOAT
 
 
 def element_addresses(pointer, dtype, shape, strides):
-    """Address of each element in C order: pointer + sum(index * stride) * itemsize (API.md)."""
+    """Address of each element in C order: pointer + sum(index * stride) * itemsize (aclnn_api/tensor.py)."""
     itemsize = nn.aclDataTypeSize(dtype)
     return [pointer + sum(i * s for i, s in zip(index, strides)) * itemsize for index in np.ndindex(*shape)]
 
@@ -346,7 +346,7 @@ def test_empty_tensors_plan_no_work_and_run_with_workspace_zero():
 
 
 # ---------------------------------------------------------------------------------------------
-# constants with their real values (spec/RUNTIME.md §1.3, §1.4, §2.4-2.6)
+# constants with their real values (those of CANN's acl/acl_base.h, acl/acl_rt.h and aclnn/opdev/op_errno.h)
 
 
 DTYPES = {"ACL_DT_UNDEFINED": -1, "ACL_FLOAT": 0, "ACL_FLOAT16": 1, "ACL_INT8": 2, "ACL_INT32": 3, "ACL_UINT8": 4,
