@@ -8,6 +8,8 @@ from __future__ import annotations
 import numbers
 from typing import Any, Callable, Optional, Sequence
 
+import numpy as np
+
 from emulator import cargs
 from emulator.cargs import ACLNN, INT64
 from emulator.dtypes import ACL_BOOL, ACL_DT_UNDEFINED, ACL_STRING, COMPLEX, DTYPE_NAMES, FLOATING, dtype_name
@@ -50,13 +52,21 @@ class aclBoolArray(HostArray):
     __slots__ = ()
 
 
-def _convert(kind: str, values: Any, convert: Callable[[str, Any], Any]) -> tuple:
+def sequence(kind: str, values: Any) -> Sequence:
+    """The values of a `const T *value` + count argument: a list, a tuple or a 1-D NumPy array;
+    null (None) is an empty one, as in the library."""
     if values is None:
-        return ()  # a null or empty input gives a valid empty array, as in the library
-    if isinstance(values, (str, bytes)) or not hasattr(values, "__iter__"):
-        raise AclError(status.ACLNN_ERR_PARAM_INVALID, "value: expected a list for %s, found %s"
+        return ()
+    if isinstance(values, np.ndarray) and values.ndim == 1:
+        return values.tolist()
+    if isinstance(values, (str, bytes, np.ndarray)) or not hasattr(values, "__iter__"):
+        raise AclError(status.ACLNN_ERR_PARAM_INVALID, "value: expected a list of %s values, found %s"
                        % (kind, cargs.shown(values)))
-    return tuple(convert("value", value) for value in values)
+    return values
+
+
+def _convert(kind: str, values: Any, convert: Callable[[str, Any], Any]) -> tuple:
+    return tuple(convert("value", value) for value in sequence(kind, values))
 
 
 def _int64(name: str, value: Any) -> int:

@@ -17,7 +17,7 @@ from emulator.resource import Resource, live
 from emulator.sites import user_site
 
 from . import status
-from .arrays import aclScalar
+from .arrays import aclScalar, sequence
 from .tensor import aclTensor
 
 
@@ -70,12 +70,8 @@ class aclScalarList(ResourceList):
 
 
 def _elements(cls: Type[ResourceList], values: Any) -> tuple:
-    if values is None:
-        return ()  # a null or empty pointer array gives an empty list, as the arrays do
-    if isinstance(values, (str, bytes)) or not hasattr(values, "__iter__"):
-        raise AclError(status.ACLNN_ERR_PARAM_INVALID, "value: expected a list of %s, found %s"
-                       % (cls.element.kind, cargs.shown(values)))
-    items = tuple(live(cls.element, "value[%d]" % index, value) for index, value in enumerate(values))
+    items = tuple(live(cls.element, "value[%d]" % index, value)
+                  for index, value in enumerate(sequence(cls.element.kind, values)))
     for index, item in enumerate(items):
         if items.index(item) != index:  # destroying the list would destroy it twice
             raise AclError(status.ACLNN_ERR_PARAM_INVALID, "value[%d]: expected a %s not already in the list, "

@@ -415,3 +415,51 @@ def test_aclnn_api_reaches_the_runtime_only_through_the_interface():
             if bad:
                 offenders.append("%s:%d %s" % (os.path.basename(path), node.lineno, sorted(bad)))
     assert not offenders, offenders
+
+
+# ---------------------------------------------------------------------------------------------
+# no value of any argument gets an internal error
+
+
+ODD_VALUES = [None, 0, -1, 1 << 64, 2.5, float("nan"), "x", b"x", np.array([1, 2]), np.array(3), np.int8(1),
+              np.uint64(7), np.bool_(True), True, [], [1, -2], [[1]], object(), {}, 1 << 63]
+
+
+def framework_calls(tensor, executor):
+    """(call, valid arguments) of the framework's calls that take arguments."""
+    return [(nn.aclCreateTensor, [[4], FLOAT, None, 0, nn.ACL_FORMAT_ND, None, 0]),
+            (nn.aclInitTensor, [tensor, [4], FLOAT, None, 0, nn.ACL_FORMAT_ND, None, 0]),
+            (nn.aclGetViewShape, [tensor]), (nn.aclGetRawTensorAddr, [tensor]),
+            (nn.aclSetRawTensorAddr, [tensor, 0]),
+            (nn.aclCreateIntArray, [[1]]), (nn.aclCreateFloatArray, [[1.0]]), (nn.aclCreateBoolArray, [[True]]),
+            (nn.aclCreateScalar, [1.0, FLOAT]), (nn.aclCreateTensorList, [[]]), (nn.aclCreateScalarList, [[]]),
+            (nn.aclSetInputTensorAddr, [executor, 0, tensor, 0]),
+            (nn.aclSetDynamicTensorAddr, [executor, 0, 0, None, 0]),
+            (nn.aclnnLogSigmoidBackwardGetWorkspaceSize, [tensor, tensor, tensor, tensor]),
+            (nn.aclnnLogSigmoidBackward, [None, 0, executor, None]),
+            (nn.aclnnInit, [None])]
+
+
+def test_no_argument_value_gets_an_internal_error_or_an_exception():
+    made = []
+    with npu() as device:
+        tensor = device.empty((4,), FLOAT).tensor
+        executor = nn.aclnnLogSigmoidBackwardGetWorkspaceSize(tensor, tensor, tensor, tensor)[1]
+        assert nn.aclSetAclOpExecutorRepeatable(executor) == 0
+        wrong = []
+        for call, arguments in framework_calls(tensor, executor):
+            positions = range(len(arguments) - (1 if call is nn.aclnnLogSigmoidBackward else 0))  # stream: the runtime's
+            for position in positions:
+                for value in ODD_VALUES:
+                    result = call(*arguments[:position], value, *arguments[position + 1:])
+                    message = last_error()
+                    made.extend(r for r in (result if isinstance(result, tuple) else (result,))
+                                if isinstance(r, (nn.aclTensor, nn.aclOpExecutor)) or hasattr(r, "handle"))
+                    if "internal error" in message:
+                        wrong.append("%s argument %d = %r: %s" % (call.__name__, position, value, message))
+            nn.aclSetRawTensorAddr(tensor, device.tensors[0].address)
+        assert acl.rt.synchronize_stream(device.stream) == 0, last_error()
+        for resource in made + [executor]:
+            if resource.alive and resource is not tensor:
+                resource.release()
+        assert not wrong, "\n".join(wrong)
