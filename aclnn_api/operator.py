@@ -3,7 +3,8 @@
 An operator module writes one function, named after the first phase, that validates its arguments
 in the library's order (raising AclError through `checks`) and returns a `KernelLaunch` (or None
 when there is nothing to run). `first_phase` turns it into aclnnXxxGetWorkspaceSize, and
-`second_phase` makes aclnnXxx, which queues the launch on a stream. Addresses are resolved, and
+`second_phase` makes aclnnXxx, which queues the launch on a stream. The tensors' addresses are read
+when the work is queued (so a repeatable executor follows aclSetRawTensorAddr); they are resolved, and
 checked against their allocations, only when the stream runs the work, as on the device.
 """
 from __future__ import annotations
@@ -18,7 +19,7 @@ from emulator.cargs import ACLNN, UINT64, is_integer, optional_pointer, size
 from emulator.dtypes import ITEM_SIZES, dtype_name
 from emulator.errors import AclError, api
 from emulator.interface import DeviceFault
-from emulator.resource import HANDLES, Resource, live
+from emulator.resource import HANDLES, live
 from emulator.soc import RANK_910E, SocProfile
 
 from . import _kernels, status
@@ -112,17 +113,16 @@ class KernelLaunch:
         tensor's current address (itself when none has moved: a queued launch never changes
         afterwards), and the (address, nbytes) ranges the kernel reads and writes (its outputs and the
         workspace)."""
-        launch, reads, writes = self, [], []
+        reads, writes, written = [], [], self.outputs or ()
         for arg in self.args:
             if type(arg) is TensorView:
                 if arg.data != arg.tensor.data:
-                    launch = self._moved()
-                    return launch.queued(workspace)
+                    return self._moved().queued(workspace)
                 if arg.nbytes:
-                    (writes if arg.name in self.outputs else reads).append((arg.start, arg.nbytes))
+                    (writes if arg.name in written else reads).append((arg.start, arg.nbytes))
         if self.workspace_size:
             writes.append((workspace, self.workspace_size))
-        return launch, reads, writes
+        return self, reads, writes
 
     def _moved(self) -> "KernelLaunch":
         args = tuple(arg.at(arg.tensor.data) if type(arg) is TensorView else arg for arg in self.args)
@@ -247,6 +247,7 @@ def _launch(op: str, workspace: Any, workspace_size: Any, plan: aclOpExecutor, s
         _check_workspace(workspace, plan.workspace_size, device_id)
     if plan.launch is not None:
         work, reads, writes = plan.launch.queued(workspace)
+        plan.launch = work  # a repeatable executor moved by aclSetRawTensorAddr & co. stays moved
         interface.launch(target, op, functools.partial(_execute, op, work, device_id, workspace), reads, writes)
     if not plan.repeatable:
         plan.consume()
