@@ -1,8 +1,11 @@
-"""npuemu's aclnn: the framework (aclTensor, arrays, executors, status codes) and the operators'
-two-phase functions, by their C names.
+"""npuemu's aclnn: the framework (aclTensor, arrays, scalars, tensor and scalar lists, executors,
+status codes, aclnnInit/aclnnFinalize) and the operators' two-phase functions, by their C names.
 
     ws, executor, ret = aclnnLogSigmoidBackwardGetWorkspaceSize(gradOutput, self, buffer, gradInput)
     ret = aclnnLogSigmoidBackward(workspace_ptr, ws, executor, stream)
+
+Every framework object is returned as a Python object; every call that takes one also takes its
+integer handle (`.handle`), as a C caller passes it.
 """
 from emulator import errors as _errors, sites as _sites
 from emulator.status import *  # noqa: F401,F403  ACL_SUCCESS, ACL_MEMCPY_*, ACL_MEM_MALLOC_* ...

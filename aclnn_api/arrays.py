@@ -106,6 +106,7 @@ def _make(cls, converter):
     create.__doc__ = ("The new %s holding a copy of the values (None: an empty one), or None with a message "
                       "for a value of the wrong type." % cls.kind)
     destroy.__doc__ = "Returns the status: 0, also for null; 161002 for one already destroyed."
+    create.__wrapped__.__annotations__["return"] = "Optional[%s]" % cls.kind  # the class, not "cls"
     size.__doc__ = "Returns (number of values, status); (0, 161001) for null."
     for function, name in ((create, "aclCreate"), (destroy, "aclDestroy")):
         function.__name__ = function.__qualname__ = name + words

@@ -203,6 +203,7 @@ def first_phase(op: str, outputs: Optional[Sequence[str]] = None) -> Callable:
                 if launch.outputs is None:
                     launch.outputs = parameters.outputs
             return workspace_size, aclOpExecutor(op, launch, workspace_size, parameters, (args, kwargs))
+        plan.__annotations__.setdefault("return", "tuple[int, Optional[aclOpExecutor], int]")  # what callers get
         get_workspace_size.__doc__ = ((plan.__doc__ or "") + "\n\nReturns (workspace size, executor, status); "
                                       "(0, None, status) when the arguments are rejected.").strip()
         return get_workspace_size

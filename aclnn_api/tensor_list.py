@@ -100,6 +100,7 @@ def _make(cls: Type[ResourceList]):
                                                                                  cls.element.kind))
     destroy.__doc__ = ("Returns the status: destroys the list and every %s in it (0, also for null); 161002 for "
                        "a list already destroyed." % cls.element.kind)
+    create.__wrapped__.__annotations__["return"] = "Optional[%s]" % cls.kind  # the class, not "cls"
     size.__doc__ = "Returns (number of elements, status); (0, 161001) for null."
     create.__name__ = create.__qualname__ = "aclCreate" + words
     destroy.__name__ = destroy.__qualname__ = "aclDestroy" + words
