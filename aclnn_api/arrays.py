@@ -36,6 +36,10 @@ class HostArray(Resource):
         shown = list(self.values[:8]) + (["..."] if len(self.values) > 8 else [])
         return "of %d value(s) %s" % (len(self.values), shown)
 
+    def destroy(self) -> None:
+        """aclDestroy...: the program releases the array."""
+        self.release()
+
 
 class aclIntArray(HostArray):
     kind = "aclIntArray"
@@ -65,10 +69,6 @@ def sequence(kind: str, values: Any) -> Sequence:
     return values
 
 
-def _convert(kind: str, values: Any, convert: Callable[[str, Any], Any]) -> tuple:
-    return tuple(convert("value", value) for value in sequence(kind, values))
-
-
 def _int64(name: str, value: Any) -> int:
     return cargs.integer(name, value, INT64, ACLNN)
 
@@ -87,36 +87,47 @@ def _complex(name: str, value: Any) -> complex:
     return complex(value)
 
 
-def _make(cls, converter):
-    words = cls.__name__[3:]  # IntArray, ...
+def array_calls(cls: type, values_of: Callable[[Any], tuple], holding: str) -> tuple:
+    """aclCreate<X>(values), aclDestroy<X>(array) and aclGet<X>Size(array) of a HostArray class:
+    `values_of` turns the argument into the values held (raising AclError), `holding` says what the
+    new object holds, for the docstring."""
+    words = cls.__name__[3:]  # IntArray, TensorList, ...
 
     @api("aclCreate" + words, failure=(None,), internal_code=status.ACLNN_ERR_INNER, returns_status=False)
-    def create(values: Optional[Sequence]) -> Optional[cls]:
-        return cls(_convert(cls.kind, values, converter))
+    def create(value: Optional[Sequence]) -> Optional[cls]:
+        return cls(values_of(value))
 
     @api("aclDestroy" + words, internal_code=status.ACLNN_ERR_INNER)
     def destroy(array: Any) -> int:
         if not cargs.is_null(array):
-            live(cls, "array", array).release()
+            live(cls, "array", array).destroy()
 
     @api("aclGet%sSize" % words, failure=(0,), internal_code=status.ACLNN_ERR_INNER)
     def size(array: Any) -> tuple:
         return len(live(cls, "array", array))
 
-    create.__doc__ = ("The new %s holding a copy of the values (None: an empty one), or None with a message "
-                      "for a value of the wrong type." % cls.kind)
-    destroy.__doc__ = "Returns the status: 0, also for null; 161002 for one already destroyed."
+    create.__doc__ = ("The new %s holding %s (None: an empty one), or None with a message for a value it "
+                      "cannot hold." % (cls.kind, holding))
     create.__wrapped__.__annotations__["return"] = "Optional[%s]" % cls.kind  # the class, not "cls"
+    destroy.__doc__ = ("Returns the status: 0, also for null; 161002 for one already destroyed. %s"
+                       % (cls.destroy.__doc__ or "")).strip()
     size.__doc__ = "Returns (number of values, status); (0, 161001) for null."
-    for function, name in ((create, "aclCreate"), (destroy, "aclDestroy")):
-        function.__name__ = function.__qualname__ = name + words
-    size.__name__ = size.__qualname__ = "aclGet%sSize" % words
+    for function, name in ((create, "aclCreate" + words), (destroy, "aclDestroy" + words),
+                           (size, "aclGet%sSize" % words)):
+        function.__name__ = function.__qualname__ = name
     return create, destroy, size
 
 
-aclCreateIntArray, aclDestroyIntArray, aclGetIntArraySize = _make(aclIntArray, _int64)
-aclCreateFloatArray, aclDestroyFloatArray, aclGetFloatArraySize = _make(aclFloatArray, _float)
-aclCreateBoolArray, aclDestroyBoolArray, aclGetBoolArraySize = _make(aclBoolArray, _bool)
+def _copied(kind: str, convert: Callable[[str, Any], Any]) -> Callable[[Any], tuple]:
+    return lambda values: tuple(convert("value", value) for value in sequence(kind, values))
+
+
+aclCreateIntArray, aclDestroyIntArray, aclGetIntArraySize = array_calls(
+    aclIntArray, _copied("int64", _int64), "a copy of the int64 values")
+aclCreateFloatArray, aclDestroyFloatArray, aclGetFloatArraySize = array_calls(
+    aclFloatArray, _copied("float", _float), "a copy of the float values")
+aclCreateBoolArray, aclDestroyBoolArray, aclGetBoolArraySize = array_calls(
+    aclBoolArray, _copied("bool", _bool), "a copy of the bool values")
 
 
 class aclScalar(Resource):

@@ -90,7 +90,7 @@ class aclOpExecutor(Resource):
         if relative >= len(given):
             raise AclError(status.ACLNN_ERR_PARAM_INVALID, "relativeIndex: expected an index below the %d tensor(s) "
                            "of %s, found %d" % (len(given), name, relative))
-        given[relative].data = cargs.optional_pointer("addr", addr, ACLNN)
+        given.values[relative].data = cargs.optional_pointer("addr", addr, ACLNN)
 
 
 def _same(argument: str, given: Union[aclTensor, aclTensorList], planned: Union[aclTensor, aclTensorList],

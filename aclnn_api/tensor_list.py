@@ -8,45 +8,32 @@ and fails later.
 """
 from __future__ import annotations
 
-from typing import Any, Optional, Sequence, Type
+from typing import Any, Type
 
-from emulator import cargs
-from emulator.cargs import ACLNN
-from emulator.errors import AclError, api
+from emulator.errors import AclError
 from emulator.resource import Resource, live
 from emulator.sites import user_site
 
 from . import status
-from .arrays import aclScalar, sequence
+from .arrays import HostArray, aclScalar, array_calls, sequence
 from .tensor import aclTensor
 
 
-class ResourceList(Resource):
+class ResourceList(HostArray):
     """A list of aclnn objects of one kind (`element`), owned by the list once it is made."""
 
-    layer = ACLNN
     element: Type[Resource] = Resource
-    __slots__ = ("items",)
-
-    def __init__(self, items: tuple):
-        self.items = items
-        super().__init__()
-
-    def __len__(self) -> int:
-        return len(self.items)
-
-    def __getitem__(self, index: int) -> Resource:
-        return self.items[index]
+    __slots__ = ()
 
     def describe(self) -> str:
-        return "of %d %s(s)" % (len(self.items), self.element.kind)
+        return "of %d %s(s)" % (len(self.values), self.element.kind)
 
     def destroy(self) -> None:
-        """Release the list and every element it holds, each at the caller's site; 161002 afterwards
-        if the program had already destroyed an element itself (the library would double free it)."""
+        """Destroys every element too; 161002 (after destroying the rest) if the program had already
+        destroyed one itself (the library would double free it)."""
         site = user_site()
-        freed_before = [(index, item) for index, item in enumerate(self.items) if not item.alive]
-        for item in self.items:
+        freed_before = [(index, item) for index, item in enumerate(self.values) if not item.alive]
+        for item in self.values:
             item.release(site)
         self.release(site)
         if freed_before:
@@ -79,34 +66,7 @@ def _elements(cls: Type[ResourceList], values: Any) -> tuple:
     return items
 
 
-def _make(cls: Type[ResourceList]):
-    words = cls.__name__[3:]  # TensorList, ScalarList
-
-    @api("aclCreate" + words, failure=(None,), internal_code=status.ACLNN_ERR_INNER, returns_status=False)
-    def create(value: Optional[Sequence]) -> Optional[cls]:
-        return cls(_elements(cls, value))
-
-    @api("aclDestroy" + words, internal_code=status.ACLNN_ERR_INNER)
-    def destroy(array: Any) -> int:
-        if not cargs.is_null(array):
-            live(cls, "array", array).destroy()
-
-    @api("aclGet%sSize" % words, failure=(0,), internal_code=status.ACLNN_ERR_INNER)
-    def size(array: Any) -> tuple:
-        return len(live(cls, "array", array))
-
-    create.__doc__ = ("The new %s holding the given %ss (objects or handles; None: an empty list), or None "
-                      "with a message for an element that is not a live %s." % (cls.kind, cls.element.kind,
-                                                                                 cls.element.kind))
-    destroy.__doc__ = ("Returns the status: destroys the list and every %s in it (0, also for null); 161002 for "
-                       "a list already destroyed." % cls.element.kind)
-    create.__wrapped__.__annotations__["return"] = "Optional[%s]" % cls.kind  # the class, not "cls"
-    size.__doc__ = "Returns (number of elements, status); (0, 161001) for null."
-    create.__name__ = create.__qualname__ = "aclCreate" + words
-    destroy.__name__ = destroy.__qualname__ = "aclDestroy" + words
-    size.__name__ = size.__qualname__ = "aclGet%sSize" % words
-    return create, destroy, size
-
-
-aclCreateTensorList, aclDestroyTensorList, aclGetTensorListSize = _make(aclTensorList)
-aclCreateScalarList, aclDestroyScalarList, aclGetScalarListSize = _make(aclScalarList)
+aclCreateTensorList, aclDestroyTensorList, aclGetTensorListSize = array_calls(
+    aclTensorList, lambda value: _elements(aclTensorList, value), "the given aclTensors (objects or handles)")
+aclCreateScalarList, aclDestroyScalarList, aclGetScalarListSize = array_calls(
+    aclScalarList, lambda value: _elements(aclScalarList, value), "the given aclScalars (objects or handles)")

@@ -206,7 +206,7 @@ def test_a_tensor_list_holds_its_tensors_and_destroys_them():
     assert tensor_list is not None, last_error()
     assert nn.aclGetTensorListSize(tensor_list) == (3, 0)
     assert nn.aclGetTensorListSize(tensor_list.handle) == (3, 0)
-    assert list(tensor_list.items) == tensors
+    assert list(tensor_list.values) == tensors
     assert nn.aclDestroyTensorList(tensor_list) == 0
     assert not any(t.alive for t in tensors)
     message = assert_rejected(nn.aclDestroyTensor(tensors[1]), nn.ACLNN_ERR_PARAM_INVALID, "already released at")
@@ -326,9 +326,9 @@ def test_the_setters_name_what_they_cannot_use():
 def aclnnTestSumGetWorkspaceSize(tensors: aclTensorList, out: nn.aclTensor):
     """out = the sum of the float32 tensors of the list (a test operator with a dynamic input)."""
     checks.not_null(out=out)
-    for k, tensor in enumerate(tensors.items):
+    for k, tensor in enumerate(tensors.values):
         checks.same_shape("tensors[%d]" % k, tensor, "out", out)
-    return KernelLaunch(sum_float32, (out.numel, view("out", out), *(view("tensors", t) for t in tensors.items)))
+    return KernelLaunch(sum_float32, (out.numel, view("out", out), *(view("tensors", t) for t in tensors.values)))
 
 
 def sum_float32(count, out, *inputs):
