@@ -18,6 +18,7 @@ from emulator import cargs
 from emulator.cargs import ACLNN
 from emulator.errors import AclError, api
 from emulator.resource import Resource, live
+from emulator.sites import Site
 
 from . import status
 from .tensor import aclTensor
@@ -33,7 +34,8 @@ class aclOpExecutor(Resource):
 
     __slots__ = ("op", "launch", "workspace_size", "repeatable", "used", "parameters", "arguments", "lock")
 
-    def __init__(self, op: str, launch, workspace_size: int, parameters=None, arguments: tuple = ((), {})):
+    def __init__(self, op: str, launch, workspace_size: int, parameters=None, arguments: tuple = ((), {}),
+                 site: Optional[Site] = None):
         self.op = op
         self.launch = launch            # an operator.KernelLaunch, or None when there is nothing to run
         self.workspace_size = workspace_size
@@ -44,17 +46,17 @@ class aclOpExecutor(Resource):
         # Held from the liveness check of a second phase to the release that ends a single use: two
         # threads launching one executor cannot both pass the check.
         self.lock = threading.Lock()
-        super().__init__()
+        super().__init__(site)
 
     def describe(self) -> str:
         used = (", already used by its second phase: executors are single-use unless made repeatable"
                 if self.used else "")
         return "of %s (workspace %d bytes%s)" % (self.op, self.workspace_size, used)
 
-    def consume(self) -> None:
-        """The second phase of a single-use executor ends its life."""
+    def consume(self, site: Optional[Site] = None) -> None:
+        """The second phase of a single-use executor (called at `site`) ends its life."""
         self.used = True
-        self.release()
+        self.release(site)
 
     def slots(self, role: str) -> tuple:
         """The (name, tensor | tensor list | None) slots of `role` in the order of the C prototype."""

@@ -20,6 +20,7 @@ from emulator.dtypes import ITEM_SIZES, dtype_name
 from emulator.errors import AclError, api
 from emulator.interface import DeviceFault
 from emulator.resource import HANDLES, live
+from emulator.sites import Site, user_site
 from emulator.soc import RANK_910E, SocProfile
 
 from . import _kernels, status
@@ -202,7 +203,8 @@ def first_phase(op: str, outputs: Optional[Sequence[str]] = None) -> Callable:
                 workspace_size = launch.workspace_size
                 if launch.outputs is None:
                     launch.outputs = parameters.outputs
-            return workspace_size, aclOpExecutor(op, launch, workspace_size, parameters, (args, kwargs))
+            # The site is taken here, not deep inside the executor: fewer frames to walk to the user's.
+            return workspace_size, aclOpExecutor(op, launch, workspace_size, parameters, (args, kwargs), user_site())
         plan.__annotations__.setdefault("return", "tuple[int, Optional[aclOpExecutor], int]")  # what callers get
         get_workspace_size.__doc__ = ((plan.__doc__ or "") + "\n\nReturns (workspace size, executor, status); "
                                       "(0, None, status) when the arguments are rejected.").strip()
@@ -218,14 +220,16 @@ def second_phase(op: str) -> Callable:
         with plan.lock:  # the check that it is live and its release by a single use are one step
             if not plan.alive:
                 live(aclOpExecutor, "executor", plan)  # used or destroyed by another thread meanwhile
-            _launch(op, workspace, workspaceSize, plan, stream)
+            _launch(op, workspace, workspaceSize, plan, stream, None if plan.repeatable else user_site())
     launch.__name__ = launch.__qualname__ = op
     launch.__doc__ = ("Returns the status: the work planned by %sGetWorkspaceSize is queued on the stream (null: "
                       "the current context's default stream). A single-use executor is released." % op)
     return launch
 
 
-def _launch(op: str, workspace: Any, workspace_size: Any, plan: aclOpExecutor, stream: Any) -> None:
+def _launch(op: str, workspace: Any, workspace_size: Any, plan: aclOpExecutor, stream: Any,
+            site: Optional[Site]) -> None:
+    """Queue the executor's work; `site` (the caller's) is where a single-use executor is used up."""
     if plan.op != op:
         raise AclError(status.ACLNN_ERR_PARAM_INVALID,
                        "executor: expected an executor of %sGetWorkspaceSize, found one of %s" % (op, plan.op))
@@ -235,7 +239,7 @@ def _launch(op: str, workspace: Any, workspace_size: Any, plan: aclOpExecutor, s
         workspace_size = size("workspaceSize", workspace_size, ACLNN)
     if workspace_size > 0 and not workspace:
         if not plan.repeatable:
-            plan.consume()
+            plan.consume(site)
         raise AclError(status.ACLNN_ERR_PARAM_NULLPTR,
                        "workspace: expected a device address for %d bytes, found null" % workspace_size)
     if workspace_size < plan.workspace_size:
@@ -251,7 +255,7 @@ def _launch(op: str, workspace: Any, workspace_size: Any, plan: aclOpExecutor, s
         plan.launch = work  # a repeatable executor moved by aclSetRawTensorAddr & co. stays moved
         interface.launch(target, op, functools.partial(_execute, op, work, device_id, workspace), reads, writes)
     if not plan.repeatable:
-        plan.consume()
+        plan.consume(site)
 
 
 def _stream(stream: Optional[int]):
