@@ -1,27 +1,33 @@
-"""aclIntArray, aclFloatArray, aclBoolArray and aclScalar: host values copied at creation."""
+"""aclIntArray, aclFloatArray, aclBoolArray and aclScalar: host values copied at creation.
+
+Each is a `Resource` (an integer handle, the site where it was made, destroyed once); every call that
+takes one takes the object or its handle.
+"""
 from __future__ import annotations
 
 import numbers
-from typing import Any, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 
-from emulator import leaks
-from emulator.errors import AclError, api, user_site
+from emulator import cargs
+from emulator.cargs import ACLNN, INT64
+from emulator.dtypes import ACL_BOOL, ACL_DT_UNDEFINED, ACL_STRING, COMPLEX, DTYPE_NAMES, FLOATING, dtype_name
+from emulator.errors import AclError, api
+from emulator.resource import Resource, live
 
 from . import status
-from emulator.dtypes import ACL_BOOL, ACL_DT_UNDEFINED, ACL_STRING, COMPLEX, DTYPE_NAMES, FLOATING, dtype_name
-from .tensor import enum_arg
 
 
-class _HostArray:
-    kind = "array"
-    __slots__ = ("values", "alive", "site")
+class HostArray(Resource):
+    """A copied array of host values (the C side passes a pointer and a count)."""
 
-    def __init__(self, values: tuple, site: str):
+    layer = ACLNN
+    __slots__ = ("values",)
+
+    def __init__(self, values: tuple):
         self.values = values
-        self.alive = True
-        self.site = site
+        super().__init__()
 
     def __len__(self) -> int:
         return len(self.values)
@@ -30,147 +36,140 @@ class _HostArray:
         shown = list(self.values[:8]) + (["..."] if len(self.values) > 8 else [])
         return "of %d value(s) %s" % (len(self.values), shown)
 
-    def __repr__(self) -> str:
-        return "<%s %s>" % (type(self).__name__, self.describe())
+    def destroy(self) -> None:
+        """aclDestroy...: the program releases the array."""
+        self.release()
 
 
-class aclIntArray(_HostArray):
+class aclIntArray(HostArray):
     kind = "aclIntArray"
+    __slots__ = ()
 
 
-class aclFloatArray(_HostArray):
+class aclFloatArray(HostArray):
     kind = "aclFloatArray"
+    __slots__ = ()
 
 
-class aclBoolArray(_HostArray):
+class aclBoolArray(HostArray):
     kind = "aclBoolArray"
+    __slots__ = ()
 
 
-def _convert(name: str, values: Any, convert) -> tuple:
+def sequence(kind: str, values: Any) -> Sequence:
+    """The values of a `const T *value` + count argument: a list, a tuple or a 1-D NumPy array;
+    null (None) is an empty one, as in the library."""
     if values is None:
-        return ()  # a null or empty input gives a valid empty array (spec/RUNTIME.md §2.3)
-    if isinstance(values, (str, bytes)) or not hasattr(values, "__iter__"):
-        raise AclError(status.ACLNN_ERR_PARAM_INVALID, "value: expected a list for %s, found %r" % (name, values))
-    try:
-        return tuple(convert(v) for v in values)
-    except (TypeError, ValueError, OverflowError) as error:
-        raise AclError(status.ACLNN_ERR_PARAM_INVALID, "value: expected a list of %s values, found %s" % (name, error)) from None
+        return ()
+    if isinstance(values, np.ndarray) and values.ndim == 1:
+        return values.tolist()
+    if isinstance(values, (str, bytes, np.ndarray)) or not hasattr(values, "__iter__"):
+        raise AclError(status.ACLNN_ERR_PARAM_INVALID, "value: expected a list of %s values, found %s"
+                       % (kind, cargs.shown(values)))
+    return values
 
 
-def _as_int64(value: Any) -> int:
-    if isinstance(value, bool) or not hasattr(value, "__index__"):
-        raise TypeError("non-integer %r" % (value,))
-    result = int(value)
-    if not -(1 << 63) <= result < (1 << 63):
-        raise OverflowError("%d does not fit int64" % result)
-    return result
+def _int64(name: str, value: Any) -> int:
+    return cargs.integer(name, value, INT64, ACLNN)
 
 
-def _as_float(value: Any) -> float:
-    """A C float/double: any real number (not a string that happens to parse)."""
-    if not isinstance(value, numbers.Real):
-        raise TypeError("non-number %r" % (value,))
-    return float(value)
+def _float(name: str, value: Any) -> float:
+    return cargs.double(name, value, ACLNN)
 
 
-def _as_bool(value: Any) -> bool:
-    """A C bool: True/False, or the integers 0 and 1."""
-    if not isinstance(value, (numbers.Integral, np.bool_)) or int(value) not in (0, 1):
-        raise TypeError("non-bool %r" % (value,))
-    return bool(value)
+def _bool(name: str, value: Any) -> bool:
+    return cargs.boolean(name, value, ACLNN)
 
 
-def _as_complex(value: Any) -> complex:
-    if not isinstance(value, numbers.Complex):
-        raise TypeError("non-number %r" % (value,))
+def _complex(name: str, value: Any) -> complex:
+    if isinstance(value, bool) or not isinstance(value, numbers.Complex):
+        raise AclError(status.ACLNN_ERR_PARAM_INVALID, "%s: expected a number, found %s" % (name, cargs.shown(value)))
     return complex(value)
 
 
-def _make(cls, converter):
-    @api("aclCreate" + cls.__name__[3:], failure=(None,), internal_code=status.ACLNN_ERR_INNER, returns_status=False)
-    def create(values: Optional[Sequence]) -> Any:
-        array = cls(_convert(cls.kind, values, converter), user_site())
-        leaks.track(cls.kind, array, array.describe, array.site)
-        return array
+def array_calls(cls: type, values_of: Callable[[Any], tuple], holding: str) -> tuple:
+    """aclCreate<X>(values), aclDestroy<X>(array) and aclGet<X>Size(array) of a HostArray class:
+    `values_of` turns the argument into the values held (raising AclError), `holding` says what the
+    new object holds, for the docstring."""
+    words = cls.__name__[3:]  # IntArray, TensorList, ...
 
-    @api("aclDestroy" + cls.__name__[3:], internal_code=status.ACLNN_ERR_INNER)
-    def destroy(array: Any) -> None:
-        if array is None:
-            return
-        live_array(cls, "array", array).alive = False
-        leaks.untrack(array)
+    @api("aclCreate" + words, failure=(None,), internal_code=status.ACLNN_ERR_INNER, returns_status=False)
+    def create(value: Optional[Sequence]) -> Optional[cls]:
+        return cls(values_of(value))
 
-    @api("aclGet%sSize" % cls.__name__[3:], failure=(0,), internal_code=status.ACLNN_ERR_INNER)
-    def size(array: Any) -> int:
-        return len(live_array(cls, "array", array))
+    @api("aclDestroy" + words, internal_code=status.ACLNN_ERR_INNER)
+    def destroy(array: Any) -> int:
+        if not cargs.is_null(array):
+            live(cls, "array", array).destroy()
+
+    @api("aclGet%sSize" % words, failure=(0,), internal_code=status.ACLNN_ERR_INNER)
+    def size(array: Any) -> tuple:
+        return len(live(cls, "array", array))
+
+    create.__doc__ = ("The new %s holding %s (None: an empty one), or None with a message for a value it "
+                      "cannot hold." % (cls.kind, holding))
+    create.__wrapped__.__annotations__["return"] = "Optional[%s]" % cls.kind  # the class, not "cls"
+    destroy.__doc__ = ("Returns the status: 0, also for null; 161002 for one already destroyed. %s"
+                       % (cls.destroy.__doc__ or "")).strip()
+    size.__doc__ = "Returns (number of values, status); (0, 161001) for null."
+    for function, name in ((create, "aclCreate" + words), (destroy, "aclDestroy" + words),
+                           (size, "aclGet%sSize" % words)):
+        function.__name__ = function.__qualname__ = name
     return create, destroy, size
 
 
-def live_array(cls, name: str, array: Any):
-    if array is None:
-        raise AclError(status.ACLNN_ERR_PARAM_NULLPTR, "%s: expected a proper %s, found null" % (name, cls.kind))
-    if not isinstance(array, cls):
-        raise AclError(status.ACLNN_ERR_PARAM_INVALID, "%s: expected an %s, found %s" % (name, cls.kind, type(array).__name__))
-    if not array.alive:
-        raise AclError(status.ACLNN_ERR_PARAM_INVALID,
-                       "%s: expected a live %s, found one already destroyed (made at %s)" % (name, cls.kind, array.site))
-    return array
+def _copied(kind: str, convert: Callable[[str, Any], Any]) -> Callable[[Any], tuple]:
+    return lambda values: tuple(convert("value", value) for value in sequence(kind, values))
 
 
-aclCreateIntArray, aclDestroyIntArray, aclGetIntArraySize = _make(aclIntArray, _as_int64)
-aclCreateFloatArray, aclDestroyFloatArray, aclGetFloatArraySize = _make(aclFloatArray, _as_float)
-aclCreateBoolArray, aclDestroyBoolArray, aclGetBoolArraySize = _make(aclBoolArray, _as_bool)
+aclCreateIntArray, aclDestroyIntArray, aclGetIntArraySize = array_calls(
+    aclIntArray, _copied("int64", _int64), "a copy of the int64 values")
+aclCreateFloatArray, aclDestroyFloatArray, aclGetFloatArraySize = array_calls(
+    aclFloatArray, _copied("float", _float), "a copy of the float values")
+aclCreateBoolArray, aclDestroyBoolArray, aclGetBoolArraySize = array_calls(
+    aclBoolArray, _copied("bool", _bool), "a copy of the bool values")
 
 
-class aclScalar:
-    __slots__ = ("value", "data_type", "alive", "site")
+class aclScalar(Resource):
+    kind = "aclScalar"
+    layer = ACLNN
+    __slots__ = ("value", "data_type")
 
-    def __init__(self, value: Any, data_type: int, site: str):
-        self.value, self.data_type, self.alive, self.site = value, data_type, True, site
+    def __init__(self, value: Any, data_type: int):
+        self.value, self.data_type = value, data_type
+        super().__init__()
 
     def describe(self) -> str:
         return "%s %r" % (dtype_name(self.data_type), self.value)
 
-    def __repr__(self) -> str:
-        return "<aclScalar %s>" % self.describe()
+
+def _scalar_converter(data_type: int) -> Callable[[str, Any], Any]:
+    if data_type in FLOATING:
+        return _float
+    if data_type == ACL_BOOL:
+        return _bool
+    return _complex if data_type in COMPLEX else _int64
 
 
 @api("aclCreateScalar", failure=(None,), internal_code=status.ACLNN_ERR_INNER, returns_status=False)
 def aclCreateScalar(value: Any, data_type: int) -> Optional[aclScalar]:
-    """The value is copied now; null gives null, as in the real call."""
+    """The new aclScalar holding a copy of the value, or None with a message (null gives null, as in
+    the real call; a value the dtype cannot hold, an unknown dtype)."""
     if value is None:
         raise AclError(status.ACLNN_ERR_PARAM_NULLPTR, "value: expected a value, found null")
-    data_type = enum_arg("dataType", data_type, DTYPE_NAMES, ACL_DT_UNDEFINED, "aclDataType")
+    data_type = cargs.enum("dataType", data_type, DTYPE_NAMES, "aclDataType", ACLNN, excluded=(ACL_DT_UNDEFINED,))
     if data_type == ACL_STRING:
         raise AclError(status.ACLNN_ERR_PARAM_INVALID, "dataType: expected a numeric aclDataType, found STRING")
-    convert = (_as_float if data_type in FLOATING else _as_bool if data_type == ACL_BOOL
-               else _as_complex if data_type in COMPLEX else _as_int64)
     try:
-        copied = convert(value)
-    except (TypeError, ValueError, OverflowError) as error:
-        raise AclError(status.ACLNN_ERR_PARAM_INVALID, "value: expected a %s value, found %r (%s)"
-                       % (dtype_name(data_type), value, error)) from None
-    scalar = aclScalar(copied, data_type, user_site())
-    leaks.track("aclScalar", scalar, scalar.describe, scalar.site)
-    return scalar
-
-
-def live_scalar(name: str, scalar: Any) -> aclScalar:
-    """The argument as a live aclScalar, or 161001 (null) / 161002 (not a scalar, destroyed)."""
-    if scalar is None:
-        raise AclError(status.ACLNN_ERR_PARAM_NULLPTR, "%s: expected a proper aclScalar, found null" % name)
-    if not isinstance(scalar, aclScalar):
-        raise AclError(status.ACLNN_ERR_PARAM_INVALID, "%s: expected an aclScalar, found %s" % (name, type(scalar).__name__))
-    if not scalar.alive:
-        raise AclError(status.ACLNN_ERR_PARAM_INVALID,
-                       "%s: expected a live aclScalar, found one already destroyed (made at %s)" % (name, scalar.site))
-    return scalar
+        copied = _scalar_converter(data_type)("value", value)
+    except AclError as error:
+        raise AclError(error.code, "%s (for a %s scalar)" % (error.message, dtype_name(data_type))) from None
+    return aclScalar(copied, data_type)
 
 
 @api("aclDestroyScalar", internal_code=status.ACLNN_ERR_INNER)
-def aclDestroyScalar(scalar: Optional[aclScalar]) -> None:
-    """0 for null, as the real call; a second destroy is reported (the real library would double free)."""
-    if scalar is None:
-        return
-    live_scalar("scalar", scalar).alive = False
-    leaks.untrack(scalar)
+def aclDestroyScalar(scalar: Optional[aclScalar]) -> int:
+    """Returns the status: 0, also for null as the real call; a second destroy is 161002 naming where
+    the scalar was made and destroyed (the real library would double free)."""
+    if not cargs.is_null(scalar):
+        live(aclScalar, "scalar", scalar).release()

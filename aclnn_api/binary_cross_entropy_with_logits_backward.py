@@ -151,10 +151,10 @@ F, H, B, D, I32, NCHW = ACL_FLOAT, ACL_FLOAT16, ACL_BF16, ACL_DOUBLE, ACL_INT32,
 NINE = (1,) * 9
 TENSORS = ("gradOutput", "self", "target", "weightOptional", "posWeightOptional", "out")
 ERRORS = (
-    ErrorInput("null gradOutput", {"gradOutput": None}, 161001, "gradOutput: expected a proper tensor"),
-    ErrorInput("null self", {"self": None}, 161001, "self: expected a proper tensor"),
-    ErrorInput("null target", {"target": None, "out": {"dtype": D}}, 161001, "target: expected a proper tensor"),
-    ErrorInput("null out", {"out": None}, 161001, "out: expected a proper tensor"),
+    ErrorInput("null gradOutput", {"gradOutput": None}, 161001, "gradOutput: expected an aclTensor"),
+    ErrorInput("null self", {"self": None}, 161001, "self: expected an aclTensor"),
+    ErrorInput("null target", {"target": None, "out": {"dtype": D}}, 161001, "target: expected an aclTensor"),
+    ErrorInput("null out", {"out": None}, 161001, "out: expected an aclTensor"),
     ErrorInput("out rank", {"out": {"shape": NINE}, "self": {"dtype": D}}, 161002, "out: expected at most 8 dims"),
     ErrorInput("gradOutput dtype", {"gradOutput": {"dtype": D}}, 161002, "gradOutput: expected a dtype in"),
     ErrorInput("self dtype", {"self": {"dtype": I32}}, 161002, "self: expected a dtype in"),

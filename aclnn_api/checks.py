@@ -14,12 +14,13 @@ from __future__ import annotations
 from typing import Any, Iterable, Optional, Sequence
 
 from emulator.errors import AclError
+from emulator.resource import live, optional
 
 from . import status
-from .arrays import aclIntArray, live_array
+from .arrays import aclIntArray
 from emulator.dtypes import can_cast, dtype_name, format_name, promote_types
 from .shapes import broadcast_shapes
-from .tensor import aclTensor, live_tensor
+from .tensor import aclTensor
 
 INVALID = status.ACLNN_ERR_PARAM_INVALID
 
@@ -29,18 +30,22 @@ def fail(message: str) -> None:
 
 
 def not_null(**tensors: Any) -> None:
-    """Every named argument is a live aclTensor (161001 for null), in the order given."""
+    """Every named argument is a live aclTensor (161001 for null; 161002 for a destroyed one or another
+    object), in the order given."""
     for name, tensor in tensors.items():
-        live_tensor(name, tensor)
+        if type(tensor) is not aclTensor or not tensor.alive:  # the common case needs no more checking
+            live(aclTensor, name, tensor)
 
 
 def not_null_arrays(**arrays: Any) -> None:
+    """Every named argument is a live aclIntArray (161001 for null, 161002 otherwise), in order."""
     for name, array in arrays.items():
-        live_array(aclIntArray, name, array)
+        live(aclIntArray, name, array)
 
 
 def optional_tensor(name: str, tensor: Any) -> Optional[aclTensor]:
-    return None if tensor is None else live_tensor(name, tensor)
+    """None for a null optional tensor, else the live aclTensor (161002 for a destroyed one)."""
+    return optional(aclTensor, name, tensor)
 
 
 def _names(dtypes: Iterable[int]) -> str:

@@ -297,7 +297,7 @@ def _half_limit(n: int, c: int, a: int, dtype: int = H) -> dict:
 
 
 ERRORS = (  # on the first sample: T 4, N 2, C 5, targets [2, 3], logAlpha [2, 4, 8], lengths [4, 3] and [2, 1]
-    *(ErrorInput("null " + name, {name: None}, 161001, "%s: expected a proper" % name) for name in NAMES),
+    *(ErrorInput("null " + name, {name: None}, 161001, "%s: expected an acl" % name) for name in NAMES),
     ErrorInput("blank not an int64", {"blank": "0"}, 161002, "blank: expected an int64"),
     ErrorInput("zeroInfinity not a bool", {"zeroInfinity": 2}, 161002, "zeroInfinity: expected a bool"),
     ErrorInput("T zero", {"logProbs": {"shape": (0, 2, 5)}}, 161002, "exceeds dimension size (0)"),

@@ -1,58 +1,167 @@
 """aclOpExecutor: what the first phase planned, run by the second phase on a stream.
 
 Single use: the second phase releases it, unless aclSetAclOpExecutorRepeatable was called, in which
-case it lives until aclDestroyAclOpExecutor (spec/RUNTIME.md §2.3).
+case it lives until aclDestroyAclOpExecutor (docs/runtime.md, "aclnn framework").
+
+The executor knows the operator's tensor parameters in the order of its C prototype, as inputs
+(every tensor parameter before the outputs) and outputs, so that aclSetInputTensorAddr and its
+relatives can name one by index. Each slot holds the aclTensor (or aclTensorList, or None for a null
+optional tensor) the first phase was given; a launch reads its tensors' addresses when it is queued,
+so a new address set between launches is the one the next launch uses.
 """
 from __future__ import annotations
 
-from typing import Any, Optional
+import threading
+from typing import Any, Optional, Union
 
-from emulator import leaks
+from emulator import cargs
+from emulator.cargs import ACLNN
 from emulator.errors import AclError, api
+from emulator.resource import Resource, live
+from emulator.sites import Site
 
 from . import status
+from .tensor import aclTensor
+from .tensor_list import aclTensorList
+
+Slot = tuple  # (parameter name, aclTensor | aclTensorList | None)
+INPUTS, OUTPUTS, ALL = "input", "output", "tensor"
 
 
-class aclOpExecutor:
-    __slots__ = ("op", "launch", "workspace_size", "repeatable", "alive", "site")
+class aclOpExecutor(Resource):
+    kind = "aclOpExecutor"
+    layer = ACLNN
 
-    def __init__(self, op: str, launch, workspace_size: int, site: str):
+    __slots__ = ("op", "launch", "workspace_size", "repeatable", "used", "parameters", "arguments", "lock")
+
+    def __init__(self, op: str, launch, workspace_size: int, parameters=None, arguments: tuple = ((), {}),
+                 site: Optional[Site] = None):
         self.op = op
         self.launch = launch            # an operator.KernelLaunch, or None when there is nothing to run
         self.workspace_size = workspace_size
         self.repeatable = False
-        self.alive = True
-        self.site = site
+        self.used = False               # released by its (single) second phase
+        self.parameters = parameters    # the operator's operator.Parameters (None: no tensor parameters)
+        self.arguments = arguments      # (args, kwargs) of the first phase, aclnn objects by object
+        # Held from the liveness check of a second phase to the release that ends a single use: two
+        # threads launching one executor cannot both pass the check.
+        self.lock = threading.Lock()
+        super().__init__(site)
 
     def describe(self) -> str:
-        return "of %s (workspace %d bytes)" % (self.op, self.workspace_size)
+        used = (", already used by its second phase: executors are single-use unless made repeatable"
+                if self.used else "")
+        return "of %s (workspace %d bytes%s)" % (self.op, self.workspace_size, used)
 
-    def release(self) -> None:
-        self.alive = False
-        leaks.untrack(self)
+    def consume(self, site: Optional[Site] = None) -> None:
+        """The second phase of a single-use executor (called at `site`) ends its life."""
+        self.used = True
+        self.release(site)
 
-    def __repr__(self) -> str:
-        return "<aclOpExecutor %s>" % self.describe()
+    def slots(self, role: str) -> tuple:
+        """The (name, tensor | tensor list | None) slots of `role` in the order of the C prototype."""
+        inputs, outputs = self.parameters.slots(*self.arguments) if self.parameters is not None else ((), ())
+        return inputs if role == INPUTS else outputs if role == OUTPUTS else inputs + outputs
+
+    def slot(self, role: str, index: Any, holds: type) -> Slot:
+        """The `index`-th slot of `role`, which must hold a `holds` (a tensor, or a list)."""
+        slots = self.slots(role)
+        index = cargs.size("index", index, ACLNN)
+        if index >= len(slots):
+            raise AclError(status.ACLNN_ERR_PARAM_INVALID, "index: expected an %s index below %d (%s of %s: %s), "
+                           "found %d" % (role, len(slots), "the %s parameters" % role, self.op,
+                                         ", ".join(name for name, _ in slots) or "none", index))
+        name, value = slots[index]
+        if not isinstance(value, holds):
+            found = "null" if value is None else "an %s" % value.kind
+            raise AclError(status.ACLNN_ERR_PARAM_INVALID, "index: expected the index of an %s %s of %s, found %d: "
+                           "%s, which is %s" % (holds.kind, role, self.op, index, name, found))
+        return name, value
+
+    def set_tensor_addr(self, role: str, index: Any, tensor: Any, addr: Any) -> None:
+        name, planned = self.slot(role, index, aclTensor)
+        given = live(aclTensor, "tensor", tensor)
+        _same("tensor", given, planned, "%s %s (%s %d)" % (self.op, name, role, index))
+        given.data = cargs.optional_pointer("addr", addr, ACLNN)
+
+    def set_dynamic_tensor_addr(self, role: str, ir_index: Any, relative_index: Any, tensors: Any, addr: Any) -> None:
+        name, planned = self.slot(role, ir_index, aclTensorList)
+        given = live(aclTensorList, "tensors", tensors)
+        _same("tensors", given, planned, "%s %s (%s %d)" % (self.op, name, role, ir_index))
+        relative = cargs.size("relativeIndex", relative_index, ACLNN)
+        if relative >= len(given):
+            raise AclError(status.ACLNN_ERR_PARAM_INVALID, "relativeIndex: expected an index below the %d tensor(s) "
+                           "of %s, found %d" % (len(given), name, relative))
+        given.values[relative].data = cargs.optional_pointer("addr", addr, ACLNN)
+
+
+def _same(argument: str, given: Union[aclTensor, aclTensorList], planned: Union[aclTensor, aclTensorList],
+          where: str) -> None:
+    """**Choice**: the tensor (list) passed must be the one the first phase was given for that slot;
+    the kernel was planned for its dtype and shape."""
+    if given is not planned:
+        raise AclError(status.ACLNN_ERR_PARAM_INVALID, "%s: expected the %s the first phase was given as %s, "
+                       "%s (made at %s), found another one, %s (made at %s)"
+                       % (argument, planned.kind, where, planned.describe(), planned.site, given.describe(), given.site))
 
 
 def live_executor(executor: Any, null_code: int = status.ACLNN_ERR_PARAM_NULLPTR) -> aclOpExecutor:
-    if executor is None:
-        raise AclError(null_code, "executor: expected an aclOpExecutor from a first phase, found null")
-    if not isinstance(executor, aclOpExecutor):
-        raise AclError(status.ACLNN_ERR_PARAM_INVALID,
-                       "executor: expected an aclOpExecutor, found %s" % type(executor).__name__)
-    if not executor.alive:
-        raise AclError(status.ACLNN_ERR_PARAM_INVALID,
-                       "executor: expected a live executor, found one %s already used or destroyed (made at %s); "
-                       "executors are single-use unless made repeatable" % (executor.describe(), executor.site))
-    return executor
+    return live(aclOpExecutor, "executor", executor, null_code)
 
 
 @api("aclSetAclOpExecutorRepeatable", internal_code=status.ACLNN_ERR_INNER)
-def aclSetAclOpExecutorRepeatable(executor: Optional[aclOpExecutor]) -> None:
-    live_executor(executor, null_code=status.ACLNN_ERR_INNER_NULLPTR).repeatable = True
+def aclSetAclOpExecutorRepeatable(executor: Optional[aclOpExecutor]) -> int:
+    """Returns the status: the executor survives its second phases until aclDestroyAclOpExecutor (0);
+    561103 for null, 161002 for one already used or destroyed."""
+    plan = live_executor(executor, null_code=status.ACLNN_ERR_INNER_NULLPTR)
+    with plan.lock:
+        live_executor(plan).repeatable = True
 
 
 @api("aclDestroyAclOpExecutor", internal_code=status.ACLNN_ERR_INNER)
-def aclDestroyAclOpExecutor(executor: Optional[aclOpExecutor]) -> None:
-    live_executor(executor, null_code=status.ACLNN_ERR_INNER_NULLPTR).release()
+def aclDestroyAclOpExecutor(executor: Optional[aclOpExecutor]) -> int:
+    """Returns the status: 0; 561103 for null, 161002 for one already used or destroyed."""
+    plan = live_executor(executor, null_code=status.ACLNN_ERR_INNER_NULLPTR)
+    with plan.lock:
+        live_executor(plan).release()
+
+
+def _tensor_setter(name: str, role: str):
+    @api(name, internal_code=status.ACLNN_ERR_INNER)
+    def set_addr(executor: aclOpExecutor, index: int, tensor: aclTensor, addr: Optional[int]) -> int:
+        live_executor(executor).set_tensor_addr(role, index, tensor, addr)
+    set_addr.__name__ = set_addr.__qualname__ = name
+    set_addr.__doc__ = ("Returns the status: the %s tensor number `index` of the executor's operator (in the "
+                        "order of its C prototype%s) is at `addr` from the next launch on, as its aclTensor is "
+                        "(0); 161001 for a null executor or tensor; 161002 for an index out of range, a tensor "
+                        "other than the one the first phase was given there, or a stale handle."
+                        % (role if role != ALL else "", ", inputs then outputs" if role == ALL else ""))
+    return set_addr
+
+
+def _list_setter(name: str, role: str):
+    @api(name, internal_code=status.ACLNN_ERR_INNER)
+    def set_addr(executor: aclOpExecutor, irIndex: int, relativeIndex: int, tensors: aclTensorList,
+                 addr: Optional[int]) -> int:
+        live_executor(executor).set_dynamic_tensor_addr(role, irIndex, relativeIndex, tensors, addr)
+    set_addr.__name__ = set_addr.__qualname__ = name
+    set_addr.__doc__ = ("Returns the status: tensor `relativeIndex` of the aclTensorList that is %s parameter "
+                        "`irIndex` of the executor's operator is at `addr` from the next launch on (0); 161001 "
+                        "for a null executor or list; 161002 for an index out of range or a parameter that is "
+                        "no tensor list." % (role if role != ALL else "tensor"))
+    return set_addr
+
+
+aclSetInputTensorAddr = _tensor_setter("aclSetInputTensorAddr", INPUTS)
+aclSetOutputTensorAddr = _tensor_setter("aclSetOutputTensorAddr", OUTPUTS)
+aclSetTensorAddr = _tensor_setter("aclSetTensorAddr", ALL)
+aclSetDynamicInputTensorAddr = _list_setter("aclSetDynamicInputTensorAddr", INPUTS)
+aclSetDynamicOutputTensorAddr = _list_setter("aclSetDynamicOutputTensorAddr", OUTPUTS)
+aclSetDynamicTensorAddr = _list_setter("aclSetDynamicTensorAddr", ALL)
+# The library exports the same functions under capitalised names too.
+AclSetInputTensorAddr = aclSetInputTensorAddr
+AclSetOutputTensorAddr = aclSetOutputTensorAddr
+AclSetTensorAddr = aclSetTensorAddr
+AclSetDynamicInputTensorAddr = aclSetDynamicInputTensorAddr
+AclSetDynamicOutputTensorAddr = aclSetDynamicOutputTensorAddr
+AclSetDynamicTensorAddr = aclSetDynamicTensorAddr

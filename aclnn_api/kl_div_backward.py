@@ -123,10 +123,10 @@ def sample_inputs(rng: np.random.Generator) -> list:
 F, H, B, D, I32 = ACL_FLOAT, ACL_FLOAT16, ACL_BF16, ACL_DOUBLE, ACL_INT32
 NINE = (1,) * 9
 ERRORS = (
-    ErrorInput("null gradOutput", {"gradOutput": None}, 161001, "gradOutput: expected a proper tensor"),
-    ErrorInput("null self", {"self": None}, 161001, "self: expected a proper tensor"),
-    ErrorInput("null target", {"target": None}, 161001, "target: expected a proper tensor"),
-    ErrorInput("null out", {"out": None, "gradOutput": {"dtype": D}}, 161001, "out: expected a proper tensor"),
+    ErrorInput("null gradOutput", {"gradOutput": None}, 161001, "gradOutput: expected an aclTensor"),
+    ErrorInput("null self", {"self": None}, 161001, "self: expected an aclTensor"),
+    ErrorInput("null target", {"target": None}, 161001, "target: expected an aclTensor"),
+    ErrorInput("null out", {"out": None, "gradOutput": {"dtype": D}}, 161001, "out: expected an aclTensor"),
     ErrorInput("reduction not an int64", {"reduction": 1 << 64}, 161002, "reduction: expected an int64"),
     ErrorInput("reduction a string", {"reduction": "mean"}, 161002, "reduction: expected an int64, found 'mean'"),
     ErrorInput("logTarget not a bool", {"logTarget": 2}, 161002, "logTarget: expected a bool"),

@@ -66,10 +66,10 @@ def sample_inputs(rng: np.random.Generator) -> list:
 
 F, H, B, D = ACL_FLOAT, ACL_FLOAT16, ACL_BF16, ACL_DOUBLE
 ERRORS = (
-    ErrorInput("null gradOutput", {"gradOutput": None, "self": {"dtype": D}}, 161001, "gradOutput: expected a proper tensor"),
-    ErrorInput("null self", {"self": None}, 161001, "self: expected a proper tensor"),
-    ErrorInput("null buffer", {"buffer": None}, 161001, "buffer: expected a proper tensor"),
-    ErrorInput("null gradInput", {"gradInput": None}, 161001, "gradInput: expected a proper tensor"),
+    ErrorInput("null gradOutput", {"gradOutput": None, "self": {"dtype": D}}, 161001, "gradOutput: expected an aclTensor"),
+    ErrorInput("null self", {"self": None}, 161001, "self: expected an aclTensor"),
+    ErrorInput("null buffer", {"buffer": None}, 161001, "buffer: expected an aclTensor"),
+    ErrorInput("null gradInput", {"gradInput": None}, 161001, "gradInput: expected an aclTensor"),
     ErrorInput("gradOutput dtype", {"gradOutput": {"dtype": D}}, 161002, "gradOutput: expected a dtype in"),
     ErrorInput("bf16 on 910", {name: {"dtype": B} for name in ("gradOutput", "self", "buffer", "gradInput")},
                161002, "gradOutput: expected a dtype in [FLOAT16, FLOAT] on Ascend910", chip="Ascend910"),

@@ -3,47 +3,66 @@
 An operator module writes one function, named after the first phase, that validates its arguments
 in the library's order (raising AclError through `checks`) and returns a `KernelLaunch` (or None
 when there is nothing to run). `first_phase` turns it into aclnnXxxGetWorkspaceSize, and
-`second_phase` makes aclnnXxx, which queues the launch on a stream. Addresses are resolved, and
+`second_phase` makes aclnnXxx, which queues the launch on a stream. The tensors' addresses are read
+when the work is queued (so a repeatable executor follows aclSetRawTensorAddr); they are resolved, and
 checked against their allocations, only when the stream runs the work, as on the device.
 """
 from __future__ import annotations
 
 import functools
+import inspect
+import re
 from typing import Any, Callable, Optional, Sequence
 
-from emulator import errors, leaks, runtime
-from emulator.errors import AclError, api, user_site
-from emulator.memory import DeviceFault
+from emulator import interface
+from emulator.cargs import ACLNN, UINT64, is_integer, optional_pointer, size
+from emulator.dtypes import ITEM_SIZES, dtype_name
+from emulator.errors import AclError, api
+from emulator.interface import DeviceFault
+from emulator.resource import HANDLES, live
+from emulator.sites import Site, user_site
 from emulator.soc import SocProfile
-from emulator.stream import Task
 
 from . import _kernels, status
-from emulator.dtypes import ITEM_SIZES, dtype_name
-from .executor import aclOpExecutor, live_executor
+from .arrays import aclBoolArray, aclFloatArray, aclIntArray, aclScalar
+from .executor import aclOpExecutor
 from .shapes import broadcast_strides
 from .tensor import aclTensor, view_nbytes
+from .tensor_list import aclScalarList, aclTensorList
+
+# The aclnn objects a first phase takes, by the names its parameters' annotations use.
+ARGUMENT_KINDS = {cls.kind: cls for cls in (aclTensor, aclTensorList, aclIntArray, aclFloatArray, aclBoolArray,
+                                            aclScalar, aclScalarList)}
+_KIND_NAMES = re.compile(r"\b(%s)\b" % "|".join(sorted(ARGUMENT_KINDS, key=len, reverse=True)))
 
 
 def soc() -> SocProfile:
     """The emulated chip (NPUEMU_SOC), which the operators' dtype lists (declaration.ChipDtypes) and
     limits depend on."""
-    return runtime.settings().profile
+    return interface.soc()
 
 
 class TensorView:
-    """A tensor as its kernel sees it, fixed by the first phase: base address, dtype, the shape the
-    kernel iterates and the element strides that read it (0 along broadcast dims), and the byte
-    range [start, start + nbytes) that it touches (nbytes 0 when it touches nothing)."""
+    """A tensor as its kernel sees it, fixed by the first phase: dtype, the shape the kernel iterates
+    and the element strides that read it (0 along broadcast dims), and the byte range [start, start +
+    nbytes) that it touches (nbytes 0 when it touches nothing). The address is the aclTensor's when the
+    work is queued (`at`), so an address set between two launches of a repeatable executor counts."""
 
-    __slots__ = ("name", "data", "data_type", "shape", "strides", "offset", "start", "nbytes")
+    __slots__ = ("name", "tensor", "data", "data_type", "shape", "strides", "offset", "start", "nbytes")
 
-    def __init__(self, name: str, data: int, data_type: int, shape: tuple, strides: tuple, offset: int,
-                 nbytes: Optional[int] = None):
+    def __init__(self, name: str, tensor: aclTensor, data_type: int, shape: tuple, strides: tuple, offset: int,
+                 nbytes: Optional[int] = None, data: Optional[int] = None):
         itemsize = ITEM_SIZES.get(data_type, 8)
-        self.name, self.data, self.data_type = name, data, data_type
+        self.name, self.tensor, self.data_type = name, tensor, data_type
         self.shape, self.strides, self.offset = shape, strides, offset
-        self.start = data + offset * itemsize
+        self.data = tensor.data if data is None else data
+        self.start = self.data + offset * itemsize
         self.nbytes = view_nbytes(shape, strides, itemsize) if nbytes is None else nbytes
+
+    def at(self, data: int) -> "TensorView":
+        """The same view over another address."""
+        return TensorView(self.name, self.tensor, self.data_type, self.shape, self.strides, self.offset, self.nbytes,
+                          data)
 
     def describe(self) -> str:
         return "%s (%s%s, strides %s, offset %d)" % (self.name, dtype_name(self.data_type), list(self.shape),
@@ -53,9 +72,9 @@ class TensorView:
 def view(name: str, tensor: aclTensor, shape: Optional[Sequence[int]] = None) -> TensorView:
     """The kernel's view of `tensor`, broadcast to `shape` if given."""
     if shape is None or tuple(shape) == tensor.view_dims:
-        return TensorView(name, tensor.data, tensor.data_type, tensor.view_dims, tensor.strides, tensor.offset,
+        return TensorView(name, tensor, tensor.data_type, tensor.view_dims, tensor.strides, tensor.offset,
                           tensor.view_nbytes)
-    return TensorView(name, tensor.data, tensor.data_type, tuple(shape),
+    return TensorView(name, tensor, tensor.data_type, tuple(shape),
                       broadcast_strides(tensor.view_dims, tensor.strides, shape), tensor.offset)
 
 
@@ -70,27 +89,117 @@ class Workspace:
 
 class KernelLaunch:
     """A call of a C++ kernel: TensorView and Workspace arguments become (pointer, dtype, shape,
-    strides) tuples and pointers when the work runs; other arguments pass through."""
+    strides) tuples and pointers when the work runs; other arguments pass through.
 
-    __slots__ = ("kernel", "args", "workspace_size")
+    `outputs` names the views the kernel writes; the first phase sets it to the operator's output
+    parameters when the operator module leaves it None."""
 
-    def __init__(self, kernel: Callable, args: tuple, workspace_size: int = 0):
+    __slots__ = ("kernel", "args", "workspace_size", "outputs")
+
+    def __init__(self, kernel: Callable, args: tuple, workspace_size: int = 0,
+                 outputs: Optional[Sequence[str]] = None):
         self.kernel, self.args, self.workspace_size = kernel, args, workspace_size
+        self.outputs = None if outputs is None else tuple(outputs)
+
+    def queued(self, workspace: int) -> tuple:
+        """(launch, reads, writes) for queueing this launch now: the launch with every view at its
+        tensor's current address (itself when none has moved: a queued launch never changes
+        afterwards), and the (address, nbytes) ranges the kernel reads and writes (its outputs and the
+        workspace)."""
+        reads, writes, written = [], [], self.outputs or ()
+        for arg in self.args:
+            if type(arg) is TensorView:
+                if arg.data != arg.tensor.data:
+                    return self._moved().queued(workspace)
+                if arg.nbytes:
+                    (writes if arg.name in written else reads).append((arg.start, arg.nbytes))
+        if self.workspace_size:
+            writes.append((workspace, self.workspace_size))
+        return self, reads, writes
+
+    def _moved(self) -> "KernelLaunch":
+        args = tuple(arg.at(arg.tensor.data) if type(arg) is TensorView else arg for arg in self.args)
+        return KernelLaunch(self.kernel, args, self.workspace_size, self.outputs)
 
 
-def first_phase(op: str) -> Callable:
+class Parameters:
+    """The parameters of an operator's first phase that take aclnn objects (annotated `aclTensor`,
+    `Optional[aclTensor]`, `aclIntArray`, ...): they also take the object's integer handle, and its
+    tensor and tensor-list parameters are the executor's inputs and outputs, in the prototype's order."""
+
+    def __init__(self, plan: Callable, outputs: Optional[Sequence[str]]):
+        self.kinds = _argument_kinds(plan)  # ((position, name, class), ...)
+        self.tensors = tuple((position, name, kind) for position, name, kind in self.kinds
+                             if kind is aclTensor or kind is aclTensorList)
+        # By default the last tensor parameter: every aclnn prototype ends with its outputs.
+        self.outputs = tuple(outputs) if outputs is not None else tuple(name for _, name, _ in self.tensors[-1:])
+
+    def by_handle(self, args: tuple, kwargs: dict) -> tuple:
+        """The arguments with integer handles of aclnn objects replaced by the objects."""
+        for position, name, kind in self.kinds:
+            if position < len(args):
+                value = args[position]
+                if type(value) is not kind and is_integer(value):
+                    args = args[:position] + (_object(kind, value),) + args[position + 1:]
+            elif name in kwargs and is_integer(kwargs[name]):
+                kwargs = dict(kwargs, **{name: _object(kind, kwargs[name])})
+        return args, kwargs
+
+    def slots(self, args: tuple, kwargs: dict) -> tuple:
+        """(input slots, output slots): (name, tensor or tensor list or None) in the prototype's order."""
+        inputs, outputs = [], []
+        for position, name, kind in self.tensors:
+            value = args[position] if position < len(args) else kwargs.get(name)
+            (outputs if name in self.outputs else inputs).append((name, value if isinstance(value, kind) else None))
+        return tuple(inputs), tuple(outputs)
+
+
+def _argument_kinds(plan: Callable) -> tuple:
+    """(position, name, aclnn class) of each parameter of `plan` annotated with an aclnn object type."""
+    found = []
+    for position, parameter in enumerate(inspect.signature(plan).parameters.values()):
+        annotation = parameter.annotation
+        if annotation is inspect.Parameter.empty:
+            continue
+        match = _KIND_NAMES.search(annotation if isinstance(annotation, str) else str(annotation))
+        if match:
+            found.append((position, parameter.name, ARGUMENT_KINDS[match.group(1)]))
+    return tuple(found)
+
+
+def _object(kind: type, value: Any) -> Any:
+    """The live object an integer handle names, if it is one of `kind`; else the value as it was, for
+    the operator's checks to report in their order."""
+    found = HANDLES.get(int(value))
+    return found if isinstance(found, kind) and found.alive else value
+
+
+def first_phase(op: str, outputs: Optional[Sequence[str]] = None) -> Callable:
     """Decorator: fn(args...) -> KernelLaunch | None becomes aclnnXxxGetWorkspaceSize(args...) ->
-    (workspace_size, executor, status)."""
+    (workspace_size, executor, status).
+
+    Parameters annotated with an aclnn type take the object or its integer handle. `outputs` names
+    the output parameters (the views the kernel writes); by default the last tensor parameter, as in
+    every aclnn prototype with one output."""
     def wrap(plan: Callable) -> Callable:
+        parameters = Parameters(plan, outputs)
+
         # `api` turns a wrong argument count into 161002: it reads plan's signature through functools.wraps.
         @api(op + "GetWorkspaceSize", failure=(0, None), internal_code=status.ACLNN_ERR_INNER)
         @functools.wraps(plan)
         def get_workspace_size(*args: Any, **kwargs: Any):
+            args, kwargs = parameters.by_handle(args, kwargs)
             launch = plan(*args, **kwargs)
-            workspace_size = launch.workspace_size if launch is not None else 0
-            executor = aclOpExecutor(op, launch, workspace_size, user_site())
-            leaks.track("aclOpExecutor", executor, executor.describe, executor.site)
-            return workspace_size, executor
+            workspace_size = 0
+            if launch is not None:
+                workspace_size = launch.workspace_size
+                if launch.outputs is None:
+                    launch.outputs = parameters.outputs
+            # The site is taken here, not deep inside the executor: fewer frames to walk to the user's.
+            return workspace_size, aclOpExecutor(op, launch, workspace_size, parameters, (args, kwargs), user_site())
+        plan.__annotations__.setdefault("return", "tuple[int, Optional[aclOpExecutor], int]")  # what callers get
+        get_workspace_size.__doc__ = ((plan.__doc__ or "") + "\n\nReturns (workspace size, executor, status); "
+                                      "(0, None, status) when the arguments are rejected.").strip()
         return get_workspace_size
     return wrap
 
@@ -98,52 +207,60 @@ def first_phase(op: str) -> Callable:
 def second_phase(op: str) -> Callable:
     """aclnnXxx(workspace, workspaceSize, executor, stream) -> status: queue the planned work."""
     @api(op, internal_code=status.ACLNN_ERR_INNER)
-    def launch(workspace: Optional[int], workspaceSize: int, executor: aclOpExecutor, stream: Optional[int]) -> None:
-        plan = live_executor(executor)
-        if plan.op != op:
-            raise AclError(status.ACLNN_ERR_PARAM_INVALID,
-                           "executor: expected an executor of %sGetWorkspaceSize, found one of %s" % (op, plan.op))
-        if workspace is not None and (isinstance(workspace, bool) or not isinstance(workspace, int)
-                                      or not 0 <= workspace < 1 << 64):
-            raise AclError(status.ACLNN_ERR_PARAM_INVALID, "workspace: expected a device address or null, found %r"
-                           % (workspace,))
-        if isinstance(workspaceSize, bool) or not isinstance(workspaceSize, int) or not 0 <= workspaceSize < 1 << 64:
-            raise AclError(status.ACLNN_ERR_PARAM_INVALID, "workspaceSize: expected a size, found %r" % (workspaceSize,))
-        if workspaceSize > 0 and not workspace:
-            if not plan.repeatable:
-                plan.release()
-            raise AclError(status.ACLNN_ERR_PARAM_NULLPTR,
-                           "workspace: expected a device address for %d bytes, found null" % workspaceSize)
-        if workspaceSize < plan.workspace_size:
-            raise AclError(status.ACLNN_ERR_PARAM_INVALID,
-                           "workspaceSize: expected at least the %d bytes the first phase returned, found %d"
-                           % (plan.workspace_size, workspaceSize))
-        with runtime.PROCESS.lock:
-            target = _stream(stream)
-            device_id = target.device_id
-            if plan.workspace_size:
-                _check_workspace(workspace, plan.workspace_size, device_id)
-            if plan.launch is not None:
-                runtime.enqueue(target, Task(op, functools.partial(_execute, op, plan.launch, device_id, workspace)))
-        if not plan.repeatable:
-            plan.release()
-    launch.__name__ = op
+    def launch(workspace: Optional[int], workspaceSize: int, executor: aclOpExecutor, stream: Optional[int]) -> int:
+        plan = live(aclOpExecutor, "executor", executor)
+        with plan.lock:  # the check that it is live and its release by a single use are one step
+            if not plan.alive:
+                live(aclOpExecutor, "executor", plan)  # used or destroyed by another thread meanwhile
+            _launch(op, workspace, workspaceSize, plan, stream, None if plan.repeatable else user_site())
+    launch.__name__ = launch.__qualname__ = op
+    launch.__doc__ = ("Returns the status: the work planned by %sGetWorkspaceSize is queued on the stream (null: "
+                      "the current context's default stream). A single-use executor is released." % op)
     return launch
+
+
+def _launch(op: str, workspace: Any, workspace_size: Any, plan: aclOpExecutor, stream: Any,
+            site: Optional[Site]) -> None:
+    """Queue the executor's work; `site` (the caller's) is where a single-use executor is used up."""
+    if plan.op != op:
+        raise AclError(status.ACLNN_ERR_PARAM_INVALID,
+                       "executor: expected an executor of %sGetWorkspaceSize, found one of %s" % (op, plan.op))
+    if type(workspace) is not int or not 0 <= workspace <= UINT64[1]:  # plain ints in range: no converting
+        workspace = optional_pointer("workspace", workspace, ACLNN)
+    if type(workspace_size) is not int or not 0 <= workspace_size <= UINT64[1]:
+        workspace_size = size("workspaceSize", workspace_size, ACLNN)
+    if workspace_size > 0 and not workspace:
+        if not plan.repeatable:
+            plan.consume(site)
+        raise AclError(status.ACLNN_ERR_PARAM_NULLPTR,
+                       "workspace: expected a device address for %d bytes, found null" % workspace_size)
+    if workspace_size < plan.workspace_size:
+        raise AclError(status.ACLNN_ERR_PARAM_INVALID,
+                       "workspaceSize: expected at least the %d bytes the first phase returned, found %d"
+                       % (plan.workspace_size, workspace_size))
+    target = _stream(stream)
+    device_id = target.device_id
+    if plan.workspace_size:
+        _check_workspace(workspace, plan.workspace_size, device_id)
+    if plan.launch is not None:
+        work, reads, writes = plan.launch.queued(workspace)
+        plan.launch = work  # a repeatable executor moved by aclSetRawTensorAddr & co. stays moved
+        interface.launch(target, op, functools.partial(_execute, op, work, device_id, workspace), reads, writes)
+    if not plan.repeatable:
+        plan.consume(site)
 
 
 def _stream(stream: Optional[int]):
     """The stream to run on; a runtime rejection (no context, bad handle, other device) is 361001."""
     try:
-        return runtime.stream_of(stream, for_work=True)
+        return interface.work_stream(stream)
     except AclError as error:
         raise AclError(status.ACLNN_ERR_RUNTIME_ERROR, "stream: %s (runtime error %d)" % (error.message, error.code)) from None
 
 
 def _check_workspace(workspace: int, size: int, device_id: int) -> None:
-    if isinstance(workspace, bool) or not isinstance(workspace, int):
-        raise AclError(status.ACLNN_ERR_PARAM_INVALID, "workspace: expected a device address, found %r" % (workspace,))
     try:
-        runtime.resolve_device_range(workspace, size, device_id, "workspace")
+        interface.resolve(workspace, size, device_id, "workspace")
     except DeviceFault as fault:
         raise AclError(status.ACLNN_ERR_PARAM_INVALID,
                        "workspace: expected %d bytes of device memory of device %d, found: %s" % (size, device_id, fault)) from None
@@ -153,7 +270,7 @@ _kernel_settings_in_force = [(0, "")]  # (threads, vector_isa) last handed to th
 
 
 def _apply_kernel_settings() -> None:
-    settings = runtime.settings()
+    settings = interface.settings()
     wanted = (settings.threads, settings.vector_isa)
     if wanted != _kernel_settings_in_force[0]:
         _kernels.set_threads(settings.threads)
@@ -164,17 +281,17 @@ def _apply_kernel_settings() -> None:
 def _execute(op: str, launch: KernelLaunch, device_id: int, workspace: Optional[int]) -> None:
     """Runs on the stream: resolve every address now (faults name the tensor and the allocation)."""
     _apply_kernel_settings()
-    resolve = runtime.PROCESS.address_space().resolve
+    resolve = interface.resolve
     args = []
     for arg in launch.args:
         if type(arg) is TensorView:
             pointer = 0
             if arg.nbytes:
                 what = lambda arg=arg: "%s tensor %s" % (op, arg.describe())  # built only for a fault
-                pointer = resolve(arg.start, arg.nbytes, device_id, what, arg.data)[1]
+                pointer = resolve(arg.start, arg.nbytes, device_id, what, arg.data)
             args.append((pointer, arg.data_type, arg.shape, arg.strides))
         elif isinstance(arg, Workspace):
-            args.append(resolve(workspace + arg.offset, arg.size, device_id, "%s workspace" % op, workspace)[1])
+            args.append(resolve(workspace + arg.offset, arg.size, device_id, "%s workspace" % op, workspace))
         else:
             args.append(arg)
     try:
@@ -182,5 +299,3 @@ def _execute(op: str, launch: KernelLaunch, device_id: int, workspace: Optional[
     except (ValueError, IndexError) as error:  # data the kernel cannot use, e.g. a label out of range
         raise DeviceFault("%s: %s" % (op, error)) from None
 
-
-errors.register_package_dir(__file__)

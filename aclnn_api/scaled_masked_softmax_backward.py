@@ -164,10 +164,10 @@ def _all(shape: tuple, **others: dict) -> dict:
 
 
 ERRORS = (
-    ErrorInput("null gradOutput", {"gradOutput": None}, 161001, "gradOutput: expected a proper tensor"),
-    ErrorInput("null y", {"y": None}, 161001, "y: expected a proper tensor"),
-    ErrorInput("null mask", {"mask": None}, 161001, "mask: expected a proper tensor"),
-    ErrorInput("null out", {"out": None, "gradOutput": {"dtype": D}}, 161001, "out: expected a proper tensor"),
+    ErrorInput("null gradOutput", {"gradOutput": None}, 161001, "gradOutput: expected an aclTensor"),
+    ErrorInput("null y", {"y": None}, 161001, "y: expected an aclTensor"),
+    ErrorInput("null mask", {"mask": None}, 161001, "mask: expected an aclTensor"),
+    ErrorInput("null out", {"out": None, "gradOutput": {"dtype": D}}, 161001, "out: expected an aclTensor"),
     ErrorInput("scale not a double", {"scale": "1.0"}, 161002, "scale: expected a double"),
     ErrorInput("fixTriuMask not a bool", {"fixTriuMask": "yes"}, 161002, "fixTriuMask: expected a bool"),
     ErrorInput("gradOutput dtype", {"gradOutput": {"dtype": D}}, 161002, "gradOutput: expected a dtype in"),

@@ -1,4 +1,4 @@
-"""aclnnStatus codes (spec/RUNTIME.md §2.6)."""
+"""aclnnStatus codes, with the values of the library's aclnn/opdev/op_errno.h."""
 
 ACLNN_SUCCESS = 0
 ACLNN_ERR_PARAM_NULLPTR = 161001

@@ -1,25 +1,42 @@
-"""aclTensor: a view (shape, strides, offset in elements) over a device address (spec/RUNTIME.md §2.3).
+"""aclTensor: a view (shape, strides, offset in elements) over a device address (docs/runtime.md,
+"aclnn framework").
 
 element address = tensor_data + (offset + sum(index[i] * strides[i])) * itemsize
+
+A tensor is a `Resource`: an integer handle from the process-wide table, the user's site where it
+was made, destroyed once. Every call that takes a tensor takes the object or its handle.
 """
 from __future__ import annotations
 
 from typing import Any, Optional, Sequence
 
-from emulator import errors, leaks
-from emulator.errors import AclError, api, user_site
+from emulator import cargs, sites
+from emulator.cargs import ACLNN, INT64
+from emulator.dtypes import ACL_DT_UNDEFINED, ACL_FORMAT_UNDEFINED, DTYPE_NAMES, FORMAT_NAMES, aclDataTypeSize, dtype_name, format_name
+from emulator.errors import AclError, api
+from emulator.resource import Resource, live
 
 from . import status
-from emulator.dtypes import ACL_DT_UNDEFINED, ACL_FORMAT_UNDEFINED, DTYPE_NAMES, FORMAT_NAMES, aclDataTypeSize, dtype_name, format_name
+
+NON_NEGATIVE = (0, INT64[1])
 
 
-class aclTensor:
+class aclTensor(Resource):
     """An aclTensor descriptor. Create it with aclCreateTensor, release it with aclDestroyTensor."""
 
-    __slots__ = ("view_dims", "data_type", "strides", "offset", "format", "storage_dims", "data", "alive", "site",
-                 "view_nbytes")
+    kind = "aclTensor"
+    layer = ACLNN
 
-    def __init__(self, view_dims, data_type, strides, offset, fmt, storage_dims, data, site):
+    __slots__ = ("view_dims", "data_type", "strides", "offset", "format", "storage_dims", "data", "view_nbytes")
+
+    def __init__(self, view_dims: tuple, data_type: int, strides: tuple, offset: int, fmt: int,
+                 storage_dims: tuple, data: int, site: Optional[sites.Site] = None):
+        self.describe_as(view_dims, data_type, strides, offset, fmt, storage_dims, data)
+        super().__init__(site)
+
+    def describe_as(self, view_dims: tuple, data_type: int, strides: tuple, offset: int, fmt: int,
+                    storage_dims: tuple, data: int) -> None:
+        """Set the whole description (aclCreateTensor, aclInitTensor)."""
         self.view_dims: tuple = view_dims
         self.data_type: int = data_type
         self.strides: tuple = strides
@@ -27,8 +44,6 @@ class aclTensor:
         self.format: int = fmt
         self.storage_dims: tuple = storage_dims
         self.data: int = data
-        self.alive = True
-        self.site = site
         self.view_nbytes: int = view_nbytes(view_dims, strides, aclDataTypeSize(data_type))
 
     @property
@@ -48,7 +63,7 @@ class aclTensor:
 
     @property
     def is_empty(self) -> bool:
-        """Empty when any view dim is 0; a 0-D tensor holds one element (spec/OPS.md §0.4)."""
+        """Empty when any view dim is 0; a 0-D tensor holds one element (docs/ops)."""
         return 0 in self.view_dims
 
     def describe(self) -> str:
@@ -56,15 +71,13 @@ class aclTensor:
                 % (dtype_name(self.data_type), list(self.view_dims), self.data, list(self.strides),
                    self.offset, format_name(self.format)))
 
-    def __repr__(self) -> str:
-        return "<aclTensor %s>" % self.describe()
-
 
 def view_nbytes(dims: Sequence[int], strides: Sequence[int], itemsize: int) -> int:
-    """Bytes from a view's first element to the end of its last one; 0 for an empty view."""
+    """Bytes from a view's first element to the end of its last one; 0 for a view with no element
+    (a dim of 0, or a negative dim, which the operators reject)."""
     last = 0  # element index of the last element, relative to the first
     for dim, stride in zip(dims, strides):
-        if dim == 0:
+        if dim <= 0:
             return 0
         last += (dim - 1) * stride
     return (last + 1) * itemsize
@@ -78,98 +91,75 @@ def contiguous_strides(dims: Sequence[int]) -> tuple:
     return tuple(reversed(strides))
 
 
-INT64_MAX = (1 << 63) - 1
-
-
-def int64_arg(name: str, value: Any, minimum: int = 0) -> int:
-    """An int64_t argument of the C prototype: an integer in [minimum, INT64_MAX]."""
-    if isinstance(value, bool) or not hasattr(value, "__index__"):
-        raise AclError(status.ACLNN_ERR_PARAM_INVALID, "%s: expected an integer, found %r" % (name, value))
-    value = int(value)
-    if not minimum <= value <= INT64_MAX:
+def _description(view_dims: Any, data_type: Any, strides: Any, offset: Any, format: Any, storage_dims: Any,
+                 tensor_data: Any) -> tuple:
+    """The checked arguments of aclCreateTensor / aclInitTensor, in their order. Dims may be negative,
+    as the library accepts them (every operator's first phase rejects such a shape); strides, offset
+    and the address may not."""
+    if view_dims is None:
+        raise AclError(status.ACLNN_ERR_PARAM_NULLPTR, "viewDims: expected a list of dims, found null")
+    dims = cargs.integer_list("viewDims", view_dims, INT64, ACLNN)
+    data_type = cargs.enum("dataType", data_type, DTYPE_NAMES, "aclDataType", ACLNN, excluded=(ACL_DT_UNDEFINED,))
+    steps = contiguous_strides(dims) if strides is None else cargs.integer_list("stride", strides, NON_NEGATIVE, ACLNN)
+    if len(steps) != len(dims):
         raise AclError(status.ACLNN_ERR_PARAM_INVALID,
-                       "%s: expected an integer in [%d, 2^63), found %d" % (name, minimum, value))
-    return value
-
-
-def _int_list(name: str, values: Any) -> tuple:
-    if isinstance(values, (str, bytes)) or not hasattr(values, "__iter__"):
-        raise AclError(status.ACLNN_ERR_PARAM_INVALID, "%s: expected a list of integers, found %r" % (name, values))
-    return tuple(int64_arg(name, value) for value in values)
-
-
-def enum_arg(name: str, value: Any, names: dict, undefined: int, kind: str) -> int:
-    """A C enum argument: one of the defined values (any Python integer type; never a hashing error)."""
-    number = int(value) if hasattr(value, "__index__") and not isinstance(value, bool) else None
-    if number not in names or number == undefined:
-        raise AclError(status.ACLNN_ERR_PARAM_INVALID, "%s: expected an %s, found %r" % (name, kind, value))
-    return number
+                       "stride: expected %d strides (one per view dim), found %d" % (len(dims), len(steps)))
+    offset = cargs.integer("offset", offset, NON_NEGATIVE, ACLNN)
+    format = cargs.enum("format", format, FORMAT_NAMES, "aclFormat", ACLNN, excluded=(ACL_FORMAT_UNDEFINED,))
+    storage = dims if storage_dims is None else cargs.integer_list("storageDims", storage_dims, NON_NEGATIVE, ACLNN)
+    data = cargs.integer("tensorData", tensor_data, NON_NEGATIVE, ACLNN) if tensor_data is not None else 0
+    return dims, data_type, steps, offset, format, storage, data
 
 
 @api("aclCreateTensor", failure=(None,), internal_code=status.ACLNN_ERR_INNER, returns_status=False)
 def aclCreateTensor(view_dims: Sequence[int], data_type: int, strides: Optional[Sequence[int]], offset: int,
                     format: int, storage_dims: Optional[Sequence[int]], tensor_data: Optional[int]) -> Optional[aclTensor]:
-    """None (with a message) where the real call would return NULL or the descriptor is unusable:
-    missing dims, an unknown dtype or format, negative dims, strides or offset."""
-    if view_dims is None:
-        raise AclError(status.ACLNN_ERR_PARAM_NULLPTR, "viewDims: expected a list of dims, found null")
-    dims = _int_list("viewDims", view_dims)
-    data_type = enum_arg("dataType", data_type, DTYPE_NAMES, ACL_DT_UNDEFINED, "aclDataType")
-    steps = contiguous_strides(dims) if strides is None else _int_list("stride", strides)
-    if len(steps) != len(dims):
-        raise AclError(status.ACLNN_ERR_PARAM_INVALID,
-                       "stride: expected %d strides (one per view dim), found %d" % (len(dims), len(steps)))
-    offset = int64_arg("offset", offset)
-    format = enum_arg("format", format, FORMAT_NAMES, ACL_FORMAT_UNDEFINED, "aclFormat")
-    storage = dims if storage_dims is None else _int_list("storageDims", storage_dims)
-    data = 0 if tensor_data is None else int64_arg("tensorData", tensor_data)
-    site = user_site()
-    tensor = aclTensor(dims, data_type, steps, offset, format, storage, data, site)
-    leaks.track("aclTensor", tensor, tensor.describe, site)
-    return tensor
+    """The new aclTensor, or None (with a message) where the real call would return NULL or the
+    descriptor is unusable: missing dims, an unknown dtype or format, negative strides or offset."""
+    return aclTensor(*_description(view_dims, data_type, strides, offset, format, storage_dims, tensor_data))
 
 
-def live_tensor(name: str, tensor: Any) -> aclTensor:
-    """The argument as a live aclTensor, or 161001 (null) / 161002 (not a tensor, destroyed)."""
-    if tensor is None:
-        raise AclError(status.ACLNN_ERR_PARAM_NULLPTR, "%s: expected a proper tensor, found null" % name)
-    if not isinstance(tensor, aclTensor):
-        raise AclError(status.ACLNN_ERR_PARAM_INVALID, "%s: expected an aclTensor, found %s" % (name, type(tensor).__name__))
-    if not tensor.alive:
-        raise AclError(status.ACLNN_ERR_PARAM_INVALID,
-                       "%s: expected a live aclTensor, found one already destroyed (made at %s)" % (name, tensor.site))
-    return tensor
+@api("aclInitTensor", internal_code=status.ACLNN_ERR_INNER)
+def aclInitTensor(tensor: aclTensor, view_dims: Sequence[int], data_type: int, strides: Optional[Sequence[int]],
+                  offset: int, format: int, storage_dims: Optional[Sequence[int]],
+                  tensor_data: Optional[int]) -> int:
+    """Returns the status: re-describe an existing tensor with aclCreateTensor's arguments (0), or
+    leave it unchanged (161001 for a null tensor or dims, 161002 for anything else aclCreateTensor
+    refuses)."""
+    target = live(aclTensor, "tensor", tensor)
+    target.describe_as(*_description(view_dims, data_type, strides, offset, format, storage_dims, tensor_data))
 
 
 @api("aclDestroyTensor", internal_code=status.ACLNN_ERR_INNER)
-def aclDestroyTensor(tensor: Optional[aclTensor]) -> None:
-    """0 for null, as the real call; a second destroy is reported (the real library would double free)."""
-    if tensor is None:
+def aclDestroyTensor(tensor: Optional[aclTensor]) -> int:
+    """Returns the status: 0, also for null as the real call; a second destroy is 161002 naming where
+    the tensor was made and destroyed (the real library would double free)."""
+    if cargs.is_null(tensor):
         return
-    live_tensor("tensor", tensor).alive = False
-    leaks.untrack(tensor)
+    live(aclTensor, "tensor", tensor).release()
 
 
-def _getter(name: str, read):
+def _getter(name: str, read, doc: str):
     @api(name, failure=(None,), internal_code=status.ACLNN_ERR_INNER)
     def get(tensor: aclTensor):
-        return read(live_tensor("tensor", tensor))
-    get.__name__ = name
+        return read(live(aclTensor, "tensor", tensor))
+    get.__name__ = get.__qualname__ = name
+    get.__doc__ = "Returns (%s, status); (None, 161001) for a null tensor, 161002 for a destroyed one." % doc
     return get
 
 
-aclGetViewShape = _getter("aclGetViewShape", lambda t: list(t.view_dims))
-aclGetStorageShape = _getter("aclGetStorageShape", lambda t: list(t.storage_dims))
-aclGetViewStrides = _getter("aclGetViewStrides", lambda t: list(t.strides))
-aclGetViewOffset = _getter("aclGetViewOffset", lambda t: t.offset)
-aclGetFormat = _getter("aclGetFormat", lambda t: t.format)
-aclGetDataType = _getter("aclGetDataType", lambda t: t.data_type)
-aclGetRawTensorAddr = _getter("aclGetRawTensorAddr", lambda t: t.data)
+aclGetViewShape = _getter("aclGetViewShape", lambda t: list(t.view_dims), "the view dims as a list")
+aclGetStorageShape = _getter("aclGetStorageShape", lambda t: list(t.storage_dims), "the storage dims as a list")
+aclGetViewStrides = _getter("aclGetViewStrides", lambda t: list(t.strides), "the strides in elements as a list")
+aclGetViewOffset = _getter("aclGetViewOffset", lambda t: t.offset, "the view offset in elements")
+aclGetFormat = _getter("aclGetFormat", lambda t: t.format, "the aclFormat")
+aclGetDataType = _getter("aclGetDataType", lambda t: t.data_type, "the aclDataType")
+aclGetRawTensorAddr = _getter("aclGetRawTensorAddr", lambda t: t.data, "the device address")
 
 
 @api("aclSetRawTensorAddr", internal_code=status.ACLNN_ERR_INNER)
-def aclSetRawTensorAddr(tensor: aclTensor, addr: int) -> None:
-    live_tensor("tensor", tensor).data = 0 if addr is None else int64_arg("addr", addr)
-
-
-errors.register_package_dir(__file__)
+def aclSetRawTensorAddr(tensor: aclTensor, addr: Optional[int]) -> int:
+    """Returns the status. The new address is the one every later launch uses, also the launches of a
+    repeatable executor planned before (each launch reads its tensors' addresses when it is queued)."""
+    target = live(aclTensor, "tensor", tensor)
+    target.data = cargs.optional_pointer("addr", addr, ACLNN)
