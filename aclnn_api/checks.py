@@ -11,6 +11,8 @@ each, and a larger view (e.g. 2^62 elements of stride 0 over a 64-byte buffer) w
 kernel loop for ever."""
 from __future__ import annotations
 
+import math
+
 from typing import Any, Iterable, Optional, Sequence
 
 from emulator.errors import AclError
@@ -59,11 +61,9 @@ def valid_shapes(**tensors: aclTensor) -> None:
     """Each named tensor has no negative dim and at most MAX_VIEW_ELEMENTS elements, in order."""
     for name, tensor in tensors.items():
         dims = tensor.view_dims
-        if any(dim < 0 for dim in dims):
+        if dims and min(dims) < 0:
             fail("%s: expected dims >= 0, found shape %s" % (name, list(dims)))
-        count = 1
-        for dim in dims:
-            count *= dim
+        count = math.prod(dims)
         if count > MAX_VIEW_ELEMENTS:
             fail("%s: expected at most 2^37 elements (more than any device could address), found %d (shape %s)"
                  % (name, count, list(dims)))

@@ -212,7 +212,7 @@ def second_phase(op: str) -> Callable:
         with plan.lock:  # the check that it is live and its release by a single use are one step
             if not plan.alive:
                 live(aclOpExecutor, "executor", plan)  # used or destroyed by another thread meanwhile
-            _launch(op, workspace, workspaceSize, plan, stream, None if plan.repeatable else user_site())
+            _launch(op, workspace, workspaceSize, plan, stream, user_site())
     launch.__name__ = launch.__qualname__ = op
     launch.__doc__ = ("Returns the status: the work planned by %sGetWorkspaceSize is queued on the stream (null: "
                       "the current context's default stream). A single-use executor is released." % op)
@@ -221,7 +221,8 @@ def second_phase(op: str) -> Callable:
 
 def _launch(op: str, workspace: Any, workspace_size: Any, plan: aclOpExecutor, stream: Any,
             site: Optional[Site]) -> None:
-    """Queue the executor's work; `site` (the caller's) is where a single-use executor is used up."""
+    """Queue the executor's work; `site` (the caller's) is where it is launched and where a single-use
+    executor is used up."""
     if plan.op != op:
         raise AclError(status.ACLNN_ERR_PARAM_INVALID,
                        "executor: expected an executor of %sGetWorkspaceSize, found one of %s" % (op, plan.op))
@@ -245,7 +246,7 @@ def _launch(op: str, workspace: Any, workspace_size: Any, plan: aclOpExecutor, s
     if plan.launch is not None:
         work, reads, writes = plan.launch.queued(workspace)
         plan.launch = work  # a repeatable executor moved by aclSetRawTensorAddr & co. stays moved
-        interface.launch(target, op, functools.partial(_execute, op, work, device_id, workspace), reads, writes)
+        interface.launch(target, op, functools.partial(_execute, op, work, device_id, workspace), reads, writes, site)
     if not plan.repeatable:
         plan.consume(site)
 

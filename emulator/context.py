@@ -22,7 +22,7 @@ class Context(Resource):
         self.events: list[Event] = []
         super().__init__(site)
         if is_default:
-            leaks.untrack(self)  # released by aclrtResetDevice, never by the program
+            self.leak_checked = False  # released by aclrtResetDevice, never by the program
         self.default_stream = Stream(self, is_default=True, site=self.site)
 
     def describe(self) -> str:

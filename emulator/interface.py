@@ -18,7 +18,7 @@ from . import runtime as _runtime
 from .config import Config
 from .faults import DeviceFault  # noqa: F401  (re-exported for the layers above)
 from .memory import host_range_is_mapped  # noqa: F401
-from .sites import user_site
+from .sites import Site, user_site
 from .soc import SocProfile
 from .state import PROCESS as _P
 from .stream import Stream, Task
@@ -43,12 +43,13 @@ def work_stream(handle: Optional[int]) -> Stream:
 
 
 def launch(stream: Stream, name: str, run: Callable[[], None],
-           reads: Sequence[tuple] = (), writes: Sequence[tuple] = ()) -> None:
+           reads: Sequence[tuple] = (), writes: Sequence[tuple] = (), site: Optional[Site] = None) -> None:
     """Queue `run` on `stream` under `name`, with the user's launch site (named by its faults).
     `reads`/`writes` are the (address, nbytes) device ranges it touches. `run` raises DeviceFault where
     the hardware would fault, TimeoutError past the task timeout; anything else it raises is an
-    internal error (507000) reported by the next synchronisation."""
-    task = Task(name, run, user_site(), reads, writes)
+    internal error (507000) reported by the next synchronisation. `site`: the user's, if the caller
+    has already taken it."""
+    task = Task(name, run, site or user_site(), reads, writes)
     with _P.lock:
         _runtime.enqueue(stream, task)
 

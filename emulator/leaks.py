@@ -12,7 +12,14 @@ Description = Union[str, Callable[[], str]]
 _lock = threading.Lock()
 _live: dict[int, tuple[str, object, Description, object]] = {}
 _orphans: list[str] = []   # released by a reset, never by the program
+_sources: list = []        # (unreleased, forget) of other trackers: the handle table of Resources
 enabled = True
+
+
+def add_source(unreleased: Callable[[], list], forget: Callable[[], None]) -> None:
+    """Another tracker: `unreleased()` gives (kind, description, site) of what is unreleased now;
+    `forget()` drops them once reported."""
+    _sources.append((unreleased, forget))
 
 
 def track(kind: str, obj: object, description: Description, site: object) -> None:
@@ -31,6 +38,12 @@ def _line(kind: str, description: Description, site: object) -> str:
     return "%s %s, made at %s" % (kind, text, site)
 
 
+def orphaned(kind: str, description: Description, site: object, how: str) -> None:
+    """A resource of another tracker was released by the runtime (`how`), not by the program."""
+    with _lock:
+        _orphans.append(_line(kind, description, site) + " (released only by %s)" % how)
+
+
 def orphan(obj: object, how: str) -> None:
     """`obj` was released by the runtime (`how`), not by the program: still a leak."""
     with _lock:
@@ -42,15 +55,21 @@ def orphan(obj: object, how: str) -> None:
 def outstanding() -> list[str]:
     """Everything unreleased so far, without reporting it."""
     with _lock:
-        return list(_orphans) + [_line(kind, d, site) for kind, _, d, site in _live.values()]
+        return list(_orphans) + [_line(kind, d, site) for kind, _, d, site in _live.values()] + _from_sources()
+
+
+def _from_sources() -> list[str]:
+    return [_line(kind, d, site) for unreleased, _ in _sources for kind, d, site in unreleased()]
 
 
 def report(when: str) -> list[str]:
     """Print and forget everything unreleased; returns the lines."""
     with _lock:
-        lines = list(_orphans) + [_line(kind, d, site) for kind, _, d, site in _live.values()]
+        lines = list(_orphans) + [_line(kind, d, site) for kind, _, d, site in _live.values()] + _from_sources()
         _orphans.clear()
         _live.clear()
+        for _, forget_source in _sources:
+            forget_source()
     if lines and enabled:
         sys.stderr.write("npuemu: %d resource(s) never released at %s:\n" % (len(lines), when))
         for line in lines:
@@ -64,3 +83,5 @@ def forget() -> None:
     with _lock:
         _live.clear()
         _orphans.clear()
+        for _, forget_source in _sources:
+            forget_source()

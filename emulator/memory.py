@@ -12,7 +12,7 @@ import bisect
 import ctypes
 import ctypes.util
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable, Optional, Union
 
 from . import status
@@ -88,10 +88,10 @@ class Allocation:
     backing: int
     site: Site
     freed_site: Optional[Union[Site, str]] = None   # the user's site, or the reset that released it
+    end: int = field(init=False)                    # address + padded: read by every range check
 
-    @property
-    def end(self) -> int:
-        return self.address + self.padded
+    def __post_init__(self) -> None:
+        self.end = self.address + self.padded
 
     def describe(self) -> str:
         state = "freed at %s" % self.freed_site if self.freed_site else "live"

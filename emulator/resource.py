@@ -12,7 +12,7 @@ handle, where it was made and released.
 from __future__ import annotations
 
 import collections
-import threading
+import itertools
 from typing import Any, ClassVar, Optional, Type, TypeVar
 
 from . import leaks
@@ -41,9 +41,7 @@ class Resource:
         self.site: Site = site if site is not None else user_site()
         self.alive = True
         self.released_site: Optional[Site] = None
-        self.handle = HANDLES.add(self)
-        if self.leak_checked:
-            leaks.track(self.kind, self, self.describe, self.site)
+        self.handle = HANDLES.add(self)  # the table is also the leak tracker's list of what is unreleased
 
     def describe(self) -> str:
         """What the object is, in a few words (messages and leak reports add the kind and the site)."""
@@ -55,7 +53,6 @@ class Resource:
             self.alive = False
             self.released_site = site if site is not None else user_site()
             HANDLES.retire(self)
-            leaks.untrack(self)
 
     def orphan(self, how: str) -> None:
         """The runtime releases the object (`how`: a reset, a context destroyed): still a leak when the
@@ -63,7 +60,8 @@ class Resource:
         if self.alive:
             self.alive = False
             HANDLES.retire(self)
-            leaks.orphan(self, how)
+            if self.leak_checked and HANDLES.unreported(self):
+                leaks.orphaned(self.kind, self.describe, self.site, how)
 
     def __repr__(self) -> str:
         return "<%s %s>" % (self.kind, self.describe())
@@ -74,26 +72,41 @@ R = TypeVar("R", bound=Resource)
 
 class HandleTable:
     """Every live resource by handle, and a bounded memory of released ones. Handles are never reused,
-    so a stale handle is always recognised as such."""
+    so a stale handle is always recognised as such. The live ones that the program must release are
+    what the leak report lists (`unreleased`), so making and releasing a resource is one dict update.
+
+    No lock: each step is one operation on a dict or counter, atomic under the GIL, and a launch
+    makes and releases an executor, so this is on every call's path."""
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
         self._live: dict[int, Resource] = {}
         self._retired: collections.OrderedDict[int, Resource] = collections.OrderedDict()
-        self._next = HANDLE_BASE
+        self._handles = itertools.count(HANDLE_BASE + HANDLE_STEP, HANDLE_STEP)
+        self._reported_below = HANDLE_BASE  # handles under this were reported (or forgotten) already
 
     def add(self, resource: Resource) -> int:
-        with self._lock:
-            self._next += HANDLE_STEP
-            self._live[self._next] = resource
-            return self._next
+        handle = next(self._handles)
+        self._live[handle] = resource
+        return handle
 
     def retire(self, resource: Resource) -> None:
-        with self._lock:
-            if self._live.pop(resource.handle, None) is not None:
-                self._retired[resource.handle] = resource
-                if len(self._retired) > RETIRED_HISTORY:
-                    self._retired.popitem(last=False)
+        if self._live.pop(resource.handle, None) is not None:
+            self._retired[resource.handle] = resource
+            if len(self._retired) > RETIRED_HISTORY:
+                self._retired.popitem(last=False)
+
+    def unreported(self, resource: Resource) -> bool:
+        """Whether a leak of `resource` has not been reported (or forgotten) yet."""
+        return resource.handle >= self._reported_below
+
+    def unreleased(self) -> list:
+        """(kind, description, site) of every live resource the program must still release, oldest first."""
+        return [(r.kind, r.describe, r.site) for handle, r in list(self._live.items())
+                if r.leak_checked and handle >= self._reported_below]
+
+    def forget_unreleased(self) -> None:
+        """The leak report has listed them: report each leak once (at aclFinalize, not again at exit)."""
+        self._reported_below = next(self._handles)
 
     def get(self, handle: int) -> Optional[Resource]:
         return self._live.get(handle)
@@ -102,11 +115,11 @@ class HandleTable:
         return self._retired.get(handle)
 
     def live_resources(self) -> list:
-        with self._lock:
-            return list(self._live.values())
+        return list(self._live.values())
 
 
 HANDLES = HandleTable()
+leaks.add_source(HANDLES.unreleased, HANDLES.forget_unreleased)
 
 
 def _article(kind: str) -> str:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 from typing import Optional
 
 DEPTH = 3  # frames kept: the call itself and two callers are enough to find it in a helper
@@ -69,9 +70,20 @@ class Site:
 UNKNOWN = Site(())
 
 
+class _Calls(threading.local):
+    frame: Optional[object] = None  # the caller's frame of the public call in progress on this thread
+
+
+CALLS = _Calls()
+
+
 def user_site(depth: int = DEPTH) -> Site:
-    """The calling program's short stack: the first `depth` frames outside npuemu's packages."""
-    frame: Optional[object] = sys._getframe(1)
+    """The calling program's short stack: the first `depth` frames outside npuemu's packages.
+
+    The walk starts at the frame that called the public call in progress (`CALLS.frame`, which
+    `errors.api` sets), not at the innermost frame: on Python 3.11 each frame the walk touches is
+    made into an object, and npuemu's own frames between the two were most of the cost."""
+    frame: Optional[object] = CALLS.frame or sys._getframe(1)
     is_ours = _is_ours
     frames: list = []
     while frame is not None:  # taken at every launch: one tight loop, each file classified once

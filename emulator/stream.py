@@ -74,7 +74,7 @@ class Stream(Resource):
         self.subscriber: Optional[int] = None  # the host thread that runs its callbacks (aclrtSubscribeReport)
         super().__init__(site)
         if is_default:
-            leaks.untrack(self)  # released with its context, never by the program
+            self.leak_checked = False  # released with its context, never by the program
 
     @property
     def device_id(self) -> int:

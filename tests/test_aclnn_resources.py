@@ -185,9 +185,9 @@ def test_the_launch_hands_the_runtime_the_ranges_it_reads_and_writes(monkeypatch
     seen = []
     real_launch = interface.launch
 
-    def spy(stream, name, run, reads=(), writes=()):
+    def spy(stream, name, run, reads=(), writes=(), site=None):
         seen.append((name, list(reads), list(writes)))
-        return real_launch(stream, name, run, reads, writes)
+        return real_launch(stream, name, run, reads, writes, site)
     monkeypatch.setattr(interface, "launch", spy)
     with npu() as device:
         g, s, out, executor = plan_lsb(device, [1.0, 2.0], [3.0, 4.0])
