@@ -26,12 +26,12 @@ from .stream import Stream, Task
 
 def settings() -> Config:
     """The settings in force; ConfigError if the NPUEMU_* environment holds an unusable value."""
-    return _P.config
+    return _P._config or _P.config  # the property reads the environment only the first time
 
 
 def soc() -> SocProfile:
     """The emulated chip (NPUEMU_SOC)."""
-    return _P.config.profile
+    return (_P._config or _P.config).profile
 
 
 def work_stream(handle: Optional[int]) -> Stream:

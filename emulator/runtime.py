@@ -101,7 +101,7 @@ def _deadline(value: Any) -> Optional[float]:
 
 
 def _eager() -> bool:
-    return _P.config.execution == "eager"
+    return (_P._config or _P.config).execution == "eager"  # on every enqueue: the property only once
 
 
 def enqueue(stream: Stream, task: Task) -> None:

@@ -33,9 +33,9 @@ class Site:
 
     __slots__ = ("_raw", "_frames")
 
-    def __init__(self, frames: tuple = (), raw: tuple = ()):
-        self._frames = frames or None  # ((filename, line, function), ...), innermost first
-        self._raw = raw                # or ((code, instruction offset), ...): lines are looked up when shown
+    def __init__(self, raw: tuple = (), frames: Optional[tuple] = None):
+        self._raw = raw          # ((code, instruction offset), ...), innermost first: lines are looked up when shown
+        self._frames = frames    # ((filename, line, function), ...), made from _raw when first needed
 
     @property
     def frames(self) -> tuple:
@@ -84,21 +84,26 @@ def user_site(depth: int = DEPTH) -> Site:
     `errors.api` sets), not at the innermost frame: on Python 3.11 each frame the walk touches is
     made into an object, and npuemu's own frames between the two were most of the cost."""
     frame: Optional[object] = CALLS.frame or sys._getframe(1)
-    is_ours = _is_ours
-    frames: list = []
-    while frame is not None:  # taken at every launch: one tight loop, each file classified once
+    is_ours = _is_ours.get
+    while frame is not None:  # npuemu's own frames first (none when called from a public call)
         code = frame.f_code
-        ours = is_ours.get(code.co_filename)
-        if ours is None:
-            ours = _classify(code.co_filename)
-        if not ours:
-            frames.append((code, frame.f_lasti))
-            if len(frames) == depth:
-                break
-        elif frames:
-            break  # back inside npuemu (a callback of ours): the user's part of the stack ended
+        ours = is_ours(code.co_filename)
+        if not (_classify(code.co_filename) if ours is None else ours):
+            break
         frame = frame.f_back
-    return Site(raw=tuple(frames)) if frames else UNKNOWN
+    if frame is None:
+        return UNKNOWN
+    raw = ((code, frame.f_lasti),)
+    while len(raw) < depth:  # then the user's, up to `depth` or back into npuemu (a callback of ours)
+        frame = frame.f_back
+        if frame is None:
+            break
+        code = frame.f_code
+        ours = is_ours(code.co_filename)
+        if _classify(code.co_filename) if ours is None else ours:
+            break
+        raw += ((code, frame.f_lasti),)
+    return Site(raw)
 
 
 def _line_of(code, offset: int) -> int:
