@@ -29,9 +29,9 @@ bool read_ints(PyObject* sequence, std::vector<int64_t>& values) {
 
 bool read_tensor_tuple(PyObject* tuple, TensorArg& arg) {
   if (!PyTuple_Check(tuple) || PyTuple_GET_SIZE(tuple) != 4) return false;
-  PyObject* pointer = PyTuple_GET_ITEM(tuple, 0);
-  if (!PyLong_Check(pointer)) return false;
-  const unsigned long long address = PyLong_AsUnsignedLongLong(pointer);
+  PyObject* pointer = PyNumber_Index(PyTuple_GET_ITEM(tuple, 0));  // an integer of any type, not a float
+  const unsigned long long address = pointer ? PyLong_AsUnsignedLongLong(pointer) : 0;
+  Py_XDECREF(pointer);
   if (PyErr_Occurred()) {
     PyErr_Clear();
     return false;
