@@ -14,10 +14,11 @@ bool read_int(PyObject* object, int64_t& value) {
   return true;
 }
 
-// A tuple or list of integers.
-bool read_ints(PyObject* sequence, std::vector<int64_t>& values) {
+// A tuple or list of at most kMaxDims integers.
+bool read_ints(PyObject* sequence, Dims& values) {
   if (!PyTuple_Check(sequence) && !PyList_Check(sequence)) return false;
   const Py_ssize_t n = PySequence_Fast_GET_SIZE(sequence);
+  if (n > kMaxDims) return false;
   PyObject** items = PySequence_Fast_ITEMS(sequence);
   values.resize(n);
   for (Py_ssize_t i = 0; i < n; ++i)

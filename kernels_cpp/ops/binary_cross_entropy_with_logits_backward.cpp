@@ -44,7 +44,7 @@ struct BceWithLogitsGrad {
 };
 
 template <bool kWeight, bool kPosWeight, bool kScaled>
-void run(const std::vector<const TensorArg*>& operands, float scale) {
+void run(const TensorArgs& operands, float scale) {
   using Op = BceWithLogitsGrad<kWeight, kPosWeight, kScaled>;
   std::array<const TensorArg*, Op::kInputs + 1> args;
   for (int k = 0; k <= Op::kInputs; ++k) args[k] = operands[k];
@@ -52,7 +52,7 @@ void run(const std::vector<const TensorArg*>& operands, float scale) {
 }
 
 template <bool kScaled>
-void run(const std::vector<const TensorArg*>& operands, bool weight, bool pos_weight, float scale) {
+void run(const TensorArgs& operands, bool weight, bool pos_weight, float scale) {
   if (weight && pos_weight) run<true, true, kScaled>(operands, scale);
   else if (weight) run<true, false, kScaled>(operands, scale);
   else if (pos_weight) run<false, true, kScaled>(operands, scale);
@@ -63,11 +63,11 @@ void binary_cross_entropy_with_logits_backward(const TensorArg& o, const TensorA
                                                const TensorArg& t, const std::optional<TensorArg>& w,
                                                const std::optional<TensorArg>& p, float scale) {
   constexpr const char* kName = "aclnnBinaryCrossEntropyWithLogitsBackward";
-  std::vector<const TensorArg*> operands = {&o, &g, &x, &t};
+  TensorArgs operands = {&o, &g, &x, &t};
   if (w) operands.push_back(&*w);
   if (p) operands.push_back(&*p);
   require_float_dtypes(kName, operands);
-  require_views_of(kName, o.shape, {operands.begin() + 1, operands.end()});
+  require_views_of(kName, o.shape, operands);
   KernelCall(kName).run([&] {
     if (scale != 1.0f) run<true>(operands, bool(w), bool(p), scale);
     else run<false>(operands, bool(w), bool(p), scale);

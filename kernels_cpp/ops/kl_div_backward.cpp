@@ -178,16 +178,22 @@ void reduce_into_out(const TensorArg& out, const TensorArg& grad, const TensorAr
 }
 
 // Out seen with B's rank: leading axes of size 1 (stride irrelevant) before its own axes.
-TensorArg out_over_b(const TensorArg& out, const std::vector<int64_t>& b_shape) {
-  TensorArg widened = out;
+TensorArg out_over_b(const TensorArg& out, const Dims& b_shape) {
+  TensorArg widened;
+  widened.data = out.data;
+  widened.dtype = out.dtype;
   const size_t lead = b_shape.size() - out.shape.size();
-  widened.shape.insert(widened.shape.begin(), lead, 1);
-  widened.strides.insert(widened.strides.begin(), lead, 0);
+  widened.shape.resize(lead, 1);
+  widened.strides.resize(lead, 0);
+  for (size_t d = 0; d < out.shape.size(); ++d) {
+    widened.shape.push_back(out.shape[d]);
+    widened.strides.push_back(out.strides[d]);
+  }
   return widened;
 }
 
 // out's dims must be those of B or 1 (its trailing ones), as the first phase guarantees.
-bool reduces_to(const std::vector<int64_t>& b_shape, const std::vector<int64_t>& out_shape) {
+bool reduces_to(const Dims& b_shape, const Dims& out_shape) {
   if (b_shape.size() < out_shape.size()) return false;
   const size_t lead = b_shape.size() - out_shape.size();
   for (size_t d = 0; d < out_shape.size(); ++d)
