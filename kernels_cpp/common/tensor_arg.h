@@ -57,7 +57,7 @@ class Small {
   bool operator!=(const Small& other) const { return !(*this == other); }
 
  private:
-  std::array<T, kMaxDims> items_;
+  std::array<T, kMaxDims> items_{};
   size_t size_ = 0;
 };
 
