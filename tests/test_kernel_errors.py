@@ -51,6 +51,7 @@ TUPLES = {  # what npuemu's Python could pass by mistake, instead of (pointer, d
     "fewer strides than dims": lambda a: (a.ctypes.data, ACL_FLOAT, a.shape, (1,)),
     "a negative dim": lambda a: (a.ctypes.data, ACL_FLOAT, (-4, 4), (4, 1)),
     "a shape of floats": lambda a: (a.ctypes.data, ACL_FLOAT, (4.0, 4.0), (4, 1)),
+    "more dims than any tensor has": lambda a: (a.ctypes.data, ACL_FLOAT, (1,) * 17, (0,) * 17),
 }
 
 
