@@ -13,7 +13,8 @@
 // with the GIL held. So the calling thread, when it is the main thread, takes the GIL back for a
 // moment at most every kSignalPeriod to run PyErr_CheckSignals(); a call from another thread
 // never touches the GIL (its signals are the main thread's business). The handlers run there, in
-// the middle of the kernel: one that launched a kernel itself would wait for this one to end.
+// the middle of the kernel: one must not launch a kernel itself (it could wait forever for the
+// pool this one holds).
 //
 // A stopped kernel leaves its output partly written, as a task the card stops does. Work that
 // ends before its first checkpoint (one block) is not stopped: it is done.
