@@ -267,15 +267,16 @@ def _check_workspace(workspace: int, size: int, device_id: int) -> None:
                        "workspace: expected %d bytes of device memory of device %d, found: %s" % (size, device_id, fault)) from None
 
 
-_kernel_settings_in_force = [(0, "")]  # (threads, vector_isa) last handed to the kernels
+_kernel_settings_in_force = [(0, "", -1.0)]  # (threads, vector_isa, task_timeout) last handed to the kernels
 
 
 def _apply_kernel_settings() -> None:
     settings = interface.settings()
-    wanted = (settings.threads, settings.vector_isa)
+    wanted = (settings.threads, settings.vector_isa, settings.task_timeout)
     if wanted != _kernel_settings_in_force[0]:
         _kernels.set_threads(settings.threads)
         _kernels.set_vector_isa(settings.vector_isa)
+        _kernels.set_task_timeout(settings.task_timeout)
         _kernel_settings_in_force[0] = wanted
 
 
@@ -295,8 +296,11 @@ def _execute(op: str, launch: KernelLaunch, device_id: int, workspace: Optional[
             args.append(resolve(workspace + arg.offset, arg.size, device_id, "%s workspace" % op, workspace))
         else:
             args.append(arg)
+    # Only the data at fault is the AI core's exception (e.g. a label out of range). TimeoutError
+    # (the task timeout), KeyboardInterrupt and any other error (a broken contract of npuemu's
+    # own: internal) go to the stream as they are.
     try:
         launch.kernel(*args)
-    except (ValueError, IndexError) as error:  # data the kernel cannot use, e.g. a label out of range
+    except _kernels.KernelDataError as error:
         raise DeviceFault("%s: %s" % (op, error)) from None
 

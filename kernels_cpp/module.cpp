@@ -2,6 +2,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include "common/kernel_call.h"
 #include "common/registry.h"
 #include "common/simd.h"
 #include "common/thread_pool.h"
@@ -29,7 +30,15 @@ static std::string build_info() {
 
 PYBIND11_MODULE(_kernels, m) {
   m.doc() = "npuemu operator kernels (C++): raw pointers, shapes and strides; fp32 compute";
-  m.def("set_threads", &npuemu::set_threads, "Host threads a kernel may use");
+  // The data given to a kernel is at fault (the device's AI-core exception); any other error of a
+  // kernel is npuemu's own (RuntimeError, TypeError): see common/kernel_call.h.
+  py::register_exception<npuemu::KernelDataError>(m, "KernelDataError", PyExc_Exception);
+  npuemu::set_main_thread(py::module_::import("threading").attr("main_thread")().attr("ident").cast<unsigned long>());
+  // Without the GIL: resizing waits for a running kernel, which may need the GIL to check for Ctrl-C.
+  m.def("set_threads", &npuemu::set_threads, "Host threads a kernel may use", py::call_guard<py::gil_scoped_release>());
+  m.def("set_task_timeout", &npuemu::set_task_timeout, py::arg("seconds"),
+        "Seconds a kernel may run (NPUEMU_TASK_TIMEOUT; 0: no limit) before it stops with TimeoutError");
+  m.def("task_timeout", &npuemu::task_timeout, "The task timeout in force, in seconds (0: no limit)");
   m.def("threads", &npuemu::threads);
   m.def("set_vector_isa", &set_vector_isa, "Widest vector instruction set the kernels may use");
   m.def("vector_isa", [] { return std::string(npuemu::vector_isa()); }, "The vector instruction set in force");

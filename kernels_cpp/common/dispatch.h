@@ -1,6 +1,5 @@
 // Dtype dispatch: calls f(Type<T>{}) with the C++ element type of an aclDataType.
 #pragma once
-#include <stdexcept>
 #include <string>
 
 #include "common/numeric.h"
@@ -20,7 +19,7 @@ void dispatch_floating(int dtype, F&& f) {
     case kFloat16: f(Type<_Float16>{}); break;
     case kBFloat16: f(Type<bfloat16>{}); break;
     case kDouble: f(Type<double>{}); break;
-    default: throw std::invalid_argument("no kernel for aclDataType " + std::to_string(dtype));
+    default: throw ContractError("no kernel for aclDataType " + std::to_string(dtype));
   }
 }
 
@@ -32,7 +31,7 @@ void dispatch_storage(const char* who, int dtype, F&& f) {
     case kFloat: f(Type<float>{}); break;
     case kFloat16: f(Type<_Float16>{}); break;
     case kBFloat16: f(Type<bfloat16>{}); break;
-    default: throw std::invalid_argument(std::string(who) + " has no kernel for aclDataType " + std::to_string(dtype));
+    default: throw ContractError(std::string(who) + " has no kernel for aclDataType " + std::to_string(dtype));
   }
 }
 

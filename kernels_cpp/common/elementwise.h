@@ -25,7 +25,6 @@
 #include <array>
 #include <cstdint>
 #include <cstring>
-#include <vector>
 
 #include "common/dispatch.h"
 #include "common/simd.h"
@@ -42,12 +41,12 @@ struct Operands {
   std::array<char*, N> data;
   std::array<int, N> dtype;
   std::array<int64_t, N> itemsize;
-  std::vector<int64_t> shape;                    // coalesced iteration shape
-  std::vector<std::array<int64_t, N>> strides;   // byte strides per coalesced dim
+  Dims shape;                             // coalesced iteration shape
+  Small<std::array<int64_t, N>> strides;  // byte strides per coalesced dim
 };
 
 template <int N>
-Operands<N> coalesce(const std::array<const TensorArg*, N>& args, const std::vector<int64_t>& shape) {
+Operands<N> coalesce(const std::array<const TensorArg*, N>& args, const Dims& shape) {
   Operands<N> ops;
   for (int k = 0; k < N; ++k) {
     ops.data[k] = args[k]->data;
@@ -222,7 +221,9 @@ void run_strided(const Op& op, const std::array<char*, N>& p, const std::array<i
   alignas(64) float block[N][kBlock];
   Run<N> r{};
   for (int k = 0; k < N; ++k) r.data[k] = reinterpret_cast<char*>(block[k]), r.dtype[k] = kFloat;
+  Pacer pacer;  // a strided row can be any length (a broadcast view of a huge shape)
   for (int64_t b = 0; b < n; b += kBlock) {
+    pacer(kBlock);
     r.n = std::min(kBlock, n - b);
     for (int k = 1; k < N; ++k) gather_as_float(dtype[k], p[k] + b * stride[k], stride[k], block[k], r.n);
     run(op, r);
@@ -234,7 +235,7 @@ void run_strided(const Op& op, const std::array<char*, N>& p, const std::array<i
 template <int N, class Row>
 void for_rows(const Operands<N>& ops, int64_t begin, int64_t end, Row&& row) {
   const int rank = static_cast<int>(ops.shape.size());
-  std::vector<int64_t> index(rank - 1, 0);
+  Dims index(rank - 1, 0);
   int64_t remaining = begin;  // unravel the first row's index
   for (int d = rank - 2; d >= 0; --d) {
     index[d] = remaining % ops.shape[d];
@@ -264,11 +265,20 @@ void run_dense(const Op& op, const std::array<void*, Op::kInputs + 1>& data,
 }
 
 // The engine computes FLOAT, FLOAT16 and BFLOAT16 operands; anything else is a caller's bug.
-inline void require_float_dtypes(const char* op_name, const std::vector<const TensorArg*>& args) {
+inline void require_float_dtypes(const char* op_name, const TensorArgs& args) {
   for (const TensorArg* t : args) dispatch_storage(op_name, t->dtype, [](auto) {});
 }
 
+// The operands must be views of the iteration shape (the first phase broadcasts them to it);
+// anything else is a caller's bug.
+inline void require_views_of(const char* op_name, const Dims& shape,
+                             const TensorArgs& args) {
+  for (const TensorArg* t : args)
+    if (t->shape != shape) throw ContractError(std::string(op_name) + ": expected every operand viewed with the output's shape");
+}
+
 constexpr int64_t kGrain = 1 << 14;  // elements per thread at least: below that threads cost more than they save
+constexpr int64_t kLongRun = 1 << 16;  // elements of a dense row computed between two checkpoints (a multiple of every vector width)
 
 // Elements handed to a thread at a time: about four blocks per thread, so that the threads finish
 // together (LogSigmoid, 1e5 fp32 elements, 2 threads: blocks of 2^15 made three whole blocks and a
@@ -283,7 +293,7 @@ inline int64_t block_elements(int64_t total, int64_t participants) {
 // out = op(inputs...) over `shape`; args = output then Op::kInputs inputs, views of `shape`.
 template <class Op>
 void run_elementwise(const Op& op, const std::array<const TensorArg*, Op::kInputs + 1>& args,
-                     const std::vector<int64_t>& shape) {
+                     const Dims& shape) {
   using namespace elementwise_detail;
   constexpr int N = Op::kInputs + 1;
   int64_t total = 1;
@@ -318,11 +328,14 @@ void run_elementwise(const Op& op, const std::array<const TensorArg*, Op::kInput
         run(op, r);
       } else {
         for_rows(ops, block * block_rows, std::min(rows, (block + 1) * block_rows), [&](const std::array<char*, N>& p) {
-          if (lanes_ok) {
-            Run<N> r = run_template;
-            r.data = p;
-            r.n = inner;
-            run(op, r);
+          if (lanes_ok) {  // a row too long to go without a checkpoint goes in pieces of kLongRun
+            for (int64_t begin = 0; begin < inner; begin += kLongRun) {
+              if (begin > 0) checkpoint();
+              Run<N> r = run_template;
+              for (int k = 0; k < N; ++k) r.data[k] = p[k] + begin * inner_strides[k];
+              r.n = std::min(kLongRun, inner - begin);
+              run(op, r);
+            }
           } else {
             run_strided<Op, N>(op, p, ops.dtype, inner_strides, inner);
           }

@@ -56,6 +56,7 @@ class Pool {
     {
       std::lock_guard<std::mutex> lock(mutex_);
       job_ = &job;
+      call_ = KernelCall::current();
       parts_ = parts;
       next_part_ = 0;
       open_ = true;
@@ -70,9 +71,9 @@ class Pool {
       open_ = false;  // from now on a worker that wakes up leaves this job alone
     }
     watch_for_workers();
-    std::unique_lock<std::mutex> lock(mutex_);
-    done_.wait(lock, [this] { return joined_ == 0; });
+    wait_for_workers();
     job_ = nullptr;
+    call_ = nullptr;
     if (error_) std::rethrow_exception(error_);
   }
 
@@ -107,9 +108,23 @@ class Pool {
       __builtin_ia32_pause();
   }
 
+  // Until the workers in the job are done. Meanwhile the caller still watches the deadline and
+  // Ctrl-C for the call (a worker's last part can be long: the kernel's parallel_for splits the
+  // work in one part per thread), so that the workers stop at their next checkpoint.
+  void wait_for_workers() {
+    for (;;) {
+      {
+        std::unique_lock<std::mutex> lock(mutex_);
+        if (done_.wait_for(lock, kSignalPeriod, [this] { return joined_ == 0; })) return;
+      }
+      if (call_) call_->must_stop();
+    }
+  }
+
   void loop(uint64_t seen) {
     for (;;) {
       const std::function<void(int)>* job;
+      KernelCall* call;
       int parts;
       spin_while_idle(seen);
       {
@@ -122,9 +137,13 @@ class Pool {
         if (!open_) continue;  // the job was done without this worker
         ++joined_;
         job = job_;
+        call = call_;
         parts = parts_;
       }
-      take_parts(*job, parts);
+      {
+        const KernelCall::Adopt adopt(call);  // the job's checkpoints see its call
+        take_parts(*job, parts);
+      }
       std::lock_guard<std::mutex> lock(mutex_);
       if (--joined_ == 0) done_.notify_one();
     }
@@ -156,6 +175,7 @@ class Pool {
   std::condition_variable wake_, done_;
   std::vector<std::thread> threads_;
   const std::function<void(int)>* job_ = nullptr;
+  KernelCall* call_ = nullptr;  // the kernel call the job works for (null: none)
   int parts_ = 0;
   std::atomic<int> next_part_{0};
   bool open_ = false;  // workers may still join the current job

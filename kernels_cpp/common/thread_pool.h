@@ -9,6 +9,8 @@
 #include <cstdint>
 #include <functional>
 
+#include "common/kernel_call.h"
+
 namespace npuemu {
 
 void set_threads(int count);
@@ -20,15 +22,24 @@ void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, in
 // Runs worker(take) on up to `participants` threads (the caller among them). take() hands out the
 // blocks 0 .. blocks-1 in order, one per call, from a shared counter, and -1 once none is left: a
 // thread that starts late (waking a sleeping worker takes a millisecond or more on a virtual
-// machine) or runs slower simply takes fewer blocks, instead of holding up the others.
+// machine) or runs slower simply takes fewer blocks, instead of holding up the others. Every block
+// but the first is a checkpoint of the kernel's call (kernel_call.h). Work for one thread, or of
+// one block, runs on the caller without waking the pool.
 template <class Worker>
 void share_blocks(int64_t blocks, int64_t participants, Worker&& worker) {
   std::atomic<int64_t> next{0};
   const auto take = [&next, blocks]() -> int64_t {
-    const int64_t block = next++;
-    return block < blocks ? block : -1;
+    const int64_t block = next.fetch_add(1, std::memory_order_relaxed);
+    if (block >= blocks) return -1;
+    if (block > 0) checkpoint();
+    return block;
   };
-  parallel_for(std::min(participants, blocks), 1, [&](int64_t, int64_t) { worker(take); });
+  const int64_t threads = std::min(participants, blocks);
+  if (threads <= 1) {
+    if (blocks > 0) worker(take);
+    return;
+  }
+  parallel_for(threads, 1, [&](int64_t, int64_t) { worker(take); });
 }
 
 }  // namespace npuemu

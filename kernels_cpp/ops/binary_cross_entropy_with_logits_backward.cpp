@@ -1,4 +1,4 @@
-// aclnnBinaryCrossEntropyWithLogitsBackward (spec/OPS.md §1.2), per element in fp32:
+// aclnnBinaryCrossEntropyWithLogitsBackward (docs/ops/binary_cross_entropy_with_logits_backward.md), per element in fp32:
 //   out = ((p·t + 1 − t)·σ(x) − p·t) · g · w · scale
 // with g = gradOutput, x = self, t = target, w = weight, p = posWeight (absent → 1) and scale
 // = 1/numel(self) for "mean", 1 otherwise. gradOutput/weight/posWeight arrive as stride-0
@@ -44,7 +44,7 @@ struct BceWithLogitsGrad {
 };
 
 template <bool kWeight, bool kPosWeight, bool kScaled>
-void run(const std::vector<const TensorArg*>& operands, float scale) {
+void run(const TensorArgs& operands, float scale) {
   using Op = BceWithLogitsGrad<kWeight, kPosWeight, kScaled>;
   std::array<const TensorArg*, Op::kInputs + 1> args;
   for (int k = 0; k <= Op::kInputs; ++k) args[k] = operands[k];
@@ -52,28 +52,26 @@ void run(const std::vector<const TensorArg*>& operands, float scale) {
 }
 
 template <bool kScaled>
-void run(const std::vector<const TensorArg*>& operands, bool weight, bool pos_weight, float scale) {
+void run(const TensorArgs& operands, bool weight, bool pos_weight, float scale) {
   if (weight && pos_weight) run<true, true, kScaled>(operands, scale);
   else if (weight) run<true, false, kScaled>(operands, scale);
   else if (pos_weight) run<false, true, kScaled>(operands, scale);
   else run<false, false, kScaled>(operands, scale);
 }
 
-void binary_cross_entropy_with_logits_backward(const TensorTuple& out, const TensorTuple& grad_output,
-                                               const TensorTuple& self, const TensorTuple& target,
-                                               const std::optional<TensorTuple>& weight,
-                                               const std::optional<TensorTuple>& pos_weight, float scale) {
-  const TensorArg o(out), g(grad_output), x(self), t(target);
-  std::optional<TensorArg> w, p;
-  if (weight) w.emplace(*weight);
-  if (pos_weight) p.emplace(*pos_weight);
-  std::vector<const TensorArg*> operands = {&o, &g, &x, &t};
+void binary_cross_entropy_with_logits_backward(const TensorArg& o, const TensorArg& g, const TensorArg& x,
+                                               const TensorArg& t, const std::optional<TensorArg>& w,
+                                               const std::optional<TensorArg>& p, float scale) {
+  constexpr const char* kName = "aclnnBinaryCrossEntropyWithLogitsBackward";
+  TensorArgs operands = {&o, &g, &x, &t};
   if (w) operands.push_back(&*w);
   if (p) operands.push_back(&*p);
-  require_float_dtypes("aclnnBinaryCrossEntropyWithLogitsBackward", operands);
-  py::gil_scoped_release release;
-  if (scale != 1.0f) run<true>(operands, bool(w), bool(p), scale);
-  else run<false>(operands, bool(w), bool(p), scale);
+  require_float_dtypes(kName, operands);
+  require_views_of(kName, o.shape, operands);
+  KernelCall(kName).run([&] {
+    if (scale != 1.0f) run<true>(operands, bool(w), bool(p), scale);
+    else run<false>(operands, bool(w), bool(p), scale);
+  });
 }
 
 void bind(py::module_& m) {

@@ -1,4 +1,4 @@
-// aclnnCtcLossBackward (spec/OPS.md §2.2): PyTorch CPU's _ctc_loss_backward, step for step.
+// aclnnCtcLossBackward (docs/ops/ctc_loss_backward.md): PyTorch CPU's _ctc_loss_backward, step for step.
 // Per batch item b (input length L, target length S, extended labels l' of width 2S+1 with the
 // blank at even positions): log beta from t = L-1 down to 0, lcab[t, c] = log-sum over s with
 // l'_s = c of logAlpha[b, t, s] + log beta[t, s] (accumulated in descending s, as PyTorch does),
@@ -72,7 +72,7 @@ double target_value(const TensorArg& targets, int64_t elem) {
     case kBool: return reinterpret_cast<const uint8_t*>(targets.data)[elem] != 0;
     case kFloat: return reinterpret_cast<const float*>(targets.data)[elem];
     case kFloat16: return static_cast<double>(reinterpret_cast<const _Float16*>(targets.data)[elem]);
-    default: throw std::invalid_argument("targets: no cast to INT64 from aclDataType " + std::to_string(targets.dtype));
+    default: throw ContractError("aclnnCtcLossBackward: targets: no cast to INT64 from aclDataType " + std::to_string(targets.dtype));
   }
 }
 
@@ -112,15 +112,17 @@ std::string format_value(double v) {
 
 std::string where(int64_t b) { return " (batch item " + std::to_string(b) + ")"; }
 
-// The data the first phase could not see: lengths and labels. Runs on the calling thread before
-// any parallel work, so that a bad value is reported and nothing reads out of bounds.
+// The data the first phase could not see: lengths and labels (KernelDataError, as the device's
+// AI-core exception), after the shapes it did check (ContractError). Runs on the calling thread
+// before any parallel work, so that a bad value is reported and nothing reads out of bounds.
 void validate_data(Problem& p) {
   const bool padded = p.targets.shape.size() == 2;
   if (p.out.shape != p.log_probs.shape || p.log_alpha.shape[0] != p.N || p.grad_out.shape[0] != p.N ||
       p.nll.shape[0] != p.N || (padded && p.targets.shape[0] != p.N))  // the first phase's checks, relied on below
-    throw std::invalid_argument("tensors: expected the shapes the first phase validated, found others");
+    throw ContractError("aclnnCtcLossBackward: tensors: expected the shapes the first phase validated, found others");
   if (static_cast<int64_t>(p.input_lengths.size()) != p.N || static_cast<int64_t>(p.target_lengths.size()) != p.N)
-    throw std::invalid_argument("inputLengths/targetLengths: expected " + std::to_string(p.N) + " lengths each, found " +
+    throw ContractError("aclnnCtcLossBackward: inputLengths/targetLengths: expected " + std::to_string(p.N) +
+                        " lengths each, found " +
                                 std::to_string(p.input_lengths.size()) + " and " +
                                 std::to_string(p.target_lengths.size()));
   const int64_t capacity = padded ? p.targets.shape[1] : p.targets.shape[0];
@@ -130,23 +132,23 @@ void validate_data(Problem& p) {
   for (int64_t b = 0; b < p.N; ++b) {
     const int64_t L = p.input_lengths[b], S = p.target_lengths[b];
     if (L < 0 || L > p.T || L > p.log_alpha.shape[1])
-      throw std::out_of_range("inputLengths[" + std::to_string(b) + "]: expected a length in [0, " +
+      throw KernelDataError("inputLengths[" + std::to_string(b) + "]: expected a length in [0, " +
                               std::to_string(p.T) + "], found " + std::to_string(L));
     const int64_t row = std::min(p.width, p.log_alpha.shape[2]);  // 2S+1 must fit the label and alpha rows
     const int64_t max_target = row >= 1 ? (row - 1) / 2 : -1;
     if (S < 0 || S > max_target)
-      throw std::out_of_range("targetLengths[" + std::to_string(b) + "]: expected a length in [0, " +
+      throw KernelDataError("targetLengths[" + std::to_string(b) + "]: expected a length in [0, " +
                               std::to_string(max_target) + "], found " + std::to_string(S));
     const int64_t first = padded ? 0 : concatenated;
     if (first + S > capacity)
-      throw std::out_of_range("targets: expected at least " + std::to_string(first + S) + " labels" + where(b) +
+      throw KernelDataError("targets: expected at least " + std::to_string(first + S) + " labels" + where(b) +
                               ", found " + std::to_string(capacity));
     p.target_offsets[b] = padded ? b * p.targets.strides[0] : first * p.targets.strides[0];
     concatenated += S;
     for (int64_t i = 0; i < S; ++i) {
       const double value = target_value(p.targets, p.target_offsets[b] + i * p.target_step);
       if (!label_in_range(value, p.C))
-        throw std::invalid_argument("targets: expected labels in [0, C = " + std::to_string(p.C) + "), found " +
+        throw KernelDataError("targets: expected labels in [0, C = " + std::to_string(p.C) + "), found " +
                                     format_value(value) + " at label " + std::to_string(i) + where(b));
     }
   }
@@ -363,23 +365,27 @@ void store_chunk(const Problem& p, const Acc<T>* src, int64_t first, int64_t ste
 }
 
 template <class T>
-void zero_rows(const Problem& p, int64_t b, int64_t from) {
+void zero_rows(const Problem& p, int64_t b, int64_t from, Pacer& pacer) {
   alignas(64) static const Acc<T> zeros[kRowChunk] = {};
   for (int64_t t = from; t < p.T; ++t)
-    for (int64_t c = 0; c < p.C; c += kRowChunk)
+    for (int64_t c = 0; c < p.C; c += kRowChunk) {
+      pacer(kRowChunk);
       store_chunk<T>(p, zeros, p.out_at(t, b, c), p.out.strides[2], std::min(kRowChunk, p.C - c));
+    }
 }
 
 // Output row t of item b. `general`: nll is NaN or +inf, where the second term is not 0 outside
 // l' either, so every element takes the full formula (with lcab = -inf).
 template <class T>
-void output_row(const Problem& p, int64_t b, int64_t t, const Scratch<Acc<T>>& w, Acc<T> nll, Acc<T> g, bool general) {
+void output_row(const Problem& p, int64_t b, int64_t t, const Scratch<Acc<T>>& w, Acc<T> nll, Acc<T> g, bool general,
+                Pacer& pacer) {
   using A = Acc<T>;
   alignas(64) A lp_buffer[kRowChunk];
   alignas(64) A row[kRowChunk];
   int64_t k = 0;  // next class of l' to patch
   for (int64_t c0 = 0; c0 < p.C; c0 += kRowChunk) {
     const int64_t n = std::min(kRowChunk, p.C - c0);
+    pacer(n);
     const A* lp = load_chunk<T>(p.log_probs, p.lp_at(t, b, c0), p.log_probs.strides[2], n, lp_buffer);
     if (general) {
       for (int64_t i = 0; i < n; ++i) row[i] = (std::exp(lp[i]) - std::exp(kNegInf<A> + nll - lp[i])) * g;
@@ -395,10 +401,10 @@ void output_row(const Problem& p, int64_t b, int64_t t, const Scratch<Acc<T>>& w
 }
 
 template <class T>
-void backward_item(const Problem& p, int64_t b, Scratch<Acc<T>>& w) {
+void backward_item(const Problem& p, int64_t b, Scratch<Acc<T>>& w, Pacer& pacer) {
   using A = Acc<T>;
   const A nll = load<T>(p.nll, b * p.nll.strides[0]);
-  if (p.zero_infinity && nll == std::numeric_limits<A>::infinity()) return zero_rows<T>(p, b, 0);
+  if (p.zero_infinity && nll == std::numeric_limits<A>::infinity()) return zero_rows<T>(p, b, 0, pacer);
   const int64_t L = p.input_lengths[b], S = p.target_lengths[b];
   extended_labels(p, b, S, w);
   const A grad = load<T>(p.grad_out, b * p.grad_out.strides[0]);
@@ -406,6 +412,7 @@ void backward_item(const Problem& p, int64_t b, Scratch<Acc<T>>& w) {
   A* beta = w.beta;
   A* next = w.beta + p.width;
   for (int64_t t = L - 1; t >= 0; --t) {
+    pacer(2 * S + 1);  // the recursion's step; output_row counts the row
     std::fill(w.lcab, w.lcab + w.count, kNegInf<A>);
     const Prefetch fetch(p, t - 1, b, 2 * S + 1);  // the row the next step reads
     if (t == L - 1) {
@@ -415,21 +422,51 @@ void backward_item(const Problem& p, int64_t b, Scratch<Acc<T>>& w) {
     } else {
       step<T>(p, b, t, S, w, beta, next, fetch);
     }
-    output_row<T>(p, b, t, w, nll, grad, general);
+    output_row<T>(p, b, t, w, nll, grad, general, pacer);
     std::swap(beta, next);
   }
-  zero_rows<T>(p, b, std::max<int64_t>(L, 0));
+  zero_rows<T>(p, b, std::max<int64_t>(L, 0), pacer);
 }
 
-void ctc_loss_backward(const TensorTuple& grad_out, const TensorTuple& log_probs, const TensorTuple& targets,
-                       const TensorTuple& nll, const TensorTuple& log_alpha, const TensorTuple& out,
+// The workspace of the slots: each part's base address; slot k uses the k-th stretch of each.
+struct Workspace {
+  int64_t slots;
+  uintptr_t labels, class_of, classes, beta, lcab;
+};
+
+void compute_gradient(Problem& p, const Workspace& ws) {
+  validate_data(p);
+  const int64_t slots = ws.slots, width = p.width, half = (width + 1) / 2;
+  dispatch_floating(p.log_probs.dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    using A = Acc<T>;
+    // Each slot owns batch items N·slot/slots .. N·(slot+1)/slots and its scratch; a thread that
+    // is done (or whose core was busy with other work) takes the next free slot.
+    share_blocks(slots, threads(), [&](const auto& take) {
+      Pacer pacer;
+      for (int64_t slot = take(); slot >= 0; slot = take()) {
+        Scratch<A> w{reinterpret_cast<int64_t*>(ws.labels) + slot * width,
+                     reinterpret_cast<int64_t*>(ws.class_of) + slot * width,
+                     reinterpret_cast<int64_t*>(ws.classes) + slot * half,
+                     reinterpret_cast<A*>(ws.beta) + slot * 2 * width, reinterpret_cast<A*>(ws.lcab) + slot * half};
+        for (int64_t b = p.N * slot / slots; b < p.N * (slot + 1) / slots; ++b) backward_item<T>(p, b, w, pacer);
+      }
+      if (p.streaming) store_fence();  // this thread's streamed rows, visible before the kernel returns
+    });
+  });
+}
+
+void ctc_loss_backward(const TensorArg& grad_out, const TensorArg& log_probs, const TensorArg& targets,
+                       const TensorArg& nll, const TensorArg& log_alpha, const TensorArg& out,
                        std::vector<int64_t> input_lengths, std::vector<int64_t> target_lengths, int64_t blank,
                        bool zero_infinity, int64_t slots, int64_t width, uintptr_t labels_ws, uintptr_t class_of_ws,
                        uintptr_t classes_ws, uintptr_t beta_ws, uintptr_t lcab_ws,
                        const std::vector<int64_t>& workspace_sizes) {
-  Problem p{TensorArg(grad_out), TensorArg(log_probs), TensorArg(targets), TensorArg(nll), TensorArg(log_alpha),
-            TensorArg(out), std::move(input_lengths), std::move(target_lengths), {}, blank, zero_infinity,
-            0, 0, 0, width, 0, false};
+  if (log_probs.shape.size() != 3 || out.shape.size() != 3 || log_alpha.shape.size() != 3 ||
+      grad_out.shape.size() != 1 || nll.shape.size() != 1 || (targets.shape.size() != 1 && targets.shape.size() != 2))
+    throw ContractError("aclnnCtcLossBackward: tensors: expected the ranks the first phase validated, found others");
+  Problem p{grad_out, log_probs, targets, nll, log_alpha, out, std::move(input_lengths), std::move(target_lengths),
+            {}, blank, zero_infinity, 0, 0, 0, width, 0, false};
   p.T = p.log_probs.shape[0];
   p.N = p.log_probs.shape[1];
   p.C = p.log_probs.shape[2];
@@ -437,29 +474,15 @@ void ctc_loss_backward(const TensorTuple& grad_out, const TensorTuple& log_probs
   const std::vector<int64_t> needed = {slots * width * 8, slots * width * 8, slots * half * 8,
                                        slots * 2 * width * acc_size, slots * half * acc_size};
   if (slots < 1 || width < 1 || width % 2 == 0 || workspace_sizes != needed)
-    throw std::invalid_argument("workspace: expected the layout of " + std::to_string(slots) + " slot(s) of width " +
-                                std::to_string(width) + ", found other part sizes");
+    throw ContractError("aclnnCtcLossBackward: workspace: expected the layout of " + std::to_string(slots) +
+                        " slot(s) of width " + std::to_string(width) + ", found other part sizes");
   if (blank < 0 || blank >= p.C)
-    throw std::out_of_range("blank: expected a class in [0, " + std::to_string(p.C) + "), found " + std::to_string(blank));
+    throw ContractError("aclnnCtcLossBackward: blank: expected a class in [0, " + std::to_string(p.C) + "), found " +
+                        std::to_string(blank));
+  dispatch_floating(p.log_probs.dtype, [](auto) {});  // a dtype without a kernel fails before any work
   p.streaming = p.out.strides[2] == 1 && p.out.numel() * p.out.itemsize() > kStreamingThreshold;
-  py::gil_scoped_release release;
-  validate_data(p);
-  dispatch_floating(p.log_probs.dtype, [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    using A = Acc<T>;
-    // Each slot owns batch items N·slot/slots .. N·(slot+1)/slots and its scratch; a thread that
-    // is done (or whose core was busy with other work) takes the next free slot.
-    share_blocks(slots, threads(), [&](const auto& take) {
-      for (int64_t slot = take(); slot >= 0; slot = take()) {
-        Scratch<A> w{reinterpret_cast<int64_t*>(labels_ws) + slot * width,
-                     reinterpret_cast<int64_t*>(class_of_ws) + slot * width,
-                     reinterpret_cast<int64_t*>(classes_ws) + slot * half,
-                     reinterpret_cast<A*>(beta_ws) + slot * 2 * width, reinterpret_cast<A*>(lcab_ws) + slot * half};
-        for (int64_t b = p.N * slot / slots; b < p.N * (slot + 1) / slots; ++b) backward_item<T>(p, b, w);
-      }
-      if (p.streaming) store_fence();  // this thread's streamed rows, visible before the kernel returns
-    });
-  });
+  const Workspace ws{slots, labels_ws, class_of_ws, classes_ws, beta_ws, lcab_ws};
+  KernelCall("aclnnCtcLossBackward").run([&] { compute_gradient(p, ws); });
 }
 
 void bind(py::module_& m) {

@@ -1,4 +1,4 @@
-// aclnnKlDivBackward (spec/OPS.md §3.2). Over the broadcast shape B (gradOutput and target arrive
+// aclnnKlDivBackward (docs/ops/kl_div_backward.md). Over the broadcast shape B (gradOutput and target arrive
 // as views of shape B): grad = -(w * gradOutput) * coefficient with w = target, or exp(target)
 // when logTarget; then summed over the axes that broadcasting added to self (leading axes, and
 // axes where self has size 1 but B does not) into out, which has self's shape. fp32 throughout,
@@ -105,13 +105,17 @@ void for_each_summed_row(const Reduction& r, Row&& row) {
 
 // One output element: its terms, from gradOutput/target addresses g and t, added in index order.
 template <class TO, class TG, class TT, bool LogTarget>
-void sum_one(const Reduction& r, const std::array<char*, 3>& p, float coefficient) {
+void sum_one(const Reduction& r, const std::array<char*, 3>& p, float coefficient, Pacer& pacer) {
   const int64_t n = r.summed_shape.back(), gs = r.summed_strides.back()[0], ts = r.summed_strides.back()[1];
   float sum = 0.0f;
   for_each_summed_row(r, [&](int64_t g, int64_t t) {
     const char* gp = p[1] + g;
     const char* tp = p[2] + t;
-    for (int64_t j = 0; j < n; ++j) sum += kl_grad<LogTarget>(load<TG>(gp + j * gs), load<TT>(tp + j * ts), coefficient);
+    for (int64_t piece = 0; piece < n; piece += kCheckpointWork) {  // a summed axis can be any length
+      pacer(kCheckpointWork);
+      for (int64_t j = piece; j < std::min(n, piece + kCheckpointWork); ++j)
+        sum += kl_grad<LogTarget>(load<TG>(gp + j * gs), load<TT>(tp + j * ts), coefficient);
+    }
   });
   *reinterpret_cast<TO*>(p[0]) = from_float<TO>(sum);
 }
@@ -122,12 +126,13 @@ constexpr int64_t kRun = 512;  // output elements summed together along a kept i
 // into all of them before the next, which reads memory in order. Every output still adds its
 // terms in the order of sum_one, so the two paths give identical bits.
 template <class TO, class TG, class TT, bool LogTarget>
-void sum_run(const Reduction& r, const std::array<char*, 3>& p, int64_t length, float coefficient) {
+void sum_run(const Reduction& r, const std::array<char*, 3>& p, int64_t length, float coefficient, Pacer& pacer) {
   float sums[kRun] = {};
   const int64_t n = r.summed_shape.back(), gs = r.summed_strides.back()[0], ts = r.summed_strides.back()[1];
   const std::array<int64_t, 3>& step = r.kept_strides.back();
   for_each_summed_row(r, [&](int64_t g, int64_t t) {
     for (int64_t j = 0; j < n; ++j) {
+      pacer(length);
       const char* gp = p[1] + g + j * gs;
       const char* tp = p[2] + t + j * ts;
       for (int64_t i = 0; i < length; ++i)
@@ -144,6 +149,7 @@ void reduce_into_out(const TensorArg& out, const TensorArg& grad, const TensorAr
   const int rank = static_cast<int>(r.kept_shape.size());
   const int64_t grain = std::max<int64_t>(1, kGrain / std::max<int64_t>(1, r.terms));
   parallel_for(r.outputs, grain, [&](int64_t begin, int64_t end) {
+    Pacer pacer;
     std::vector<int64_t> index(rank, 0);
     int64_t rest = begin;  // unravel the first output element of this chunk
     for (int d = rank - 1; d >= 0; --d) {
@@ -157,9 +163,9 @@ void reduce_into_out(const TensorArg& out, const TensorArg& grad, const TensorAr
       int64_t length = 1;
       if (r.inner_kept) {
         length = std::min({end - o, r.kept_shape[rank - 1] - index[rank - 1], kRun});
-        sum_run<TO, TG, TT, LogTarget>(r, p, length, coefficient);
+        sum_run<TO, TG, TT, LogTarget>(r, p, length, coefficient, pacer);
       } else {
-        sum_one<TO, TG, TT, LogTarget>(r, p, coefficient);
+        sum_one<TO, TG, TT, LogTarget>(r, p, coefficient, pacer);
       }
       o += length;
       if (rank > 0) index[rank - 1] += length - 1;  // a run stays within the innermost axis
@@ -172,21 +178,31 @@ void reduce_into_out(const TensorArg& out, const TensorArg& grad, const TensorAr
 }
 
 // Out seen with B's rank: leading axes of size 1 (stride irrelevant) before its own axes.
-TensorArg out_over_b(const TensorArg& out, const std::vector<int64_t>& b_shape) {
-  TensorArg widened = out;
+TensorArg out_over_b(const TensorArg& out, const Dims& b_shape) {
+  TensorArg widened;
+  widened.data = out.data;
+  widened.dtype = out.dtype;
   const size_t lead = b_shape.size() - out.shape.size();
-  widened.shape.insert(widened.shape.begin(), lead, 1);
-  widened.strides.insert(widened.strides.begin(), lead, 0);
+  widened.shape.resize(lead, 1);
+  widened.strides.resize(lead, 0);
+  for (size_t d = 0; d < out.shape.size(); ++d) {
+    widened.shape.push_back(out.shape[d]);
+    widened.strides.push_back(out.strides[d]);
+  }
   return widened;
 }
 
-void kl_div_backward(const TensorTuple& out_tuple, const TensorTuple& grad_tuple, const TensorTuple& target_tuple,
-                     double coefficient, bool log_target) {
-  const TensorArg out(out_tuple), grad(grad_tuple), target(target_tuple);
-  if (grad.shape != target.shape || grad.shape.size() < out.shape.size())
-    throw std::invalid_argument("aclnnKlDivBackward: gradOutput and target must be views of the broadcast shape");
-  require_float_dtypes("aclnnKlDivBackward", {&out, &grad, &target});
-  py::gil_scoped_release release;
+// out's dims must be those of B or 1 (its trailing ones), as the first phase guarantees.
+bool reduces_to(const Dims& b_shape, const Dims& out_shape) {
+  if (b_shape.size() < out_shape.size()) return false;
+  const size_t lead = b_shape.size() - out_shape.size();
+  for (size_t d = 0; d < out_shape.size(); ++d)
+    if (out_shape[d] != 1 && out_shape[d] != b_shape[lead + d]) return false;
+  return true;
+}
+
+void compute_gradient(const TensorArg& out, const TensorArg& grad, const TensorArg& target, double coefficient,
+                      bool log_target) {
   const float factor = static_cast<float>(coefficient);
   if (out.numel() == grad.numel()) {  // out's shape is B up to axes of size 1: nothing to sum
     const TensorArg widened = out_over_b(out, grad.shape);
@@ -205,6 +221,15 @@ void kl_div_backward(const TensorTuple& out_tuple, const TensorTuple& grad_tuple
       });
     });
   });
+}
+
+void kl_div_backward(const TensorArg& out, const TensorArg& grad, const TensorArg& target, double coefficient,
+                     bool log_target) {
+  if (grad.shape != target.shape || !reduces_to(grad.shape, out.shape))
+    throw ContractError("aclnnKlDivBackward: expected gradOutput and target viewed with the broadcast shape, and out "
+                        "reducing it");
+  require_float_dtypes("aclnnKlDivBackward", {&out, &grad, &target});
+  KernelCall("aclnnKlDivBackward").run([&] { compute_gradient(out, grad, target, coefficient, log_target); });
 }
 
 void bind(py::module_& m) {

@@ -1,4 +1,4 @@
-// aclnnLogSigmoidBackward (spec/OPS.md §4.2): gradInput = gradOutput * 1/(1 + e^x), in fp32:
+// aclnnLogSigmoidBackward (docs/ops/log_sigmoid_backward.md): gradInput = gradOutput * 1/(1 + e^x), in fp32:
 // z = exp(-|x|); numerator = x < 0 ? 1 : z; gradInput = numerator / (1 + z) * gradOutput.
 // One pass over memory through the element-wise engine (common/elementwise.h).
 #include <pybind11/pybind11.h>
@@ -26,11 +26,10 @@ struct LogSigmoidGrad {
   }
 };
 
-void log_sigmoid_backward(const TensorTuple& grad_output, const TensorTuple& self, const TensorTuple& grad_input) {
-  const TensorArg go(grad_output), x(self), gi(grad_input);
+void log_sigmoid_backward(const TensorArg& go, const TensorArg& x, const TensorArg& gi) {
   require_float_dtypes("aclnnLogSigmoidBackward", {&go, &x, &gi});
-  py::gil_scoped_release release;
-  run_elementwise(LogSigmoidGrad{}, {&gi, &go, &x}, gi.shape);
+  require_views_of("aclnnLogSigmoidBackward", gi.shape, {&go, &x});
+  KernelCall("aclnnLogSigmoidBackward").run([&] { run_elementwise(LogSigmoidGrad{}, {&gi, &go, &x}, gi.shape); });
 }
 
 void bind(py::module_& m) {

@@ -1,4 +1,4 @@
-// aclnnScaledMaskedSoftmaxBackward (spec/OPS.md §5.2). For each row r of [B, N, S1, S2] (the
+// aclnnScaledMaskedSoftmaxBackward (docs/ops/scaled_masked_softmax_backward.md). For each row r of [B, N, S1, S2] (the
 // reduction runs along S2): p = gradOutput * y; s = sum(p); out = (p - s * y) * scale, and out = 0
 // wherever mask (broadcast over B and N through stride 0) is true. fp32 compute, fp16/bf16 rounded
 // to nearest-even on output.
@@ -437,11 +437,17 @@ class Avx512Rows {
 
 // ---- the call ----
 
+// The longest row a chip admits (the first phase's limit): a row runs between two checkpoints.
+constexpr int64_t kMaxCols = 8192;
+
 void check_operands(const TensorArg& go, const TensorArg& y, const TensorArg& mask, const TensorArg& out) {
   if (go.shape.size() != 4 || y.shape != go.shape || mask.shape != go.shape || out.shape != go.shape)
-    throw std::invalid_argument("scaled_masked_softmax_backward expects four [B, N, S1, S2] operands");
+    throw ContractError("aclnnScaledMaskedSoftmaxBackward: expected four [B, N, S1, S2] operands of one shape");
+  if (go.shape[3] > kMaxCols)
+    throw ContractError("aclnnScaledMaskedSoftmaxBackward: expected S2 <= " + std::to_string(kMaxCols) + ", found " +
+                        std::to_string(go.shape[3]));
   if (y.dtype != go.dtype || out.dtype != go.dtype || mask.dtype != kBool)
-    throw std::invalid_argument("scaled_masked_softmax_backward: gradOutput, y, out need one dtype, mask BOOL");
+    throw ContractError("aclnnScaledMaskedSoftmaxBackward: expected gradOutput, y and out of one dtype, mask BOOL");
 }
 
 // Lowest and one-past-highest byte a tensor's elements occupy.
@@ -483,24 +489,25 @@ void run_in_blocks(const std::array<const TensorArg*, kOperands>& operands, cons
   });
 }
 
-void scaled_masked_softmax_backward(const TensorTuple& grad_output, const TensorTuple& y_tuple,
-                                    const TensorTuple& mask_tuple, const TensorTuple& out_tuple, float scale) {
-  const TensorArg go(grad_output), y(y_tuple), mask(mask_tuple), out(out_tuple);
-  check_operands(go, y, mask, out);
-  if (go.dtype == kDouble) throw std::invalid_argument("aclnnScaledMaskedSoftmaxBackward has no DOUBLE kernel");
-  if (go.numel() == 0) return;
-  py::gil_scoped_release release;
+void compute_gradient(const TensorArg& go, const TensorArg& y, const TensorArg& mask, const TensorArg& out,
+                      float scale) {
   const Layout layout{go.dtype, go.shape[3], scale, out.numel() * out.itemsize() > kStreamingThreshold,
                       {go.strides[3], y.strides[3], mask.strides[3], out.strides[3]}};
   const bool dense = layout.strides == std::array<int64_t, kOperands>{1, 1, 1, 1};
   const bool vector_rows = dense && has_avx512() && !overlaps_otherwise(out, go) && !overlaps_otherwise(out, y);
-  dispatch_floating(go.dtype, [&](auto tag) {
+  dispatch_storage("aclnnScaledMaskedSoftmaxBackward", go.dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    if constexpr (!std::is_same_v<T, double>) {
-      if (vector_rows) run_in_blocks<Avx512Rows<T>>({&go, &y, &mask, &out}, layout);
-      else run_in_blocks<BufferedRows<T>>({&go, &y, &mask, &out}, layout);
-    }
+    if (vector_rows) run_in_blocks<Avx512Rows<T>>({&go, &y, &mask, &out}, layout);
+    else run_in_blocks<BufferedRows<T>>({&go, &y, &mask, &out}, layout);
   });
+}
+
+void scaled_masked_softmax_backward(const TensorArg& go, const TensorArg& y, const TensorArg& mask,
+                                    const TensorArg& out, float scale) {
+  check_operands(go, y, mask, out);
+  dispatch_storage("aclnnScaledMaskedSoftmaxBackward", go.dtype, [](auto) {});  // no DOUBLE kernel
+  if (go.numel() == 0) return;
+  KernelCall("aclnnScaledMaskedSoftmaxBackward").run([&] { compute_gradient(go, y, mask, out, scale); });
 }
 
 void bind(py::module_& m) {

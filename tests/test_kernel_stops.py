@@ -1,0 +1,184 @@
+"""Kernels stop: at the task timeout (TimeoutError naming the kernel and the limit) and on Ctrl-C
+(KeyboardInterrupt), every one of the five operators, on 1 and 2 threads, and the pool still works
+afterwards.
+
+The calls are views with zero strides whose element counts (2^54 and more) no buffer holds: they
+would run for days over a 64-byte buffer. They call `_kernels` directly, bypassing the first phase,
+which would reject them: the kernels must defend themselves.
+"""
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from aclnn_api import _kernels
+from emulator.dtypes import ACL_BOOL, ACL_FLOAT, ACL_INT64
+
+HUGE = 1 << 54  # rows of 16 elements: every call below goes over 2^58 elements
+
+
+def endless_calls() -> dict:
+    """Operator -> a call of its kernel over a huge zero-stride view of small buffers. The rows are
+    dense (16 elements) and many, so that 2 threads share them; one strided call of a single row
+    covers the strided paths."""
+    keep = []
+
+    def buffer(dtype=np.float32, fill=0.5):
+        array = np.full(16, fill, dtype=dtype)
+        keep.append(array)
+        return array.ctypes.data
+
+    def rows(dtype=ACL_FLOAT, fill=0.5):  # HUGE rows of the same 16 elements
+        return (buffer(np.bool_ if dtype == ACL_BOOL else np.float32, fill), dtype, (HUGE, 16), (0, 1))
+
+    def strided():  # one row of 2^62 elements, all the same element
+        return (buffer(), ACL_FLOAT, (1 << 62,), (0,))
+
+    def softmax_rows(dtype=ACL_FLOAT, fill=0.5):
+        view = rows(dtype, fill)
+        return (view[0], dtype, (1 << 20, 1 << 20, 1 << 14, 16), (0, 0, 0, 1))
+
+    batch, classes, labels = 2, 16, 3
+    width = 2 * labels + 1
+    sizes = [batch * width * 8, batch * width * 8, batch * ((width + 1) // 2) * 8, batch * 2 * width * 4,
+             batch * ((width + 1) // 2) * 4]
+    workspace = [np.zeros(size, np.uint8) for size in sizes]
+    targets = np.array([1, 2, 3], np.int64)
+    keep += workspace + [targets]
+    time_steps = 1 << 40
+
+    def ctc():
+        log_probs = (buffer(fill=-2.0), ACL_FLOAT, (time_steps, batch, classes), (0, 0, 1))
+        alpha = (buffer(fill=-1.0), ACL_FLOAT, (batch, time_steps, width), (0, 0, 1))
+        out = (buffer(), ACL_FLOAT, (time_steps, batch, classes), (0, 0, 1))
+        per_item = (buffer(fill=1.0), ACL_FLOAT, (batch,), (0,))
+        _kernels.ctc_loss_backward(per_item, log_probs, (targets.ctypes.data, ACL_INT64, (batch, labels), (0, 1)),
+                                   per_item, alpha, out, [time_steps] * batch, [labels] * batch, 0, False, batch,
+                                   width, *(w.ctypes.data for w in workspace), sizes)
+
+    return {
+        "log_sigmoid_backward": lambda: _kernels.log_sigmoid_backward(rows(), rows(), rows()),
+        "log_sigmoid_backward strided": lambda: _kernels.log_sigmoid_backward(strided(), strided(), strided()),
+        "binary_cross_entropy_with_logits_backward": lambda: _kernels.binary_cross_entropy_with_logits_backward(
+            rows(), rows(), rows(), rows(), rows(), None, 0.5),
+        "kl_div_backward": lambda: _kernels.kl_div_backward(rows(), rows(), rows(), 1.0, True),
+        "kl_div_backward summed": lambda: _kernels.kl_div_backward((buffer(), ACL_FLOAT, (16,), (1,)), rows(),
+                                                                   rows(), 1.0, False),
+        "scaled_masked_softmax_backward": lambda: _kernels.scaled_masked_softmax_backward(
+            softmax_rows(), softmax_rows(), softmax_rows(ACL_BOOL, False), softmax_rows(), 1.0),
+        "ctc_loss_backward": ctc,
+        "_buffers": keep,
+    }
+
+
+CASES = [name for name in endless_calls() if not name.startswith("_")]
+
+
+@pytest.fixture
+def kernel_settings():
+    """Restores the pool size and the task timeout the other tests run with."""
+    threads, timeout = _kernels.threads(), _kernels.task_timeout()
+    yield
+    _kernels.set_threads(threads)
+    _kernels.set_task_timeout(timeout)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("case", CASES)
+def test_every_kernel_stops_at_the_task_timeout_with_a_timeout_error(case, threads, kernel_settings):
+    calls = endless_calls()
+    _kernels.set_threads(threads)
+    _kernels.set_task_timeout(0.1)
+    start = time.monotonic()
+    with pytest.raises(TimeoutError) as stopped:
+        calls[case]()
+    assert time.monotonic() - start < 2.0
+    message = str(stopped.value)
+    assert "aclnn" in message and "0.1 s" in message and "NPUEMU_TASK_TIMEOUT" in message, message
+
+
+def test_the_pool_computes_right_after_a_stopped_kernel(kernel_settings):
+    _kernels.set_threads(2)
+    _kernels.set_task_timeout(0.05)
+    with pytest.raises(TimeoutError):
+        endless_calls()["log_sigmoid_backward"]()
+    _kernels.set_task_timeout(0)
+    rng = np.random.default_rng(3)
+    grad, x = rng.normal(size=200_000).astype(np.float32), rng.normal(size=200_000).astype(np.float32)
+    out = np.empty_like(x)
+    view = lambda a: (a.ctypes.data, ACL_FLOAT, a.shape, (1,))
+    _kernels.log_sigmoid_backward(view(grad), view(x), view(out))
+    expected = grad.astype(np.float64) / (1.0 + np.exp(x.astype(np.float64)))
+    np.testing.assert_allclose(out, expected, rtol=1e-6, atol=1e-7)
+
+
+def test_set_task_timeout_rejects_what_is_no_duration():
+    for bad in (-1.0, float("nan"), float("inf")):
+        with pytest.raises(ValueError, match="task timeout"):
+            _kernels.set_task_timeout(bad)
+
+
+# ---- in a process of its own: the real NPUEMU_TASK_TIMEOUT, a real SIGINT ----
+
+CHILD = r"""
+import signal, sys, time
+signal.signal(signal.SIGINT, signal.default_int_handler)  # a shell may start us with SIGINT ignored
+sys.path.insert(0, sys.argv[1])
+from test_kernel_stops import endless_calls
+from aclnn_api import _kernels, operator
+operator._apply_kernel_settings()  # NPUEMU_TASK_TIMEOUT and NPUEMU_THREADS from the environment
+print("settings", _kernels.task_timeout(), _kernels.threads(), flush=True)
+calls = endless_calls()
+for phase, names in (("timeout", sys.argv[2].split(",")), ("interrupt", sys.argv[3].split(","))):
+    if phase == "interrupt":
+        _kernels.set_task_timeout(0)
+    for name in names:
+        print("running", name, flush=True)
+        start = time.monotonic()
+        try:
+            calls[name]()
+            print("finished", name, flush=True)
+        except BaseException as error:
+            print("stopped", name, type(error).__name__, "%.3f" % (time.monotonic() - start), flush=True)
+"""
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_npuemu_task_timeout_and_ctrl_c_stop_kernels_in_a_real_process(threads):
+    """The timeout of the environment reaches the kernels; a SIGINT 0.5 s into a call stops it, in
+    blocks shared by the threads and in one long part per thread (the summed KlDiv). Every kernel's
+    checkpoints are tested above, in this process."""
+    timed, interrupted = ["log_sigmoid_backward"], ["log_sigmoid_backward", "kl_div_backward summed"]
+    env = dict(os.environ, NPUEMU_TASK_TIMEOUT="0.5", NPUEMU_THREADS=str(threads))
+    child = subprocess.Popen([sys.executable, "-c", CHILD, os.path.dirname(__file__), ",".join(timed),
+                              ",".join(interrupted)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    lines: queue.Queue = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(line) for line in child.stdout], daemon=True).start()
+    next_line = lambda: lines.get(timeout=10)  # a kernel that does not stop fails the test, not hangs it
+    try:
+        assert next_line().split() == ["settings", "0.5", str(threads)]
+        for phase, names in (("timeout", timed), ("interrupt", interrupted)):
+            for name in names:
+                assert next_line().strip() == "running " + name
+                if phase == "interrupt":
+                    time.sleep(0.5)
+                    child.send_signal(signal.SIGINT)
+                    signalled = time.monotonic()
+                words = next_line().split()
+                assert words[:-1] == ["stopped", *name.split(), "TimeoutError" if phase == "timeout"
+                                      else "KeyboardInterrupt"], words
+                if phase == "timeout":
+                    assert 0.5 <= float(words[-1]) < 3.0, words
+                else:
+                    assert time.monotonic() - signalled < 3.0, words
+        assert child.wait(timeout=10) == 0, child.stderr.read()
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
