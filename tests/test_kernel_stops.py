@@ -182,3 +182,39 @@ def test_npuemu_task_timeout_and_ctrl_c_stop_kernels_in_a_real_process(threads):
         if child.poll() is None:
             child.kill()
             child.wait()
+
+
+# ---- through the public API: the largest view the first phase accepts, a task timeout ----
+
+LONG_RUN = r"""
+import time
+import numpy as np
+import acl, aclnn_api as nn
+acl.init(); acl.rt.set_device(0)
+stream, _ = acl.rt.create_stream()
+buffer, _ = acl.rt.malloc(64, 0)
+# 2^37 elements (the first phase's bound) with zero strides over one 64-byte buffer: minutes of work
+view = lambda: nn.aclCreateTensor([1 << 21, 1 << 16], nn.ACL_FLOAT, [0, 0], 0, nn.ACL_FORMAT_ND, [16], buffer)
+g, s, out = view(), view(), view()
+size, executor, ret = nn.aclnnLogSigmoidBackwardGetWorkspaceSize(g, s, s, out)
+assert ret == 0, acl.get_recent_err_msg()
+assert nn.aclnnLogSigmoidBackward(None, size, executor, stream) == 0
+start = time.monotonic()
+ret = acl.rt.synchronize_stream(stream)
+print(ret, round(time.monotonic() - start, 1))
+print(acl.get_recent_err_msg())
+for t in (g, s, out):
+    nn.aclDestroyTensor(t)
+acl.rt.free(buffer); acl.rt.destroy_stream(stream); acl.rt.reset_device(0); acl.finalize()
+"""
+
+
+def test_queued_work_past_the_task_timeout_fails_its_synchronisation_with_the_cards_code():
+    env = dict(os.environ, NPUEMU_TASK_TIMEOUT="0.5")
+    done = subprocess.run([sys.executable, "-c", LONG_RUN], env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    status_line, message = done.stdout.splitlines()[:2]
+    code, seconds = status_line.split()
+    assert int(code) == 107020 and float(seconds) < 5, done.stdout  # ACL_ERROR_RT_TASK_TIMEOUT
+    assert "aclnnLogSigmoidBackward" in message and "NPUEMU_TASK_TIMEOUT" in message, message
+    assert "leak" not in done.stderr, done.stderr
