@@ -80,7 +80,8 @@ class HandleTable:
 
     def __init__(self) -> None:
         self._live: dict[int, Resource] = {}
-        self._retired: collections.OrderedDict[int, Resource] = collections.OrderedDict()
+        self._retired: dict[int, Resource] = {}
+        self._retired_order: collections.deque[int] = collections.deque()  # oldest first, to forget them
         self._handles = itertools.count(HANDLE_BASE + HANDLE_STEP, HANDLE_STEP)
         self._reported_below = HANDLE_BASE  # handles under this were reported (or forgotten) already
 
@@ -90,10 +91,13 @@ class HandleTable:
         return handle
 
     def retire(self, resource: Resource) -> None:
-        if self._live.pop(resource.handle, None) is not None:
-            self._retired[resource.handle] = resource
-            if len(self._retired) > RETIRED_HISTORY:
-                self._retired.popitem(last=False)
+        handle = resource.handle
+        if self._live.pop(handle, None) is not None:
+            self._retired[handle] = resource
+            order = self._retired_order
+            order.append(handle)
+            if len(order) > RETIRED_HISTORY:
+                self._retired.pop(order.popleft(), None)
 
     def unreported(self, resource: Resource) -> bool:
         """Whether a leak of `resource` has not been reported (or forgotten) yet."""

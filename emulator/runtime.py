@@ -28,7 +28,7 @@ from .device import Device
 from .errors import AclError, api
 from .event import Event
 from .memory import MEMCPY_KINDS, Allocation, Copy, Fill
-from .resource import live, optional
+from .resource import HANDLES, live, optional
 from .sites import user_site
 from .state import PROCESS
 from .stream import Stream, Task
@@ -73,8 +73,10 @@ def stream_of(value: Any, name: str = "stream", for_work: bool = False) -> Strea
     device than the current one gives 107003; so does, for calls that put work on the stream
     (`for_work`: launches, async copies and memsets, event records and waits), a stream of another
     context of the same device, as the runtime checks "stream is not in current ctx"."""
-    stream = optional(Stream, name, value)
-    context = current_context()
+    stream = HANDLES.get(value) if type(value) is int else None  # the common case: a live stream's handle
+    if type(stream) is not Stream or not stream.alive:
+        stream = optional(Stream, name, value)
+    context = context_module.current() or current_context()
     if stream is None:
         return context.default_stream
     if stream.device_id != context.device.id:
