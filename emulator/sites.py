@@ -77,13 +77,36 @@ class _Calls(threading.local):
 CALLS = _Calls()
 
 
+_known: dict = {}  # (code, offset) of the innermost three frames -> their Site: most calls repeat one
+KNOWN_SITES = 4096
+
+
 def user_site(depth: int = DEPTH) -> Site:
     """The calling program's short stack: the first `depth` frames outside npuemu's packages.
 
     The walk starts at the frame that called the public call in progress (`CALLS.frame`, which
     `errors.api` sets), not at the innermost frame: on Python 3.11 each frame the walk touches is
-    made into an object, and npuemu's own frames between the two were most of the cost."""
+    made into an object, and npuemu's own frames between the two were most of the cost. A site
+    taken again at the same three (code, instruction) is the one made before."""
     frame: Optional[object] = CALLS.frame or sys._getframe(1)
+    if depth == DEPTH and frame is not None and _is_ours.get(frame.f_code.co_filename) is False:
+        caller = frame.f_back
+        further = caller.f_back if caller is not None else None
+        # ids, not the code objects: hashing a code object hashes its bytecode
+        key = (id(frame.f_code), frame.f_lasti,
+               caller and id(caller.f_code), caller and caller.f_lasti,
+               further and id(further.f_code), further and further.f_lasti)
+        site = _known.get(key)
+        if site is None or site._raw[0][0] is not frame.f_code:  # an id reused by a new code object
+            if len(_known) >= KNOWN_SITES:
+                _known.clear()
+            site = _known[key] = _walk(frame, depth)
+        return site
+    return _walk(frame, depth)
+
+
+def _walk(frame: Optional[object], depth: int) -> Site:
+    """The site of the first `depth` user frames from `frame` outwards."""
     is_ours = _is_ours.get
     while frame is not None:  # npuemu's own frames first (none when called from a public call)
         code = frame.f_code
