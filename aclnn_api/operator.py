@@ -208,7 +208,7 @@ def second_phase(op: str) -> Callable:
     """aclnnXxx(workspace, workspaceSize, executor, stream) -> status: queue the planned work."""
     @api(op, internal_code=status.ACLNN_ERR_INNER)
     def launch(workspace: Optional[int], workspaceSize: int, executor: aclOpExecutor, stream: Optional[int]) -> int:
-        plan = live(aclOpExecutor, "executor", executor)
+        plan = executor if type(executor) is aclOpExecutor and executor.alive else live(aclOpExecutor, "executor", executor)
         with plan.lock:  # the check that it is live and its release by a single use are one step
             if not plan.alive:
                 live(aclOpExecutor, "executor", plan)  # used or destroyed by another thread meanwhile
@@ -267,17 +267,18 @@ def _check_workspace(workspace: int, size: int, device_id: int) -> None:
                        "workspace: expected %d bytes of device memory of device %d, found: %s" % (size, device_id, fault)) from None
 
 
-_kernel_settings_in_force = [(0, "", -1.0)]  # (threads, vector_isa, task_timeout) last handed to the kernels
+_kernel_settings_in_force = [None]  # the settings (an immutable emulator.config.Config) last handed over
 
 
 def _apply_kernel_settings() -> None:
+    """Hand the kernels the threads, vector ISA and task timeout in force, when they changed (settings
+    are replaced, never modified, so one identity check per launch suffices)."""
     settings = interface.settings()
-    wanted = (settings.threads, settings.vector_isa, settings.task_timeout)
-    if wanted != _kernel_settings_in_force[0]:
+    if settings is not _kernel_settings_in_force[0]:
         _kernels.set_threads(settings.threads)
         _kernels.set_vector_isa(settings.vector_isa)
         _kernels.set_task_timeout(settings.task_timeout)
-        _kernel_settings_in_force[0] = wanted
+        _kernel_settings_in_force[0] = settings
 
 
 def _execute(op: str, launch: KernelLaunch, device_id: int, workspace: Optional[int]) -> None:

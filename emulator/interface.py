@@ -51,7 +51,7 @@ def launch(stream: Stream, name: str, run: Callable[[], None],
     has already taken it."""
     task = Task(name, run, site or user_site(), reads, writes)
     with _P.lock:
-        _runtime.enqueue(stream, task)
+        stream.enqueue(task, _runtime.eager())
 
 
 def current_stream() -> Stream:
@@ -66,7 +66,7 @@ def resolve(address: int, nbytes: int, device_id: int, what, base: Optional[int]
     message names `what` (a string, or a callable that makes one only when needed) and the allocation,
     with `.tensor` = what, `.address_range` = (address, address + nbytes) and `.allocation` (if any),
     which the stream keeps in its fault record."""
-    return _P.address_space().resolve(address, nbytes, device_id, what, base)[1]
+    return (_P.space or _P.address_space()).pointer(address, nbytes, device_id, what, base)
 
 
 def is_device_address(address: int) -> bool:

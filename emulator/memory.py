@@ -281,14 +281,27 @@ class AddressSpace:
         the allocation, if not. A tensor passes its data address as `base`: a view whose offset or shape
         carries it into a neighbouring allocation is an overrun of its own, not an access to the other.
         `what` may be a callable, so that hot paths only build the description when there is a fault."""
-        base = address if base is None else base
-        allocation = None
-        if self.base <= base < self.base + self.total:
-            heap = self.heaps[(base - self.base) // self.span]
-            allocation = heap.find(base) if heap.device_id == device_id else None
+        allocation = self._holding(address if base is None else base, device_id)
         if allocation is not None and allocation.address <= address and address + nbytes <= allocation.end:
             return allocation, allocation.backing + (address - allocation.address)
-        self._fault(address, nbytes, device_id, what() if callable(what) else what, base)
+        self._fault(address, nbytes, device_id, what() if callable(what) else what, address if base is None else base)
+
+    def pointer(self, address: int, nbytes: int, device_id: int, what: Union[str, Callable[[], str]],
+                base: Optional[int] = None) -> int:
+        """`resolve()`'s host address alone: what a kernel launch asks for each of its tensors."""
+        allocation = self._holding(address if base is None else base, device_id)
+        if allocation is not None and allocation.address <= address and address + nbytes <= allocation.end:
+            return allocation.backing + (address - allocation.address)
+        self._fault(address, nbytes, device_id, what() if callable(what) else what, address if base is None else base)
+
+    def _holding(self, base: int, device_id: int) -> Optional[Allocation]:
+        """The live allocation of device `device_id` holding `base`: most often its start (a tensor's
+        data address), a dict lookup; else a search of the heap."""
+        if self.base <= base < self.base + self.total:
+            heap = self.heaps[(base - self.base) // self.span]
+            if heap.device_id == device_id:
+                return heap.live.get(base) or heap.find(base)
+        return None
 
     def _fault(self, address: int, nbytes: int, device_id: int, what: str, base: int) -> None:
         where = "%s [0x%x, 0x%x)" % (what, address, address + nbytes)

@@ -102,13 +102,14 @@ def _deadline(value: Any) -> Optional[float]:
     return time.perf_counter() + timeout / 1000.0
 
 
-def _eager() -> bool:
+def eager() -> bool:
+    """Whether queued work runs at once (NPUEMU_EXECUTION=eager)."""
     return (_P._config or _P.config).execution == "eager"  # on every enqueue: the property only once
 
 
 def enqueue(stream: Stream, task: Task) -> None:
     """Queue work on a stream; in eager mode it runs at once (faults surface at the next sync)."""
-    stream.enqueue(task, _eager())
+    stream.enqueue(task, eager())
 
 
 # ---------------------------------------------------------------------------------------------
@@ -432,7 +433,7 @@ def aclrtStreamWaitEvent(stream: Optional[int], event: int) -> None:
     """-> ret. The stream's later work waits for the event's latest record."""
     with _P.lock:
         target = stream_of(stream, for_work=True)
-        live(Event, "event", event).make_wait(target, _eager())
+        live(Event, "event", event).make_wait(target, eager())
 
 
 # ---------------------------------------------------------------------------------------------
@@ -475,7 +476,7 @@ def aclrtRecordEvent(event: int, stream: Optional[int] = None) -> None:
     """-> ret. Queues the record; the event completes when the stream's work before it has run."""
     with _P.lock:
         marker = live(Event, "event", event)
-        marker.record(stream_of(stream, for_work=True), _eager())
+        marker.record(stream_of(stream, for_work=True), eager())
 
 
 @api("aclrtResetEvent")
