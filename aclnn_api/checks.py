@@ -61,12 +61,15 @@ def valid_shapes(**tensors: aclTensor) -> None:
     """Each named tensor has no negative dim and at most MAX_VIEW_ELEMENTS elements, in order."""
     for name, tensor in tensors.items():
         dims = tensor.view_dims
+        if dims is tensor.valid_dims:  # accepted before, and the tensor has not been described anew
+            continue
         if dims and min(dims) < 0:
             fail("%s: expected dims >= 0, found shape %s" % (name, list(dims)))
         count = math.prod(dims)
         if count > MAX_VIEW_ELEMENTS:
             fail("%s: expected at most 2^37 elements (more than any device could address), found %d (shape %s)"
                  % (name, count, list(dims)))
+        tensor.valid_dims = dims
 
 
 def attr_in(name: str, value: Any, valid: dict) -> int:

@@ -27,7 +27,8 @@ class aclTensor(Resource):
     kind = "aclTensor"
     layer = ACLNN
 
-    __slots__ = ("view_dims", "data_type", "strides", "offset", "format", "storage_dims", "data", "view_nbytes")
+    __slots__ = ("view_dims", "data_type", "strides", "offset", "format", "storage_dims", "data", "view_nbytes",
+                 "valid_dims")
 
     def __init__(self, view_dims: tuple, data_type: int, strides: tuple, offset: int, fmt: int,
                  storage_dims: tuple, data: int, site: Optional[sites.Site] = None):
@@ -45,6 +46,7 @@ class aclTensor(Resource):
         self.storage_dims: tuple = storage_dims
         self.data: int = data
         self.view_nbytes: int = view_nbytes(view_dims, strides, aclDataTypeSize(data_type))
+        self.valid_dims: Optional[tuple] = None  # the view_dims that operators' shape checks accepted
 
     @property
     def itemsize(self) -> int:
