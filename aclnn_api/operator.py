@@ -226,8 +226,8 @@ def _launch(op: str, workspace: Any, workspace_size: Any, plan: aclOpExecutor, s
     if plan.op != op:
         raise AclError(status.ACLNN_ERR_PARAM_INVALID,
                        "executor: expected an executor of %sGetWorkspaceSize, found one of %s" % (op, plan.op))
-    if type(workspace) is not int or not 0 <= workspace <= UINT64[1]:  # plain ints in range: no converting
-        workspace = optional_pointer("workspace", workspace, ACLNN)
+    if workspace is not None and (type(workspace) is not int or not 0 <= workspace <= UINT64[1]):
+        workspace = optional_pointer("workspace", workspace, ACLNN)  # null and plain ints in range need no converting
     if type(workspace_size) is not int or not 0 <= workspace_size <= UINT64[1]:
         workspace_size = size("workspaceSize", workspace_size, ACLNN)
     if workspace_size > 0 and not workspace:
