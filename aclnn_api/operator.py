@@ -239,7 +239,10 @@ def _launch(op: str, workspace: Any, workspace_size: Any, plan: aclOpExecutor, s
         raise AclError(status.ACLNN_ERR_PARAM_INVALID,
                        "workspaceSize: expected at least the %d bytes the first phase returned, found %d"
                        % (plan.workspace_size, workspace_size))
-    target = _stream(stream)
+    try:
+        target = interface.work_stream(stream)
+    except AclError as error:  # no context, a bad handle, another device: the runtime's error, as 361001
+        raise AclError(status.ACLNN_ERR_RUNTIME_ERROR, "stream: %s (runtime error %d)" % (error.message, error.code)) from None
     device_id = target.device_id
     if plan.workspace_size:
         _check_workspace(workspace, plan.workspace_size, device_id)
@@ -249,14 +252,6 @@ def _launch(op: str, workspace: Any, workspace_size: Any, plan: aclOpExecutor, s
         interface.launch(target, op, functools.partial(_execute, op, work, device_id, workspace), reads, writes, site)
     if not plan.repeatable:
         plan.consume(site)
-
-
-def _stream(stream: Optional[int]):
-    """The stream to run on; a runtime rejection (no context, bad handle, other device) is 361001."""
-    try:
-        return interface.work_stream(stream)
-    except AclError as error:
-        raise AclError(status.ACLNN_ERR_RUNTIME_ERROR, "stream: %s (runtime error %d)" % (error.message, error.code)) from None
 
 
 def _check_workspace(workspace: int, size: int, device_id: int) -> None:

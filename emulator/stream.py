@@ -66,6 +66,7 @@ class Stream(Resource):
     def __init__(self, context, is_default: bool = False, priority: int = 0, flags: int = 0,
                  site: Optional[Site] = None):
         self.context = context
+        self.device_id: int = context.device.id  # a stream never changes device; read on every launch
         self.is_default = is_default
         self.priority, self.flags = priority, flags
         self.queue: collections.deque[Task] = collections.deque()
@@ -75,10 +76,6 @@ class Stream(Resource):
         super().__init__(site)
         if is_default:
             self.leak_checked = False  # released with its context, never by the program
-
-    @property
-    def device_id(self) -> int:
-        return self.context.device.id
 
     def describe(self) -> str:
         if self.is_default:
