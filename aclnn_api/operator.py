@@ -196,7 +196,7 @@ def first_phase(op: str, outputs: Optional[Sequence[str]] = None) -> Callable:
                 if launch.outputs is None:
                     launch.outputs = parameters.outputs
             # The site is taken here, not deep inside the executor: fewer frames to walk to the user's.
-            return workspace_size, aclOpExecutor(op, launch, workspace_size, parameters, (args, kwargs), user_site())
+            return workspace_size, aclOpExecutor(op, launch, workspace_size, parameters, (args, kwargs), user_site(skip=1))
         plan.__annotations__.setdefault("return", "tuple[int, Optional[aclOpExecutor], int]")  # what callers get
         get_workspace_size.__doc__ = ((plan.__doc__ or "") + "\n\nReturns (workspace size, executor, status); "
                                       "(0, None, status) when the arguments are rejected.").strip()
@@ -212,7 +212,7 @@ def second_phase(op: str) -> Callable:
         with plan.lock:  # the check that it is live and its release by a single use are one step
             if not plan.alive:
                 live(aclOpExecutor, "executor", plan)  # used or destroyed by another thread meanwhile
-            _launch(op, workspace, workspaceSize, plan, stream, user_site())
+            _launch(op, workspace, workspaceSize, plan, stream, user_site(skip=1))
     launch.__name__ = launch.__qualname__ = op
     launch.__doc__ = ("Returns the status: the work planned by %sGetWorkspaceSize is queued on the stream (null: "
                       "the current context's default stream). A single-use executor is released." % op)

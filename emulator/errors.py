@@ -17,7 +17,7 @@ from typing import Any, Callable, Optional
 
 from . import status
 from .config import ConfigError
-from .sites import CALLS, register_package_dir, user_site  # noqa: F401  (aclnn_api still imports the last two from here)
+from .sites import register_package_dir, user_site  # noqa: F401  (aclnn_api still imports them from here)
 
 
 class AclError(Exception):
@@ -117,9 +117,6 @@ def api(name: str, failure: tuple = (), internal_code: int = status.ACL_ERROR_RT
     def wrap(fn: Callable) -> Callable:
         @functools.wraps(fn)
         def call(*args: Any, **kwargs: Any):
-            calls = CALLS
-            outer = calls.frame  # a public call made by npuemu itself, or by a callback, nests
-            calls.frame = sys._getframe(1)  # where user_site() starts its walk
             try:
                 outputs = fn(*args, **kwargs)
                 code = 0  # ACL_SUCCESS
@@ -139,8 +136,6 @@ def api(name: str, failure: tuple = (), internal_code: int = status.ACL_ERROR_RT
                     detail = "".join(traceback.format_exception_only(type(error), error)).strip()
                     record(internal_code, name, "internal error of the emulator (please report): " + detail)
                     code = internal_code
-            finally:
-                calls.frame = outer  # not kept: a frame holds its locals alive
             if not failure:
                 return code
             if code:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import sys
-import threading
 from typing import Optional
 
 DEPTH = 3  # frames kept: the call itself and two callers are enough to find it in a helper
@@ -70,25 +69,23 @@ class Site:
 UNKNOWN = Site(())
 
 
-class _Calls(threading.local):
-    frame: Optional[object] = None  # the caller's frame of the public call in progress on this thread
-
-
-CALLS = _Calls()
-
-
 _known: dict = {}  # (code, offset) of the innermost three frames -> their Site: most calls repeat one
 KNOWN_SITES = 4096
 
 
-def user_site(depth: int = DEPTH) -> Site:
+def user_site(depth: int = DEPTH, skip: int = 0) -> Site:
     """The calling program's short stack: the first `depth` frames outside npuemu's packages.
 
-    The walk starts at the frame that called the public call in progress (`CALLS.frame`, which
-    `errors.api` sets), not at the innermost frame: on Python 3.11 each frame the walk touches is
-    made into an object, and npuemu's own frames between the two were most of the cost. A site
-    taken again at the same three (code, instruction) is the one made before."""
-    frame: Optional[object] = CALLS.frame or sys._getframe(1)
+    `skip`: how many of npuemu's frames the caller knows sit between it and the program (1 for a
+    function called by the `errors.api` wrapper of a public call). The walk then starts beyond them,
+    if they are npuemu's indeed: on Python 3.11 every frame a walk touches is made into an object,
+    and those were most of the cost. A site taken again at the same three (code, instruction) is
+    the one made before."""
+    frame: Optional[object] = sys._getframe(1)  # the caller
+    if skip:
+        inner = sys._getframe(1 + skip)  # the last frame to skip: npuemu's, if called as the caller thinks
+        if _is_ours.get(inner.f_code.co_filename) is True:
+            frame = inner.f_back
     if depth == DEPTH and frame is not None and _is_ours.get(frame.f_code.co_filename) is False:
         caller = frame.f_back
         further = caller.f_back if caller is not None else None
