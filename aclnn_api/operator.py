@@ -279,7 +279,7 @@ def _apply_kernel_settings() -> None:
 def _execute(op: str, launch: KernelLaunch, device_id: int, workspace: Optional[int]) -> None:
     """Runs on the stream: resolve every address now (faults name the tensor and the allocation)."""
     _apply_kernel_settings()
-    resolve = interface.resolve
+    resolve = interface.resolver()
     args = []
     for arg in launch.args:
         if type(arg) is TensorView:

@@ -7,6 +7,7 @@ the runtime. They never touch the process state or its lock; everything they nee
     current_stream()                the current context's default stream
     launch(stream, name, run, ...)  queue work on it, recording the user's launch site
     resolve(address, nbytes, ...)   the host pointer backing a device range, or DeviceFault
+    resolver()                      resolve, bound once for a launch of several tensors
     is_device_address(address)      whether an address is in the emulated device address space
     host_range_is_mapped(a, n)      whether host memory is mapped there
 """
@@ -67,6 +68,11 @@ def resolve(address: int, nbytes: int, device_id: int, what, base: Optional[int]
     with `.tensor` = what, `.address_range` = (address, address + nbytes) and `.allocation` (if any),
     which the stream keeps in its fault record."""
     return (_P.space or _P.address_space()).pointer(address, nbytes, device_id, what, base)
+
+
+def resolver() -> Callable[..., int]:
+    """`resolve` itself, bound to the address space: for a launch that resolves several tensors."""
+    return (_P.space or _P.address_space()).pointer
 
 
 def is_device_address(address: int) -> bool:
