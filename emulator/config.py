@@ -90,24 +90,23 @@ def _validated(config: Config) -> Config:
     return config
 
 
-def _int_env(name: str, default: int) -> int:
+def _env(name: str, default, parse, expected: str):
+    """NPUEMU_<name> read with `parse` (int, float, ...), or `default` when unset or empty."""
     text = os.environ.get(name)
     if text is None or text == "":
         return default
     try:
-        return int(text)
+        return parse(text)
     except ValueError:
-        raise ConfigError("%s: expected an integer, found %r" % (name, text)) from None
+        raise ConfigError("%s: expected %s, found %r" % (name, expected, text)) from None
+
+
+def _int_env(name: str, default: int) -> int:
+    return _env(name, default, int, "an integer")
 
 
 def _float_env(name: str, default: float) -> float:
-    text = os.environ.get(name)
-    if text is None or text == "":
-        return default
-    try:
-        return float(text)
-    except ValueError:
-        raise ConfigError("%s: expected a number, found %r" % (name, text)) from None
+    return _env(name, default, float, "a number")
 
 
 def _bool_env(name: str, default: bool) -> bool:
