@@ -100,6 +100,16 @@ class Allocation:
                    self.padded, self.site, state))
 
 
+def _holding(starts: list, by_start: dict, address: int) -> Optional[Allocation]:
+    """The allocation of `by_start` (sorted `starts`) whose reserved range holds `address`."""
+    index = bisect.bisect_right(starts, address) - 1
+    if index >= 0:
+        allocation = by_start[starts[index]]
+        if address < allocation.end:
+            return allocation
+    return None
+
+
 class DeviceHeap:
     """The memory of one device: a bump allocator over its address range, with capacity accounting."""
 
@@ -174,20 +184,11 @@ class DeviceHeap:
 
     def find(self, address: int) -> Optional[Allocation]:
         """The live allocation whose reserved range holds `address`."""
-        index = bisect.bisect_right(self.starts, address) - 1
-        if index >= 0:
-            allocation = self.live[self.starts[index]]
-            if address < allocation.end:
-                return allocation
-        return None
+        return _holding(self.starts, self.live, address)
 
     def find_freed(self, address: int) -> Optional[Allocation]:
-        index = bisect.bisect_right(self.freed_starts, address) - 1
-        if index >= 0:
-            allocation = self.freed[self.freed_starts[index]]
-            if address < allocation.end:
-                return allocation
-        return None
+        """The remembered freed allocation whose reserved range held `address`."""
+        return _holding(self.freed_starts, self.freed, address)
 
     def explain(self, address: int, expected: str) -> str:
         """Why `address` is not usable, in words: expected X, found Y."""
