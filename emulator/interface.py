@@ -15,7 +15,10 @@ from __future__ import annotations
 
 from typing import Callable, Optional, Sequence
 
-from . import runtime as _runtime
+from . import runtime as _runtime, status
+from .context import current as current_context
+from .errors import AclError
+from .resource import HANDLES
 from .config import Config
 from .faults import DeviceFault  # noqa: F401  (re-exported for the layers above)
 from .memory import host_range_is_mapped  # noqa: F401
@@ -39,6 +42,9 @@ def work_stream(handle: Optional[int]) -> Stream:
     """The stream a launch on `handle` runs on: null means the current context's default stream.
     AclError with the runtime's code if there is no context, the handle is stale, or the stream
     belongs to another context."""
+    stream = HANDLES.get(handle) if type(handle) is int else None
+    if type(stream) is Stream and stream.alive and stream.context is current_context():
+        return stream  # a live stream of this thread's context: nothing more to check (launch re-checks)
     with _P.lock:
         return _runtime.stream_of(handle, for_work=True)
 
@@ -52,6 +58,10 @@ def launch(stream: Stream, name: str, run: Callable[[], None],
     has already taken it."""
     task = Task(name, run, site or user_site(), reads, writes)
     with _P.lock:
+        if not stream.alive:  # destroyed by another thread since work_stream() gave it
+            raise AclError(status.ACL_ERROR_RT_INVALID_HANDLE,
+                           "stream: expected a live stream, found stream %s destroyed while %s was being queued"
+                           % (stream.describe(), name))
         stream.enqueue(task, _runtime.eager())
 
 
