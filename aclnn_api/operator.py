@@ -68,6 +68,9 @@ class TensorView:
         return "%s (%s%s, strides %s, offset %d)" % (self.name, dtype_name(self.data_type), list(self.shape),
                                                      list(self.strides), self.offset)
 
+    def __str__(self) -> str:  # how a fault names it (the task's name says the operator)
+        return "tensor " + self.describe()
+
 
 def view(name: str, tensor: aclTensor, shape: Optional[Sequence[int]] = None) -> TensorView:
     """The kernel's view of `tensor`, broadcast to `shape` if given."""
@@ -285,8 +288,7 @@ def _execute(op: str, launch: KernelLaunch, device_id: int, workspace: Optional[
         if type(arg) is TensorView:
             pointer = 0
             if arg.nbytes:
-                what = lambda arg=arg: "%s tensor %s" % (op, arg.describe())  # built only for a fault
-                pointer = resolve(arg.start, arg.nbytes, device_id, what, arg.data)
+                pointer = resolve(arg.start, arg.nbytes, device_id, arg, arg.data)  # str(arg) only for a fault
             args.append((pointer, arg.data_type, arg.shape, arg.strides))
         elif isinstance(arg, Workspace):
             args.append(resolve(workspace + arg.offset, arg.size, device_id, "%s workspace" % op, workspace))

@@ -100,6 +100,12 @@ class Allocation:
                    self.padded, self.site, state))
 
 
+def _text(what) -> str:
+    """The description of a range: a string, a callable that makes one, or an object that says itself
+    (hot paths pass the last two, so that the text is only made when there is a fault)."""
+    return what if type(what) is str else what() if callable(what) else str(what)
+
+
 def _holding(starts: list, by_start: dict, address: int) -> Optional[Allocation]:
     """The allocation of `by_start` (sorted `starts`) whose reserved range holds `address`."""
     index = bisect.bisect_right(starts, address) - 1
@@ -285,7 +291,7 @@ class AddressSpace:
         allocation = self._holding(address if base is None else base, device_id)
         if allocation is not None and allocation.address <= address and address + nbytes <= allocation.end:
             return allocation, allocation.backing + (address - allocation.address)
-        self._fault(address, nbytes, device_id, what() if callable(what) else what, address if base is None else base)
+        self._fault(address, nbytes, device_id, _text(what), address if base is None else base)
 
     def pointer(self, address: int, nbytes: int, device_id: int, what: Union[str, Callable[[], str]],
                 base: Optional[int] = None) -> int:
@@ -293,7 +299,7 @@ class AddressSpace:
         allocation = self._holding(address if base is None else base, device_id)
         if allocation is not None and allocation.address <= address and address + nbytes <= allocation.end:
             return allocation.backing + (address - allocation.address)
-        self._fault(address, nbytes, device_id, what() if callable(what) else what, address if base is None else base)
+        self._fault(address, nbytes, device_id, _text(what), address if base is None else base)
 
     def _holding(self, base: int, device_id: int) -> Optional[Allocation]:
         """The live allocation of device `device_id` holding `base`: most often its start (a tensor's

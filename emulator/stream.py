@@ -19,6 +19,8 @@ from .faults import Fault
 from .resource import Resource
 from .sites import Site, user_site
 
+_clock = time.perf_counter  # read three times per task: bound once
+
 
 class Task:
     """One unit of stream work, with the user's site that launched it and the (address, nbytes)
@@ -33,7 +35,7 @@ class Task:
         self.run = run
         self.site = site if site is not None else user_site()
         self.reads, self.writes = reads, writes
-        self.issued_at = time.perf_counter()
+        self.issued_at = _clock()
         self.done = False
         self.stream: Optional["Stream"] = None
 
@@ -95,7 +97,7 @@ class Stream(Resource):
         """Run queued work in order, up to and including `upto` (everything if None). With a `deadline`
         (perf_counter seconds), stop before a task that would start after it: False if work is left."""
         while self.queue:
-            if deadline is not None and time.perf_counter() > deadline:
+            if deadline is not None and _clock() > deadline:
                 return False
             task = self.queue.popleft()
             self._execute(task)
@@ -107,14 +109,14 @@ class Stream(Resource):
         start = max(self.clock, task.issued_at)
         run = task.run
         if run is not None:  # work (the common case: records and waits have no run)
-            begin = time.perf_counter()
+            begin = _clock()
             try:
                 run()
             except KeyboardInterrupt:
                 raise
             except Exception as error:  # a fault of the work, never of the stream: record it and go on
                 self.faults.append(faults_module.from_exception(error, task.name, "stream " + self.describe(), task.site))
-            start += time.perf_counter() - begin
+            start += _clock() - begin
         elif isinstance(task, WaitTask):
             record = task.record
             if record is not None and not record.done:
