@@ -7,10 +7,9 @@ status codes, aclnnInit/aclnnFinalize) and the operators' two-phase functions, b
 Every framework object is returned as a Python object; every call that takes one also takes its
 integer handle (`.handle`), as a C caller passes it.
 """
-from emulator import errors as _errors, sites as _sites
+from emulator import sites as _sites
 from emulator.status import *  # noqa: F401,F403  ACL_SUCCESS, ACL_MEMCPY_*, ACL_MEM_MALLOC_* ...
 
-_errors.register_package_dir(__file__)
 _sites.register_package_dir(__file__)  # resources made here carry the site of the user's call
 
 try:  # first, so that a missing build is named as such, not as a circular import of the operators

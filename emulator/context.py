@@ -5,7 +5,6 @@ from __future__ import annotations
 import threading
 from typing import Optional
 
-from . import leaks
 from .event import Event
 from .resource import Resource
 from .sites import Site

@@ -9,7 +9,6 @@ from __future__ import annotations
 import functools
 import inspect
 import os
-import sys
 import threading
 import time
 import traceback
@@ -17,7 +16,6 @@ from typing import Any, Callable, Optional
 
 from . import status
 from .config import ConfigError
-from .sites import register_package_dir, user_site  # noqa: F401  (aclnn_api still imports them from here)
 
 
 class AclError(Exception):

@@ -13,7 +13,7 @@ import time
 from typing import Callable, Optional, Sequence
 
 from . import faults as faults_module
-from . import leaks, status
+from . import status
 from .errors import AclError
 from .faults import Fault
 from .resource import Resource
