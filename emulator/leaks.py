@@ -14,6 +14,7 @@ _live: dict[int, tuple[str, object, Description, object]] = {}
 _orphans: list[str] = []   # released by a reset, never by the program
 _sources: list = []        # (unreleased, forget) of other trackers: the handle table of Resources
 enabled = True
+SHOWN = 100                # leak lines printed at most; the count says how many more
 
 
 def add_source(unreleased: Callable[[], list], forget: Callable[[], None]) -> None:
@@ -72,8 +73,10 @@ def report(when: str) -> list[str]:
             forget_source()
     if lines and enabled:
         sys.stderr.write("npuemu: %d resource(s) never released at %s:\n" % (len(lines), when))
-        for line in lines:
+        for line in lines[:SHOWN]:
             sys.stderr.write("npuemu: leak: %s\n" % line)
+        if len(lines) > SHOWN:  # a leak in a loop: the first ones say where
+            sys.stderr.write("npuemu: ... and %d more\n" % (len(lines) - SHOWN))
         sys.stderr.flush()
     return lines
 

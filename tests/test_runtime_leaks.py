@@ -140,3 +140,13 @@ def test_memory_released_only_by_reset_device_is_reported(capsys):
     err = capsys.readouterr().err
     assert re.search(r"leak: device memory .* made at \S+test_runtime_leaks.py:\d+ in .*\(released only by "
                      r"aclrtResetDevice\(0\)", err), err
+
+
+def test_a_leak_in_a_loop_prints_the_first_lines_and_counts_the_rest(tmp_path):
+    program = ("import acl, aclnn_api as nn\nacl.init()\n"
+               "arrays = [nn.aclCreateIntArray([i]) for i in range(250)]\nacl.finalize()\n")
+    done, path = run_program(program, tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "npuemu: 250 resource(s) never released at aclFinalize:" in done.stderr
+    assert len([line for line in done.stderr.splitlines() if line.startswith("npuemu: leak: ")]) == 100
+    assert "npuemu: ... and 150 more" in done.stderr
