@@ -7,6 +7,7 @@ from typing import Optional
 import numpy as np
 
 from . import errors as _errors, status as _status  # private: `from dtypes import *` is public API
+from .cargs import is_integer as _is_integer, shown as _shown
 
 ACL_DT_UNDEFINED = -1
 ACL_FLOAT = 0
@@ -73,9 +74,11 @@ ITEM_SIZES = {ACL_STRING: 0, ACL_DT_UNDEFINED: 0, ACL_INT4: 1, ACL_UINT1: 1, ACL
 def aclDataTypeSize(data_type: int) -> int:
     """Bytes per element; 8 for unknown values (the real default branch); 0, with a message, for a
     Python value that is no integer at all."""
-    if isinstance(data_type, bool) or not hasattr(data_type, "__index__"):
+    if type(data_type) is int:  # the common case, asked on every tensor made
+        return ITEM_SIZES.get(data_type, 8)
+    if not _is_integer(data_type):
         _errors.record(_status.ACL_ERROR_INVALID_PARAM, "aclDataTypeSize",
-                      "dataType: expected an aclDataType, found %r" % (data_type,))
+                      "dataType: expected an aclDataType, found %s" % _shown(data_type))
         return 0
     return ITEM_SIZES.get(int(data_type), 8)
 

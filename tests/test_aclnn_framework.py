@@ -457,3 +457,11 @@ def test_data_type_sizes():
              nn.ACL_INT64: 8, nn.ACL_DOUBLE: 8, nn.ACL_COMPLEX64: 8, nn.ACL_COMPLEX128: 16,
              nn.ACL_FLOAT6_E3M2: 8, nn.ACL_FLOAT4_E2M1: 8}             # the real default-branch quirk
     assert {dtype: nn.aclDataTypeSize(dtype) for dtype in sizes} == sizes
+    assert nn.aclDataTypeSize(np.int64(nn.ACL_FLOAT)) == 4
+
+
+@pytest.mark.parametrize("value", [None, 1.5, "FLOAT", True, np.array([0]), np.array(0.0)])
+def test_data_type_size_of_a_non_integer_is_zero_with_a_message(value):
+    assert nn.aclDataTypeSize(value) == 0
+    message = acl.get_recent_err_msg()
+    assert "dataType: expected an aclDataType, found" in message, message
