@@ -80,7 +80,10 @@ def _dims(shape: Any) -> Optional[tuple]:
     """The shape as non-negative ints, or None."""
     if isinstance(shape, (str, bytes)) or not hasattr(shape, "__iter__"):
         return None
-    dims = tuple(shape)
+    try:
+        dims = tuple(shape)
+    except TypeError:  # iterable in type only: a 0-d NumPy array
+        return None
     if not all(hasattr(d, "__index__") and not isinstance(d, bool) and int(d) >= 0 for d in dims):
         return None
     return tuple(int(d) for d in dims)

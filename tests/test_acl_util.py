@@ -37,7 +37,7 @@ def test_numpy_integers_are_accepted_as_pointers_sizes_and_types():
     *[(acl.util.ptr_to_bytes, pair) for pair in itertools.product(ODD, [4, -1, "4", np.array([4])])],
     *[(acl.util.ptr_to_numpy, (ptr, (2,), 11)) for ptr in ODD],
     (acl.util.ptr_to_numpy, (1 << 40, (2,), 99)), (acl.util.ptr_to_numpy, (1 << 40, (-2,), 11)),
-    (acl.util.ptr_to_numpy, (1 << 40, "2", 11)),
+    (acl.util.ptr_to_numpy, (1 << 40, "2", 11)), (acl.util.ptr_to_numpy, (1 << 40, np.array(2), 11)),
 ])
 def test_odd_arguments_give_nothing_and_a_message_never_an_exception(function, arguments):
     acl.get_recent_err_msg()  # clear
