@@ -132,3 +132,8 @@ def can_cast(source: int, target: int) -> bool:
     if target == ACL_BOOL and source != ACL_BOOL:
         return False
     return True
+
+
+# What `from emulator.dtypes import *` gives `acl` and `aclnn_api`: the C API's names and the host
+# types; the helpers above are npuemu's own.
+__all__ = [name for name in list(globals()) if name.startswith("ACL_")] + ["aclDataTypeSize", "NUMPY_TYPES"]

@@ -206,6 +206,11 @@ ACL_RT_OVERFLOW_MODE_INFNAN = 1
 # aclrtLastErrLevel
 ACL_RT_THREAD_LEVEL = 0
 
+
 def code_name(code: int) -> str:
     """The symbolic name of an aclError value, for messages."""
     return CODE_NAMES.get(code, "aclError")
+
+
+# What `from emulator.status import *` gives `acl` and `aclnn_api`: the constants, not the helpers.
+__all__ = [name for name in list(globals()) if name.isupper() and name != "CODE_NAMES"]

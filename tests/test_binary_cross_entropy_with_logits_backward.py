@@ -12,6 +12,7 @@ import pytest
 import aclnn_api as nn
 from aclnn_api import binary_cross_entropy_with_logits_backward as bce
 import emulator
+from emulator.dtypes import dtype_name
 from support import assert_close, assert_sample_prints, kernel_variants, last_error, npu, representable
 
 OP = (nn.aclnnBinaryCrossEntropyWithLogitsBackwardGetWorkspaceSize, nn.aclnnBinaryCrossEntropyWithLogitsBackward)
@@ -94,7 +95,7 @@ MIXED = {  # dtypes of gradOutput, self, target, weight, posWeight (None: absent
 
 
 def _combo_id(combo):
-    return "-".join("none" if d is None else nn.dtype_name(d).lower() for d in combo)
+    return "-".join("none" if d is None else dtype_name(d).lower() for d in combo)
 
 
 @pytest.mark.parametrize("soc,combo", [(s, c) for s in MIXED for c in MIXED[s]],
