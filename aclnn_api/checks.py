@@ -47,6 +47,8 @@ def not_null_arrays(**arrays: Any) -> None:
 
 def optional_tensor(name: str, tensor: Any) -> Optional[aclTensor]:
     """None for a null optional tensor, else the live aclTensor (161002 for a destroyed one)."""
+    if tensor is None or (type(tensor) is aclTensor and tensor.alive):  # the common cases need no more checking
+        return tensor
     return optional(aclTensor, name, tensor)
 
 

@@ -46,7 +46,7 @@ class aclOpExecutor(Resource):
         # Held from the liveness check of a second phase to the release that ends a single use: two
         # threads launching one executor cannot both pass the check.
         self.lock = threading.Lock()
-        super().__init__(site)
+        Resource.__init__(self, site)  # not super(): on every first phase
 
     def describe(self) -> str:
         used = (", already used by its second phase: executors are single-use unless made repeatable"
