@@ -104,21 +104,24 @@ class KernelLaunch:
         self.kernel, self.args, self.workspace_size = kernel, args, workspace_size
         self.outputs = None if outputs is None else tuple(outputs)
 
-    def queued(self, workspace: int) -> tuple:
-        """(launch, reads, writes) for queueing this launch now: the launch with every view at its
-        tensor's current address (itself when none has moved: a queued launch never changes
-        afterwards), and the (address, nbytes) ranges the kernel reads and writes (its outputs and the
-        workspace)."""
+    def queued(self) -> "KernelLaunch":
+        """This launch as queued now: with every view at its tensor's current address (itself when
+        none has moved: a queued launch never changes afterwards)."""
+        for arg in self.args:
+            if type(arg) is TensorView and arg.data != arg.tensor.data:
+                return self._moved()
+        return self
+
+    def ranges(self, workspace: Optional[int]) -> tuple:
+        """(reads, writes): the (address, nbytes) ranges the kernel reads, and those it writes (its
+        outputs and the workspace)."""
         reads, writes, written = [], [], self.outputs or ()
         for arg in self.args:
-            if type(arg) is TensorView:
-                if arg.data != arg.tensor.data:
-                    return self._moved().queued(workspace)
-                if arg.nbytes:
-                    (writes if arg.name in written else reads).append((arg.start, arg.nbytes))
+            if type(arg) is TensorView and arg.nbytes:
+                (writes if arg.name in written else reads).append((arg.start, arg.nbytes))
         if self.workspace_size:
             writes.append((workspace, self.workspace_size))
-        return self, reads, writes
+        return reads, writes
 
     def _moved(self) -> "KernelLaunch":
         args = tuple(arg.at(arg.tensor.data) if type(arg) is TensorView else arg for arg in self.args)
@@ -250,9 +253,9 @@ def _launch(op: str, workspace: Any, workspace_size: Any, plan: aclOpExecutor, s
     if plan.workspace_size:
         _check_workspace(workspace, plan.workspace_size, device_id)
     if plan.launch is not None:
-        work, reads, writes = plan.launch.queued(workspace)
-        plan.launch = work  # a repeatable executor moved by aclSetRawTensorAddr & co. stays moved
-        interface.launch(target, op, functools.partial(_execute, op, work, device_id, workspace), reads, writes, site)
+        work = plan.launch = plan.launch.queued()  # a repeatable executor moved by aclSetRawTensorAddr & co. stays moved
+        interface.launch(target, op, functools.partial(_execute, op, work, device_id, workspace), site=site,
+                         ranges=functools.partial(work.ranges, workspace))
     if not plan.repeatable:
         plan.consume(site)
 

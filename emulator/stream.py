@@ -27,17 +27,33 @@ class Task:
     device ranges it reads and writes (for a checker of races). `run()` raises DeviceFault where
     the hardware would fault and TimeoutError when it runs past the task timeout."""
 
-    __slots__ = ("name", "run", "issued_at", "done", "stream", "site", "reads", "writes")
+    __slots__ = ("name", "run", "issued_at", "done", "stream", "site", "_ranges")
 
     def __init__(self, name: str, run: Optional[Callable[[], None]], site: Optional[Site] = None,
-                 reads: Sequence[tuple] = (), writes: Sequence[tuple] = ()):
+                 reads: Sequence[tuple] = (), writes: Sequence[tuple] = (),
+                 ranges: Optional[Callable[[], tuple]] = None):
         self.name = name
         self.run = run
         self.site = site if site is not None else user_site()
-        self.reads, self.writes = reads, writes
+        # (reads, writes), or what makes them when first asked: most launches are never asked
+        self._ranges = ranges if ranges is not None else (reads, writes)
         self.issued_at = _clock()
         self.done = False
         self.stream: Optional["Stream"] = None
+
+    def ranges(self) -> tuple:
+        """(reads, writes): the (address, nbytes) device ranges the task reads and writes."""
+        if callable(self._ranges):
+            self._ranges = self._ranges()
+        return self._ranges
+
+    @property
+    def reads(self) -> Sequence[tuple]:
+        return self.ranges()[0]
+
+    @property
+    def writes(self) -> Sequence[tuple]:
+        return self.ranges()[1]
 
 
 class RecordTask(Task):

@@ -185,7 +185,9 @@ def test_the_launch_hands_the_runtime_the_ranges_it_reads_and_writes(monkeypatch
     seen = []
     real_launch = interface.launch
 
-    def spy(stream, name, run, reads=(), writes=(), site=None):
+    def spy(stream, name, run, reads=(), writes=(), site=None, ranges=None):
+        if ranges is not None:
+            reads, writes = ranges()
         seen.append((name, list(reads), list(writes)))
         return real_launch(stream, name, run, reads, writes, site)
     monkeypatch.setattr(interface, "launch", spy)
