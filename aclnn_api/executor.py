@@ -58,6 +58,12 @@ class aclOpExecutor(Resource):
         self.used = True
         self.release(site)
 
+    def release(self, site: Optional[Site] = None) -> None:
+        """Released, it is remembered by its name and sites only (the handle table keeps thousands of
+        released objects to name stale handles): its plan and arguments go now."""
+        Resource.release(self, site)
+        self.launch, self.arguments, self.parameters = None, ((), {}), None
+
     def slots(self, role: str) -> tuple:
         """The (name, tensor | tensor list | None) slots of `role` in the order of the C prototype."""
         inputs, outputs = self.parameters.slots(*self.arguments) if self.parameters is not None else ((), ())
