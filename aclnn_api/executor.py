@@ -88,7 +88,7 @@ class aclOpExecutor(Resource):
         name, planned = self.slot(role, index, aclTensor)
         given = live(aclTensor, "tensor", tensor)
         _same("tensor", given, planned, "%s %s (%s %d)" % (self.op, name, role, index))
-        given.data = cargs.optional_pointer("addr", addr, ACLNN)
+        given.move_to(cargs.optional_pointer("addr", addr, ACLNN))
 
     def set_dynamic_tensor_addr(self, role: str, ir_index: Any, relative_index: Any, tensors: Any, addr: Any) -> None:
         name, planned = self.slot(role, ir_index, aclTensorList)
@@ -98,7 +98,7 @@ class aclOpExecutor(Resource):
         if relative >= len(given):
             raise AclError(status.ACLNN_ERR_PARAM_INVALID, "relativeIndex: expected an index below the %d tensor(s) "
                            "of %s, found %d" % (len(given), name, relative))
-        given.values[relative].data = cargs.optional_pointer("addr", addr, ACLNN)
+        given.values[relative].move_to(cargs.optional_pointer("addr", addr, ACLNN))
 
 
 def _same(argument: str, given: Union[aclTensor, aclTensorList], planned: Union[aclTensor, aclTensorList],

@@ -27,7 +27,7 @@ from . import _kernels, status
 from .arrays import aclBoolArray, aclFloatArray, aclIntArray, aclScalar
 from .executor import aclOpExecutor
 from .shapes import broadcast_strides
-from .tensor import aclTensor, view_nbytes
+from .tensor import aclTensor, moves as tensor_moves, view_nbytes
 from .tensor_list import aclScalarList, aclTensorList
 
 # The aclnn objects a first phase takes, by the names its parameters' annotations use.
@@ -97,19 +97,23 @@ class KernelLaunch:
     `outputs` names the views the kernel writes; the first phase sets it to the operator's output
     parameters when the operator module leaves it None."""
 
-    __slots__ = ("kernel", "args", "workspace_size", "outputs")
+    __slots__ = ("kernel", "args", "workspace_size", "outputs", "moves")
 
     def __init__(self, kernel: Callable, args: tuple, workspace_size: int = 0,
                  outputs: Optional[Sequence[str]] = None):
         self.kernel, self.args, self.workspace_size = kernel, args, workspace_size
         self.outputs = None if outputs is None else tuple(outputs)
+        self.moves = tensor_moves()  # the views are at their tensors' addresses as of this count
 
     def queued(self) -> "KernelLaunch":
         """This launch as queued now: with every view at its tensor's current address (itself when
         none has moved: a queued launch never changes afterwards)."""
+        if self.moves == tensor_moves():  # no tensor anywhere was given an address since
+            return self
         for arg in self.args:
             if type(arg) is TensorView and arg.data != arg.tensor.data:
                 return self._moved()
+        self.moves = tensor_moves()
         return self
 
     def ranges(self, workspace: Optional[int]) -> tuple:

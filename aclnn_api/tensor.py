@@ -8,6 +8,8 @@ was made, destroyed once. Every call that takes a tensor takes the object or its
 """
 from __future__ import annotations
 
+import itertools
+
 from typing import Any, Optional, Sequence
 
 from emulator import cargs, sites
@@ -47,6 +49,12 @@ class aclTensor(Resource):
         self.data: int = data
         self.view_nbytes: int = view_nbytes(view_dims, strides, aclDataTypeSize(data_type))
         self.valid_dims: Optional[tuple] = None  # the view_dims that operators' shape checks accepted
+        moved()
+
+    def move_to(self, data: int) -> None:
+        """A new device address for the same view (aclSetRawTensorAddr and the executor's setters)."""
+        self.data = data
+        moved()
 
     @property
     def itemsize(self) -> int:
@@ -72,6 +80,23 @@ class aclTensor(Resource):
         return ("%s%s at 0x%x (strides %s, offset %d, %s)"
                 % (dtype_name(self.data_type), list(self.view_dims), self.data, list(self.strides),
                    self.offset, format_name(self.format)))
+
+
+_move_numbers = itertools.count(1)
+_last_move = 0  # the number of the latest change of any tensor's address
+
+
+def moved() -> None:
+    """A tensor has changed its address (called after the change): launches planned before look at
+    their tensors again. A fresh number each time, so no interleaving of threads can bring back a
+    value a launch has seen."""
+    global _last_move
+    _last_move = next(_move_numbers)
+
+
+def moves() -> int:
+    """A value that changes whenever any tensor's address does (see KernelLaunch.queued)."""
+    return _last_move
 
 
 def view_nbytes(dims: Sequence[int], strides: Sequence[int], itemsize: int) -> int:
@@ -164,4 +189,4 @@ def aclSetRawTensorAddr(tensor: aclTensor, addr: Optional[int]) -> int:
     """Returns the status. The new address is the one every later launch uses, also the launches of a
     repeatable executor planned before (each launch reads its tensors' addresses when it is queued)."""
     target = live(aclTensor, "tensor", tensor)
-    target.data = cargs.optional_pointer("addr", addr, ACLNN)
+    target.move_to(cargs.optional_pointer("addr", addr, ACLNN))
