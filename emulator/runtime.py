@@ -27,7 +27,7 @@ from .context import Context
 from .device import Device
 from .errors import AclError, api
 from .event import Event
-from .memory import MEMCPY_KINDS, Allocation, Copy, Fill
+from .memory import MEMCPY_KINDS, Copy, Fill
 from .resource import HANDLES, live, optional
 from .sites import user_site
 from .state import PROCESS
@@ -767,13 +767,6 @@ def aclrtMemsetAsync(devPtr: int, maxCount: int, value: int, count: int, stream:
         span = fill.span
         enqueue(target, Task("aclrtMemsetAsync(%d bytes)" % span.nbytes, lambda: fill.run(space, device_id),
                              writes=[(span.address, span.nbytes)] if span.on_device else ()))
-
-
-def resolve_device_range(address: int, nbytes: int, device_id: int, what,
-                         base: Optional[int] = None) -> tuple[Allocation, int]:
-    """For kernels at execution time: DeviceFault if the range is not inside the live allocation that
-    holds `base` (default: `address`). (aclnn_api's operator module until it uses emulator.interface.)"""
-    return _P.address_space().resolve(address, nbytes, device_id, what, base)
 
 
 # ---------------------------------------------------------------------------------------------
