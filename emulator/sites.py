@@ -2,8 +2,10 @@
 
 A site is the user's short call stack (the innermost few frames outside npuemu's own packages), so
 that a leak or a fault made inside a helper of the program still names the line that called the
-helper. Frames are captured as (file, line, function) when the call is made and formatted only when
-a report or a message needs them.
+helper. Frames are captured as (code, instruction offset) when the call is made; their lines are
+looked up, and the text made, only when a report or a message shows them. A site is taken on every
+launch, so the capture is kept cheap: files are classified once, the two phases say which wrapper
+frame to skip, and a site taken again at the same three frames is the one made before.
 """
 from __future__ import annotations
 
