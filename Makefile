@@ -10,7 +10,7 @@ PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip
 # PyTorch CPU is the optional reference of tests and benchmarks (never of `make run`); TORCH=0 skips it.
 TORCH  ?= 1
-KERNEL_SOURCES := $(shell find kernels_cpp -type f) pyproject.toml
+NATIVE_SOURCES := $(shell find kernels_cpp toolkit -type f -not -name '*.pyc') CMakeLists.txt pyproject.toml
 
 .PHONY: all setup install run test bench clean
 
@@ -28,7 +28,7 @@ $(VENV)/.torch: $(VENV)/.created
 	fi
 	touch $@
 
-$(VENV)/.installed: $(VENV)/.created $(KERNEL_SOURCES)
+$(VENV)/.installed: $(VENV)/.created $(NATIVE_SOURCES) emulator/status.py emulator/dtypes.py aclnn_api/status.py
 	$(PIP) install --quiet --no-build-isolation --editable .
 	touch $@
 

@@ -11,9 +11,14 @@ from .soc import PROFILES
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    commands = {entry.name: entry for entry in metadata.entry_points(group="npuemu.commands")}
+    if argv and argv[0] in commands:  # a command of a package built on the runtime (`npuemu toolkit ...`)
+        return commands[argv[0]].load()(argv[1:])
     parser = argparse.ArgumentParser(prog="npuemu", description="npuemu, a simulated Ascend NPU runtime")
-    parser.add_argument("command", nargs="?", default="info", choices=["info", "socs"],
-                        help="info: the settings in force (default); socs: the chips it can emulate")
+    parser.add_argument("command", nargs="?", default="info", choices=["info", "socs"] + sorted(commands),
+                        help="info: the settings in force (default); socs: the chips it can emulate; %s"
+                        % "; ".join("%s: see `npuemu %s --help`" % (name, name) for name in sorted(commands)))
     args = parser.parse_args(argv)
     if args.command == "socs":
         for family, profile in PROFILES.items():

@@ -497,6 +497,15 @@ def aclrtQueryEventStatus(event: int) -> int:
         return status.ACL_EVENT_RECORDED_STATUS_COMPLETE if complete else status.ACL_EVENT_RECORDED_STATUS_NOT_READY
 
 
+@api("aclrtQueryEvent", failure=(status.ACL_EVENT_STATUS_NOT_READY,))
+def aclrtQueryEvent(event: int) -> int:
+    """-> (status, ret): the deprecated form of aclrtQueryEventStatus, with the opposite polarity:
+    ACL_EVENT_STATUS_COMPLETE (0) or NOT_READY (1)."""
+    with _P.lock:
+        complete = live(Event, "event", event).query()
+        return status.ACL_EVENT_STATUS_COMPLETE if complete else status.ACL_EVENT_STATUS_NOT_READY
+
+
 @api("aclrtQueryEventWaitStatus", failure=(status.ACL_EVENT_WAIT_STATUS_NOT_READY,))
 def aclrtQueryEventWaitStatus(event: int) -> int:
     """-> (status, ret): ACL_EVENT_WAIT_STATUS_COMPLETE (0) when a stream waiting on the event would

@@ -9,9 +9,11 @@ frame to skip, and a site taken again at the same three frames is the one made b
 """
 from __future__ import annotations
 
+import ctypes
 import os
+import subprocess
 import sys
-from typing import Optional
+from typing import Callable, Optional
 
 DEPTH = 3  # frames kept: the call itself and two callers are enough to find it in a helper
 
@@ -114,7 +116,7 @@ def _walk(frame: Optional[object], depth: int) -> Site:
             break
         frame = frame.f_back
     if frame is None:
-        return UNKNOWN
+        return native_site()
     raw = ((code, frame.f_lasti),)
     while len(raw) < depth:  # then the user's, up to `depth` or back into npuemu (a callback of ours)
         frame = frame.f_back
@@ -126,6 +128,116 @@ def _walk(frame: Optional[object], depth: int) -> Site:
             break
         raw += ((code, frame.f_lasti),)
     return Site(raw)
+
+
+# --------------------------------------------------------------------------------------------------
+# C callers: a program that calls npuemu through its C toolkit has no Python frame of its own; the
+# toolkit tells the return address of the C call in progress, which is named file:line when the
+# program was built with -g (addr2line), else module+offset.
+
+_native_caller: Optional[Callable[[], int]] = None
+_native_sites: dict = {}  # return address -> its NativeSite
+
+
+def set_native_caller(read: Callable[[], int]) -> None:
+    """`read()` gives the return address of the C call in progress on this thread (0 when none)."""
+    global _native_caller
+    _native_caller = read
+
+
+def native_site() -> Site:
+    """The site of the C call in progress, or UNKNOWN."""
+    address = _native_caller() if _native_caller is not None else 0
+    if not address:
+        return UNKNOWN
+    site = _native_sites.get(address)
+    if site is None:
+        if len(_native_sites) >= KNOWN_SITES:
+            _native_sites.clear()
+        site = _native_sites[address] = NativeSite(address)
+    return site
+
+
+class NativeSite(Site):
+    """The C caller at a return address; resolved to its source line only when shown."""
+
+    __slots__ = ("address",)
+
+    def __init__(self, address: int):
+        super().__init__(())
+        self.address = address
+
+    @property
+    def frames(self) -> tuple:
+        if self._frames is None:
+            self._frames = (_resolve(self.address),)
+        return self._frames
+
+    @property
+    def location(self) -> str:
+        filename, line, _ = self.frames[0]
+        return "%s:%d" % (filename, line) if line else filename
+
+    def __str__(self) -> str:
+        filename, line, function = self.frames[0]
+        where = "%s:%d" % (filename, line) if line else filename
+        return "%s in %s" % (where, function) if function else where
+
+    def __eq__(self, other: object) -> bool:  # by address: comparing must not resolve (a subprocess)
+        return isinstance(other, NativeSite) and other.address == self.address
+
+    def __hash__(self) -> int:
+        return hash(self.address)
+
+
+class _DlInfo(ctypes.Structure):
+    _fields_ = [("dli_fname", ctypes.c_char_p), ("dli_fbase", ctypes.c_void_p),
+                ("dli_sname", ctypes.c_char_p), ("dli_saddr", ctypes.c_void_p)]
+
+
+def _resolve(address: int) -> tuple:
+    """(file, line, function) of the instruction that made the call returning to `address`: the
+    source line when the module has debug information, else (module+0xoffset, 0, symbol or "")."""
+    info = _DlInfo()
+    libc = ctypes.CDLL(None)
+    if not libc.dladdr(ctypes.c_void_p(address), ctypes.byref(info)) or not info.dli_fname:
+        return ("0x%x" % address, 0, "")
+    module = os.fsdecode(info.dli_fname) or sys.executable
+    if module and not os.path.isabs(module):  # the main program, as the loader names it
+        module = os.path.realpath("/proc/self/exe")
+    offset = address - (info.dli_fbase or 0) if _is_relocatable(module) else address
+    symbol = os.fsdecode(info.dli_sname) if info.dli_sname else ""
+    line_info = _addr2line(module, offset - 1)  # the call instruction ends just before the return address
+    if line_info is not None:
+        return line_info
+    return ("%s+0x%x" % (module, offset), 0, symbol)
+
+
+def _is_relocatable(module: str) -> bool:
+    """A shared object or position-independent executable (ELF type ET_DYN): addresses are offsets."""
+    try:
+        with open(module, "rb") as file:
+            header = file.read(18)
+    except OSError:
+        return True
+    return len(header) == 18 and header[16] == 3
+
+
+def _addr2line(module: str, offset: int) -> Optional[tuple]:
+    try:
+        done = subprocess.run(["addr2line", "-f", "-C", "-e", module, "0x%x" % offset], capture_output=True,
+                              text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    lines = done.stdout.splitlines()
+    if done.returncode != 0 or len(lines) < 2 or lines[1].startswith("??"):
+        return None
+    filename, _, line = lines[1].partition(":")
+    line = line.split()[0] if line else ""
+    if not line.isdigit() or line == "0":
+        return None
+    function = lines[0] if lines[0] != "??" else ""
+    return (filename, int(line), function)
 
 
 def _line_of(code, offset: int) -> int:

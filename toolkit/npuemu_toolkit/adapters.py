@@ -1,0 +1,48 @@
+"""The few C functions whose arguments Python's form of the call takes differently: what the bridge
+calls instead of the public Python function, in the C argument order (toolkit/npuemu_toolkit/surface.py names them).
+
+Importing this module (the bridge does, at start) also tells emulator.sites how to name a C caller.
+"""
+from __future__ import annotations
+
+import ctypes
+import functools
+from typing import Any, Optional
+
+import numpy as np
+
+import _npuemu_c  # made by the bridge (toolkit/src/core.cpp) before it imports this module
+import aclnn_api
+from emulator import runtime, sites
+from emulator.dtypes import ACL_BF16, NUMPY_TYPES, aclDataTypeSize
+from emulator.memory import host_range_is_mapped
+
+sites.register_package_dir(__file__)
+sites.set_native_caller(_npuemu_c.caller)
+
+
+def _scalar_value(address: int, data_type: Any) -> Any:
+    """The value a C caller's `void *value` holds for `data_type`; the address itself when the dtype is
+    one aclCreateScalar refuses anyway (it names the dtype), None for null or unreadable memory."""
+    numpy_type = NUMPY_TYPES.get(data_type) if type(data_type) is int else None
+    if numpy_type is None:
+        return address
+    size = aclDataTypeSize(data_type)
+    if not host_range_is_mapped(address, size):
+        return None
+    value = np.frombuffer(ctypes.string_at(address, size), numpy_type)[0]
+    if data_type == ACL_BF16:  # the upper half of a float32
+        return float(np.array([int(value) << 16], np.uint32).view(np.float32)[0])
+    return value.item()
+
+
+def aclCreateScalar(value: Optional[int], dataType: int) -> Optional[aclnn_api.aclScalar]:
+    """aclCreateScalar(void *value, aclDataType dataType): the value read at `value` as `dataType`."""
+    return aclnn_api.aclCreateScalar(None if value is None else _scalar_value(value, dataType), dataType)
+
+
+def aclrtLaunchCallback(fn: Optional[int], userData: Optional[int], blockType: int, stream: Optional[int]) -> int:
+    """aclrtLaunchCallback(aclrtCallback fn, void *userData, ...): fn(userData) runs in C, without the GIL,
+    on the thread that processes the stream's reports."""
+    callback = None if fn is None else functools.partial(_npuemu_c.call, fn)
+    return runtime.aclrtLaunchCallback(callback, userData, blockType, stream)

@@ -1,0 +1,47 @@
+"""`npuemu toolkit path` and `npuemu toolkit install DIR`: where the C toolkit is, and a copy of it
+elsewhere (e.g. /usr/local/Ascend/cann, the documentation's default root)."""
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+from typing import Optional
+
+from . import ToolkitMissing, root
+
+MARKER = "npuemu.info"  # in every tree of npuemu's (toolkit/CMakeLists.txt): an install replaces only those
+
+
+def main(argv: Optional[list] = None) -> int:
+    parser = argparse.ArgumentParser(prog="npuemu toolkit", description="npuemu's CANN-shaped C toolkit")
+    commands = parser.add_subparsers(dest="command", required=True)
+    commands.add_parser("path", help="print the toolkit's root (source <root>/set_env.sh)")
+    install = commands.add_parser("install", help="copy the toolkit to DIR (replacing an earlier npuemu copy)")
+    install.add_argument("directory", metavar="DIR")
+    args = parser.parse_args(argv)
+    try:
+        source = root()
+    except ToolkitMissing as error:
+        print("npuemu: %s" % error, file=sys.stderr)
+        return 1
+    if args.command == "path":
+        print(source)
+        return 0
+    return install_copy(source, os.path.abspath(args.directory))
+
+
+def install_copy(source: str, target: str) -> int:
+    if os.path.exists(target) and os.listdir(target) and not os.path.isfile(os.path.join(target, MARKER)):
+        print("npuemu: %s exists and is not a copy of npuemu's toolkit (no %s): not replaced; choose an empty or "
+              "new directory" % (target, MARKER), file=sys.stderr)
+        return 1
+    try:
+        if os.path.exists(target):
+            shutil.rmtree(target)
+        shutil.copytree(source, target, symlinks=True)
+    except OSError as error:
+        print("npuemu: cannot install the toolkit to %s: %s" % (target, error), file=sys.stderr)
+        return 1
+    print(target)
+    return 0

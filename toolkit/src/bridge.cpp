@@ -1,0 +1,184 @@
+// libnpuemu_bridge.so: what every public library of the toolkit calls (npuemu_forward).
+//
+// It has no link-time dependency on Python, so a program always loads, and a bad set-up is reported,
+// never a loader error or an abort. On the first call of any function it finds the interpreter npuemu
+// was installed with (NPUEMU_PYTHON, else the one baked in at build time), loads its shared libpython
+// into the global scope (so that Python's own extension modules resolve their symbols even when the
+// host dlopen()ed us with RTLD_LOCAL), then loads the core (libnpuemu_python.so), which starts the
+// interpreter and forwards every call. If any step fails, every call returns ACL_ERROR_UNINITIALIZE
+// (NULL for the creators) and leaves a message that names the interpreter and what to do.
+#include <dlfcn.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <mutex>
+#include <string>
+
+#include "forward.h"
+#include "signatures.inc"
+
+#ifndef NPUEMU_PYTHON_EXECUTABLE
+#error "NPUEMU_PYTHON_EXECUTABLE: the interpreter npuemu is installed with (set by toolkit/CMakeLists.txt)"
+#endif
+
+namespace {
+
+const int kUninitialized = 100001;  // ACL_ERROR_UNINITIALIZE
+const int kSignatureCount = static_cast<int>(sizeof(NPUEMU_SIGNATURES) / sizeof(NPUEMU_SIGNATURES[0]));
+
+std::once_flag boot_once;
+npuemu_core_call_fn core_call = nullptr;
+npuemu_core_exit_fn core_exit = nullptr;
+std::string boot_error;                  // why the toolkit cannot run, when it cannot
+thread_local bool boot_error_unread = false;
+
+std::string setting(const char *name, const char *fallback) {
+  const char *value = std::getenv(name);
+  return value != nullptr ? value : fallback;
+}
+
+bool is_file(const std::string &path) {
+  struct stat info;
+  return stat(path.c_str(), &info) == 0 && S_ISREG(info.st_mode);
+}
+
+std::string directory_of(const std::string &path) {
+  const size_t slash = path.rfind('/');
+  return slash == std::string::npos ? "." : path.substr(0, slash);
+}
+
+// The standard library an interpreter at `executable` would start with: a venv's pyvenv.cfg names its
+// base interpreter's directory (`home = ...`), else the interpreter's own prefix. Checked before the
+// interpreter starts, because CPython aborts the process when it cannot find its standard library.
+std::string standard_library_of(const std::string &executable) {
+  std::string bin = directory_of(executable);
+  for (const std::string &config : {directory_of(bin) + "/pyvenv.cfg", bin + "/pyvenv.cfg"}) {
+    std::ifstream file(config);
+    std::string line;
+    while (std::getline(file, line)) {
+      if (line.compare(0, 4, "home") == 0 && line.find('=') != std::string::npos) {
+        std::string home = line.substr(line.find('=') + 1);
+        home.erase(0, home.find_first_not_of(" \t"));
+        home.erase(home.find_last_not_of(" \t\r") + 1);
+        bin = home;
+      }
+    }
+  }
+  return directory_of(bin) + "/lib/python" NPUEMU_PYTHON_VERSION "/os.py";
+}
+
+std::string advice() {
+  return "reinstall npuemu where it was built (`make install`, or `pip install .` in the npuemu checkout), or set "
+         "NPUEMU_PYTHON to the python of the environment npuemu is installed in";
+}
+
+// The library this code is in: the core sits beside it.
+std::string own_directory() {
+  Dl_info info;
+  if (dladdr(reinterpret_cast<void *>(&npuemu_forward), &info) == 0 || info.dli_fname == nullptr) return ".";
+  return directory_of(info.dli_fname);
+}
+
+// A Python process that loads the toolkit (ctypes, a Python extension) already runs an interpreter.
+bool host_runs_python(std::string *error) {
+  auto is_initialized = reinterpret_cast<int (*)()>(dlsym(RTLD_DEFAULT, "Py_IsInitialized"));
+  if (is_initialized == nullptr || !is_initialized()) return false;
+  auto version = reinterpret_cast<const char *(*)()>(dlsym(RTLD_DEFAULT, "Py_GetVersion"));
+  const std::string expected = NPUEMU_PYTHON_VERSION ".";
+  if (version != nullptr && std::string(version()).compare(0, expected.size(), expected) != 0) {
+    *error = std::string("this process runs Python ") + version() + ", but npuemu's toolkit was built for Python " +
+             NPUEMU_PYTHON_VERSION + " (" + NPUEMU_PYTHON_EXECUTABLE + "): load it from that Python, or from a "
+             "C or C++ program";
+  }
+  return true;
+}
+
+std::string load_libpython(const std::string &executable) {
+  const std::string library = setting("NPUEMU_LIBPYTHON", NPUEMU_LIBPYTHON);
+  if (library.empty()) {
+    return "the Python npuemu uses (" + executable + ") has no shared libpython" NPUEMU_PYTHON_VERSION ".so "
+           "(it was built without --enable-shared), which the C toolkit embeds: install npuemu with a Python "
+           "built with --enable-shared (pyenv: PYTHON_CONFIGURE_OPTS=--enable-shared pyenv install "
+           NPUEMU_PYTHON_VERSION "; Debian: the libpython" NPUEMU_PYTHON_VERSION " package)";
+  }
+  if (dlopen(library.c_str(), RTLD_NOW | RTLD_GLOBAL) == nullptr) {
+    const char *reason = dlerror();
+    return "cannot load the shared libpython of " + executable + " (" + library + "): " +
+           (reason != nullptr ? reason : "unknown error") + "; the C toolkit needs it (a Python " NPUEMU_PYTHON_VERSION
+           " built with --enable-shared): " + advice();
+  }
+  return "";
+}
+
+void boot() {
+  const std::string executable = setting("NPUEMU_PYTHON", NPUEMU_PYTHON_EXECUTABLE);
+  std::string error;
+  const bool hosted = host_runs_python(&error);
+  if (error.empty() && !hosted) {
+    if (access(executable.c_str(), X_OK) != 0) {
+      error = "the Python interpreter npuemu was installed with, " + executable +
+              ", does not exist (a moved or deleted virtual environment?): " + advice();
+    } else if (!is_file(standard_library_of(executable))) {
+      error = executable + " is no Python " NPUEMU_PYTHON_VERSION " installation (no " +
+              standard_library_of(executable) + "): " + advice();
+    } else {
+      error = load_libpython(executable);
+    }
+  }
+  void *core = nullptr;
+  if (error.empty()) {
+    const std::string path = own_directory() + "/libnpuemu_python.so";
+    core = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (core == nullptr) {
+      const char *reason = dlerror();
+      error = "cannot load " + path + ": " + (reason != nullptr ? reason : "unknown error") + "; " + advice();
+    }
+  }
+  if (error.empty()) {
+    auto core_boot = reinterpret_cast<npuemu_core_boot_fn>(dlsym(core, "npuemu_core_boot"));
+    const npuemu_boot settings = {executable.c_str(), NPUEMU_SIGNATURES, kSignatureCount, hosted ? 0 : 1};
+    char reason[4096] = "";
+    if (core_boot == nullptr) {
+      error = "the core library has no npuemu_core_boot: " + advice();
+    } else if (core_boot(&settings, reason, sizeof(reason)) != 0) {
+      error = std::string(reason) + " (interpreter " + executable + ")";
+    } else {
+      core_call = reinterpret_cast<npuemu_core_call_fn>(dlsym(core, "npuemu_core_call"));
+      core_exit = reinterpret_cast<npuemu_core_exit_fn>(dlsym(core, "npuemu_core_exit"));
+      if (!hosted && core_exit != nullptr) std::atexit(core_exit);  // npuemu's "leaks at exit" report
+    }
+  }
+  if (!error.empty()) {
+    boot_error = "npuemu: the C toolkit cannot start: " + error;
+    std::fprintf(stderr, "%s\n", boot_error.c_str());
+    std::fflush(stderr);
+  }
+}
+
+// What a call returns when the toolkit could not start.
+npuemu_value failed(int number) {
+  npuemu_value result;
+  result.u = 0;
+  const uint8_t returns = number >= 0 && number < kSignatureCount ? NPUEMU_SIGNATURES[number].returns : uint8_t(NR_STATUS);
+  if (returns == NR_STR_THREAD) {  // aclGetRecentErrMsg: the reason, once after each failed call
+    result.p = boot_error_unread ? boot_error.c_str() : nullptr;
+    boot_error_unread = false;
+    return result;
+  }
+  boot_error_unread = true;
+  if (returns == NR_STATUS) result.i = kUninitialized;
+  return result;
+}
+
+}  // namespace
+
+extern "C" npuemu_value npuemu_forward(int number, const npuemu_value *args, const void *caller) {
+  std::fflush(stdout);  // the C program's output stays ahead of anything npuemu prints
+  std::call_once(boot_once, boot);
+  if (core_call == nullptr) return failed(number);
+  return core_call(number, args, caller);
+}

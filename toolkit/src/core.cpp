@@ -1,0 +1,482 @@
+// libnpuemu_python.so: the half of the bridge that speaks Python.
+//
+// Loaded by the bridge after libpython is in the global scope (its Py* symbols resolve from there:
+// this library is not linked with libpython, so that a missing or static libpython is a message,
+// not a loader error). It starts the interpreter (or joins the host's), imports the runtime and the
+// functions the table names, and then converts each call: C slots to Python values by their kinds,
+// the Python call's outputs back to the C out-parameters, its status to the return value.
+//
+// Threads: npuemu keeps per-thread state (the current context, the error messages) in
+// threading.local, which CPython wipes when a thread's last PyGILState_Release deletes its thread
+// state. So a host thread Python did not create keeps one thread state for its whole life (Pin).
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "forward.h"
+
+namespace {
+
+const int kRuntimeNull = 100000, kAclnnNull = 161001;          // ACL_ERROR_INVALID_PARAM, ACLNN_ERR_PARAM_NULLPTR
+const int kRuntimeInvalid = 100000, kAclnnInvalid = 161002;    // ... ACLNN_ERR_PARAM_INVALID
+const int kRuntimeInternal = 507000, kAclnnInternal = 561000;  // ACL_ERROR_RT_INTERNAL_ERROR, ACLNN_ERR_INNER
+const uint64_t kMaxArray = uint64_t(1) << 24;                  // elements of one array argument
+
+const npuemu_signature *signatures = nullptr;
+std::vector<PyObject *> targets;   // the Python callable of each function, by number
+PyObject *record = nullptr;        // emulator.errors.record(code, api_name, message)
+bool traceback_shown = false;
+thread_local const void *caller_address = nullptr;  // the C caller of the call in progress (sites.native)
+
+// One thread state for the life of a host thread that Python did not create (see the top).
+struct Pin {
+  bool on = false;
+  PyGILState_STATE outer;
+  PyThreadState *saved = nullptr;
+  void ensure() {
+    if (on) return;
+    outer = PyGILState_Ensure();
+    saved = PyEval_SaveThread();
+    on = true;
+  }
+  ~Pin() {
+    if (on && Py_IsInitialized()) {
+      PyEval_RestoreThread(saved);
+      PyGILState_Release(outer);
+    }
+  }
+};
+thread_local Pin pin;
+
+// -------------------------------------------------------------------------------------------------
+// Errors
+
+struct Failure {
+  int code;
+  std::string message;
+};
+
+int null_code(const npuemu_signature &sig) { return sig.layer == NL_ACLNN ? kAclnnNull : kRuntimeNull; }
+int invalid_code(const npuemu_signature &sig) { return sig.layer == NL_ACLNN ? kAclnnInvalid : kRuntimeInvalid; }
+int internal_code(const npuemu_signature &sig) { return sig.layer == NL_ACLNN ? kAclnnInternal : kRuntimeInternal; }
+
+// Leave the message for aclGetRecentErrMsg, as the Python layer does for its own rejections.
+void leave_message(const npuemu_signature &sig, const Failure &failure) {
+  PyObject *result = PyObject_CallFunction(record, "iss", failure.code, sig.name, failure.message.c_str());
+  if (result == nullptr) PyErr_Print();
+  Py_XDECREF(result);
+}
+
+// The pending Python exception as a failure of ours: its traceback once on stderr, its text in the message.
+Failure internal_failure(const npuemu_signature &sig) {
+  PyObject *type, *value, *traceback;
+  PyErr_Fetch(&type, &value, &traceback);
+  PyErr_NormalizeException(&type, &value, &traceback);
+  std::string text = "unknown error";
+  if (value != nullptr) {
+    PyObject *shown = PyObject_Str(value);
+    const char *utf8 = shown != nullptr ? PyUnicode_AsUTF8(shown) : nullptr;
+    text = std::string(Py_TYPE(value)->tp_name) + ": " + (utf8 != nullptr ? utf8 : "?");
+    Py_XDECREF(shown);
+    PyErr_Clear();
+  }
+  if (!traceback_shown) {
+    traceback_shown = true;
+    PyErr_Restore(type, value, traceback);
+    PyErr_Print();
+  } else {
+    Py_XDECREF(type);
+    Py_XDECREF(value);
+    Py_XDECREF(traceback);
+  }
+  return {internal_code(sig), "internal error of npuemu's C toolkit (please report): " + text};
+}
+
+// -------------------------------------------------------------------------------------------------
+// C arguments to Python values
+
+// Copies `size` bytes the caller says are at `address` without trusting it: a wild pointer is a
+// message, not a crash (process_vm_readv reports EFAULT where a memcpy would fault).
+bool read_memory(void *into, const void *address, size_t size) {
+  if (size == 0) return true;
+  struct iovec local = {into, size};
+  struct iovec remote = {const_cast<void *>(address), size};
+  const ssize_t copied = process_vm_readv(getpid(), &local, 1, &remote, 1, 0);
+  if (copied == static_cast<ssize_t>(size)) return true;
+  if (copied < 0 && errno != EFAULT && errno != ESRCH) {  // not permitted here (a sandbox): trust the caller
+    std::memcpy(into, address, size);
+    return true;
+  }
+  return false;
+}
+
+template <typename T>
+PyObject *list_of(const T *values, uint64_t count, PyObject *(*make)(T)) {
+  PyObject *list = PyList_New(static_cast<Py_ssize_t>(count));
+  for (uint64_t i = 0; list != nullptr && i < count; ++i) {
+    PyObject *item = make(values[i]);
+    if (item == nullptr) {
+      Py_CLEAR(list);
+      break;
+    }
+    PyList_SET_ITEM(list, static_cast<Py_ssize_t>(i), item);
+  }
+  return list;
+}
+
+PyObject *from_i64(int64_t v) { return PyLong_FromLongLong(v); }
+PyObject *from_f32(float v) { return PyFloat_FromDouble(v); }
+PyObject *from_bool(bool v) { return PyBool_FromLong(v); }
+PyObject *from_pointer(const void *v) {
+  if (v == nullptr) Py_RETURN_NONE;
+  return PyLong_FromVoidPtr(const_cast<void *>(v));
+}
+
+// An array argument: null with a count of 0 is an empty list (a 0-D shape), null with a count is None
+// (the Python layer names it), otherwise a copy of the caller's values.
+PyObject *array_argument(const npuemu_signature &sig, int slot, const npuemu_value *args, Failure *failure) {
+  const npuemu_param param = sig.params[slot];
+  const uint64_t count = args[param.aux].u;
+  const void *address = args[slot].p;
+  if (address == nullptr) {
+    if (count == 0) return PyList_New(0);
+    Py_RETURN_NONE;
+  }
+  const size_t item = param.kind == NK_I64_ARRAY ? sizeof(int64_t) : param.kind == NK_F32_ARRAY ? sizeof(float)
+                      : param.kind == NK_BOOL_ARRAY ? sizeof(bool) : sizeof(void *);
+  if (count > kMaxArray) {
+    *failure = {invalid_code(sig), std::string(sig.params[param.aux].kind == NK_COUNT ? sig.names[param.aux] : "count") +
+                                       ": expected at most " + std::to_string(kMaxArray) + " values for " +
+                                       sig.names[slot] + ", found " + std::to_string(count)};
+    return nullptr;
+  }
+  std::vector<unsigned char> bytes(count * item);
+  if (!read_memory(bytes.data(), address, bytes.size())) {
+    char where[32];
+    std::snprintf(where, sizeof(where), "%p", address);
+    *failure = {invalid_code(sig), std::string(sig.names[slot]) + ": expected " + std::to_string(count) +
+                                       " readable values at " + where + ", found memory the process cannot read"};
+    return nullptr;
+  }
+  switch (param.kind) {
+    case NK_I64_ARRAY: return list_of(reinterpret_cast<const int64_t *>(bytes.data()), count, from_i64);
+    case NK_F32_ARRAY: return list_of(reinterpret_cast<const float *>(bytes.data()), count, from_f32);
+    case NK_BOOL_ARRAY: return list_of(reinterpret_cast<const bool *>(bytes.data()), count, from_bool);
+    default: return list_of(reinterpret_cast<const void *const *>(bytes.data()), count, from_pointer);
+  }
+}
+
+PyObject *string_argument(const char *text) {
+  if (text == nullptr) Py_RETURN_NONE;
+  return PyUnicode_DecodeUTF8(text, static_cast<Py_ssize_t>(std::strlen(text)), "surrogateescape");
+}
+
+// The Python arguments of a call; false with `failure` set for an argument no call could take.
+bool arguments(const npuemu_signature &sig, const npuemu_value *args, std::vector<PyObject *> *into,
+               Failure *failure) {
+  for (int slot = 0; slot < sig.param_count; ++slot) {
+    PyObject *value = nullptr;
+    switch (sig.params[slot].kind) {
+      case NK_INT: value = PyLong_FromLongLong(args[slot].i); break;
+      case NK_UINT: value = PyLong_FromUnsignedLongLong(args[slot].u); break;
+      case NK_BOOL: value = PyBool_FromLong(args[slot].i != 0); break;
+      case NK_DOUBLE: value = PyFloat_FromDouble(args[slot].d); break;
+      case NK_PTR: value = from_pointer(args[slot].p); break;
+      case NK_STR: value = string_argument(static_cast<const char *>(args[slot].p)); break;
+      case NK_I64_ARRAY:
+      case NK_F32_ARRAY:
+      case NK_BOOL_ARRAY:
+      case NK_PTR_ARRAY:
+        value = array_argument(sig, slot, args, failure);
+        if (value == nullptr && !failure->message.empty()) return false;
+        break;
+      case NK_OUT_COUNT:
+      case NK_OUT_I32: case NK_OUT_U32: case NK_OUT_I64: case NK_OUT_U64: case NK_OUT_F32: case NK_OUT_PTR:
+      case NK_OUT_I64_ARRAY:
+        if (args[slot].p == nullptr) {  // the ACL layer rejects a null out-pointer before anything else
+          *failure = {null_code(sig), std::string(sig.names[slot]) + ": expected a non-null pointer, found null"};
+          return false;
+        }
+        continue;
+      default:  // NK_COUNT: part of its array
+        continue;
+    }
+    if (value == nullptr) {
+      *failure = internal_failure(sig);
+      return false;
+    }
+    into->push_back(value);
+  }
+  return true;
+}
+
+// -------------------------------------------------------------------------------------------------
+// Python results to C
+
+// An object's handle: an int as it is, None as null, an aclnn object by its `handle`.
+bool handle_of(PyObject *object, const void **into) {
+  if (object == Py_None) {
+    *into = nullptr;
+    return true;
+  }
+  PyObject *number = PyLong_Check(object) ? (Py_INCREF(object), object) : PyObject_GetAttrString(object, "handle");
+  if (number == nullptr) return false;
+  *into = PyLong_AsVoidPtr(number);
+  Py_DECREF(number);
+  return !PyErr_Occurred();
+}
+
+bool write_output(const npuemu_signature &sig, int slot, PyObject *value, const npuemu_value *args) {
+  void *target = const_cast<void *>(args[slot].p);
+  switch (sig.params[slot].kind) {
+    case NK_OUT_I32: *static_cast<int32_t *>(target) = static_cast<int32_t>(PyLong_AsLong(value)); break;
+    case NK_OUT_U32: *static_cast<uint32_t *>(target) = static_cast<uint32_t>(PyLong_AsUnsignedLong(value)); break;
+    case NK_OUT_I64: *static_cast<int64_t *>(target) = PyLong_AsLongLong(value); break;
+    case NK_OUT_U64: *static_cast<uint64_t *>(target) = PyLong_AsUnsignedLongLong(value); break;
+    case NK_OUT_F32: *static_cast<float *>(target) = static_cast<float>(PyFloat_AsDouble(value)); break;
+    case NK_OUT_PTR: {
+      const void *handle = nullptr;
+      if (!handle_of(value, &handle)) return false;
+      *static_cast<const void **>(target) = handle;
+      break;
+    }
+    case NK_OUT_I64_ARRAY: {  // new[]: the caller delete[]s it, as the library's getters require
+      PyObject *items = PySequence_Fast(value, "expected a list");
+      if (items == nullptr) return false;
+      const Py_ssize_t count = PySequence_Fast_GET_SIZE(items);
+      int64_t *array = new int64_t[count > 0 ? count : 1];
+      for (Py_ssize_t i = 0; i < count; ++i) array[i] = PyLong_AsLongLong(PySequence_Fast_GET_ITEM(items, i));
+      Py_DECREF(items);
+      if (PyErr_Occurred()) {
+        delete[] array;
+        return false;
+      }
+      *static_cast<int64_t **>(target) = array;
+      *static_cast<uint64_t *>(const_cast<void *>(args[sig.params[slot].aux].p)) = static_cast<uint64_t>(count);
+      break;
+    }
+    default: break;
+  }
+  return !PyErr_Occurred();
+}
+
+const char *static_string(PyObject *text) {
+  static std::set<std::string> strings;  // one copy per distinct value, valid for the process (GIL held)
+  const char *utf8 = PyUnicode_AsUTF8(text);
+  return utf8 == nullptr ? nullptr : strings.insert(utf8).first->c_str();
+}
+
+const char *thread_string(PyObject *text) {
+  thread_local std::string latest;  // valid until the thread's next call, as aclGetRecentErrMsg's is
+  const char *utf8 = PyUnicode_AsUTF8(text);
+  if (utf8 == nullptr) return nullptr;
+  latest = utf8;
+  return latest.c_str();
+}
+
+// The C result of a Python call's result; false with a Python exception for a result of the wrong shape.
+bool convert_result(const npuemu_signature &sig, PyObject *result, const npuemu_value *args, npuemu_value *into) {
+  switch (sig.returns) {
+    case NR_STATUS: {
+      PyObject *status = result;
+      if (PyTuple_Check(result)) {
+        const Py_ssize_t size = PyTuple_GET_SIZE(result);
+        if (size != sig.output_count + 1) {
+          PyErr_Format(PyExc_TypeError, "%s returned %zd values, the table says %d outputs and a status", sig.name,
+                       size, sig.output_count);
+          return false;
+        }
+        status = PyTuple_GET_ITEM(result, size - 1);
+      }
+      into->i = PyLong_AsLong(status);
+      if (PyErr_Occurred()) return false;
+      if (into->i == 0) {  // outputs are written only on success
+        for (int k = 0; k < sig.output_count; ++k) {
+          if (!write_output(sig, sig.outputs[k], PyTuple_GET_ITEM(result, k), args)) return false;
+        }
+      }
+      return true;
+    }
+    case NR_HANDLE: return handle_of(result, &into->p);
+    case NR_U64: into->u = PyLong_AsUnsignedLongLong(result); break;
+    case NR_U16: into->u = PyLong_AsUnsignedLong(result); break;
+    case NR_F32: into->d = PyFloat_AsDouble(result); break;
+    case NR_STR_STATIC: into->p = result == Py_None ? nullptr : static_string(result); break;
+    case NR_STR_THREAD: into->p = result == Py_None ? nullptr : thread_string(result); break;
+  }
+  return !PyErr_Occurred();
+}
+
+npuemu_value failure_value(const npuemu_signature &sig, const Failure &failure) {
+  npuemu_value value;
+  value.u = 0;
+  if (sig.returns == NR_STATUS) value.i = failure.code;
+  return value;
+}
+
+npuemu_value invoke(int number, const npuemu_value *args) {
+  const npuemu_signature &sig = signatures[number];
+  std::vector<PyObject *> argv;
+  argv.reserve(sig.param_count);
+  Failure failure = {0, ""};
+  npuemu_value value;
+  value.u = 0;
+  if (!arguments(sig, args, &argv, &failure)) {
+    leave_message(sig, failure);
+    value = failure_value(sig, failure);
+  } else {
+    PyObject *result = PyObject_Vectorcall(targets[number], argv.data(), argv.size(), nullptr);
+    if (result == nullptr || !convert_result(sig, result, args, &value)) {
+      failure = internal_failure(sig);
+      leave_message(sig, failure);
+      value = failure_value(sig, failure);
+    }
+    Py_XDECREF(result);
+  }
+  for (PyObject *arg : argv) Py_DECREF(arg);
+  return value;
+}
+
+// -------------------------------------------------------------------------------------------------
+// The module _npuemu_c: what the Python side of the toolkit asks of C
+
+PyObject *caller(PyObject *, PyObject *) { return PyLong_FromVoidPtr(const_cast<void *>(caller_address)); }
+
+// call(function address, argument address): runs a C callback `void fn(void *)` without the GIL.
+PyObject *call(PyObject *, PyObject *args) {
+  PyObject *function, *argument;
+  if (!PyArg_ParseTuple(args, "OO", &function, &argument)) return nullptr;
+  void *fn = PyLong_AsVoidPtr(function);
+  void *data = argument == Py_None ? nullptr : PyLong_AsVoidPtr(argument);
+  if (PyErr_Occurred()) return nullptr;
+  Py_BEGIN_ALLOW_THREADS
+  reinterpret_cast<void (*)(void *)>(fn)(data);
+  Py_END_ALLOW_THREADS
+  Py_RETURN_NONE;
+}
+
+PyMethodDef methods[] = {
+    {"caller", caller, METH_NOARGS, "The return address of the C call in progress on this thread (0: none)."},
+    {"call", call, METH_VARARGS, "call(fn, data): run the C function void fn(void *data) without the GIL."},
+    {nullptr, nullptr, 0, nullptr}};
+PyModuleDef module_definition = {PyModuleDef_HEAD_INIT, "_npuemu_c", "npuemu's C toolkit, seen from Python.", -1,
+                                 methods, nullptr, nullptr, nullptr, nullptr};
+
+// -------------------------------------------------------------------------------------------------
+// Start
+
+std::string python_error() {
+  PyObject *type, *value, *traceback;
+  PyErr_Fetch(&type, &value, &traceback);
+  PyErr_NormalizeException(&type, &value, &traceback);
+  std::string text = "unknown error";
+  if (value != nullptr) {
+    PyObject *shown = PyObject_Str(value);
+    const char *utf8 = shown != nullptr ? PyUnicode_AsUTF8(shown) : nullptr;
+    text = std::string(Py_TYPE(value)->tp_name) + ": " + (utf8 != nullptr ? utf8 : "?");
+    Py_XDECREF(shown);
+  }
+  Py_XDECREF(type);
+  Py_XDECREF(value);
+  Py_XDECREF(traceback);
+  PyErr_Clear();
+  return text;
+}
+
+std::string start_interpreter(const char *executable) {
+  PyConfig config;
+  PyConfig_InitPythonConfig(&config);
+  config.install_signal_handlers = 0;  // SIGINT and the rest stay the C program's
+  config.parse_argv = 0;
+  PyStatus status = PyConfig_SetBytesString(&config, &config.executable, executable);
+  if (!PyStatus_Exception(status)) status = Py_InitializeFromConfig(&config);
+  PyConfig_Clear(&config);
+  if (PyStatus_Exception(status)) {
+    return std::string("the interpreter did not start: ") + (status.err_msg != nullptr ? status.err_msg : "unknown");
+  }
+  return "";
+}
+
+// Import what the table names; "" or what failed.
+std::string import_targets(const npuemu_signature *table, int count) {
+  PyObject *module = PyModule_Create(&module_definition);
+  PyObject *modules = PyImport_GetModuleDict();
+  if (module == nullptr || PyDict_SetItemString(modules, "_npuemu_c", module) != 0) return python_error();
+  Py_DECREF(module);
+  PyObject *errors = PyImport_ImportModule("emulator.errors");
+  if (errors == nullptr) {
+    return "cannot import npuemu (" + python_error() + "): install npuemu into this interpreter's environment "
+           "(`make install` or `pip install .` in the npuemu checkout), or set NPUEMU_PYTHON to the python of the "
+           "environment it is installed in";
+  }
+  record = PyObject_GetAttrString(errors, "record");
+  Py_DECREF(errors);
+  targets.assign(count, nullptr);
+  for (int number = 0; number < count; ++number) {
+    PyObject *owner = PyImport_ImportModule(table[number].module);
+    PyObject *target = owner != nullptr ? PyObject_GetAttrString(owner, table[number].attribute) : nullptr;
+    Py_XDECREF(owner);
+    if (target == nullptr) {
+      return std::string("cannot find ") + table[number].module + "." + table[number].attribute + " for " +
+             table[number].name + " (" + python_error() + "): npuemu's Python packages and its C toolkit "
+             "differ; reinstall npuemu (`make install` or `pip install .`)";
+    }
+    targets[number] = target;
+  }
+  return record != nullptr ? "" : python_error();
+}
+
+}  // namespace
+
+extern "C" __attribute__((visibility("default"))) int npuemu_core_boot(const npuemu_boot *boot, char *error,
+                                                                        unsigned long error_size) {
+  signatures = boot->signatures;
+  std::string problem;
+  if (boot->embedded) problem = start_interpreter(boot->executable);
+  if (problem.empty()) {
+    PyGILState_STATE gil = PyGILState_Ensure();
+    problem = import_targets(boot->signatures, boot->signature_count);
+    PyGILState_Release(gil);
+    if (boot->embedded) PyEval_SaveThread();  // the interpreter's first thread state stays this thread's
+  }
+  if (!problem.empty()) std::snprintf(error, error_size, "%s", problem.c_str());
+  return problem.empty() ? 0 : 1;
+}
+
+extern "C" __attribute__((visibility("default"))) npuemu_value npuemu_core_call(int number, const npuemu_value *args,
+                                                                                 const void *caller) {
+  if (PyGILState_GetThisThreadState() == nullptr) pin.ensure();
+  PyGILState_STATE gil = PyGILState_Ensure();
+  const void *outer = caller_address;
+  caller_address = caller;
+  npuemu_value value;
+  try {
+    value = invoke(number, args);
+  } catch (...) {  // no C++ exception crosses into the C program (std::bad_alloc of a huge output, ...)
+    const Failure failure = {internal_code(signatures[number]), "internal error of npuemu's C toolkit: a C++ exception"};
+    leave_message(signatures[number], failure);
+    value = failure_value(signatures[number], failure);
+  }
+  caller_address = outer;
+  PyGILState_Release(gil);
+  return value;
+}
+
+// At the C program's exit: Python's atexit functions (npuemu's leak report), then the streams flushed.
+// The interpreter is not finalised: host threads and the kernels' pool may still be alive.
+extern "C" __attribute__((visibility("default"))) void npuemu_core_exit(void) {
+  if (!Py_IsInitialized()) return;
+  PyGILState_STATE gil = PyGILState_Ensure();
+  if (PyRun_SimpleString("import atexit, sys\natexit._run_exitfuncs()\nsys.stdout.flush()\nsys.stderr.flush()\n") != 0) {
+    PyErr_Clear();
+  }
+  PyGILState_Release(gil);
+}
