@@ -4,6 +4,7 @@
 # The package is installed editable: Python code runs from this tree (so `import acl` works from
 # the repository root too), and the compiled kernels are rebuilt whenever a file of kernels_cpp/
 # or the build settings change.
+SHELL  := /bin/bash
 PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
@@ -36,8 +37,14 @@ setup: $(VENV)/.created
 
 install: $(VENV)/.installed
 
+# The Python samples, then the C++ ones built with the documentation's recipe against the toolkit.
 run: install
 	@set -e; for s in samples/*.py; do echo "== $$s"; $(PY) $$s; done
+	@set -e; source "$$($(VENV)/bin/npuemu toolkit path)/set_env.sh"; \
+	  rm -rf build/samples-cpp; mkdir -p build/samples-cpp; cd build/samples-cpp; \
+	  cmake $(CURDIR)/samples/cpp -DCMAKE_CXX_COMPILER=g++ -DCMAKE_SKIP_RPATH=TRUE > cmake.log || { cat cmake.log; exit 1; }; \
+	  make --no-print-directory > make.log || { cat make.log; exit 1; }; \
+	  cd bin; for s in $(CURDIR)/samples/cpp/*.cpp; do echo "== samples/cpp/$${s##*/}"; ./$$(basename $$s .cpp); done
 
 test: install $(VENV)/.torch
 	$(VENV)/bin/pytest

@@ -1,0 +1,77 @@
+"""Building and running C and C++ programs against npuemu's C toolkit, as a user does: the toolkit's
+root from `npuemu toolkit path`, the environment its set_env.sh gives, the documented g++ recipe."""
+from __future__ import annotations
+
+import functools
+import os
+import shutil
+import subprocess
+import sys
+from typing import Optional, Sequence
+
+import pytest
+
+COMPILERS = {"c++": "g++", "c": "gcc"}
+
+
+def require_compilers() -> None:
+    """Skip (with the reason) where the machine has no C/C++ compiler: the toolkit cannot be used there."""
+    for compiler in COMPILERS.values():
+        if shutil.which(compiler) is None:
+            pytest.skip("%s is not installed: C programs cannot be built here" % compiler)
+
+
+@functools.lru_cache(maxsize=None)
+def toolkit_root() -> str:
+    """The installed toolkit's root; a toolkit that is not there fails the test (it is part of the install)."""
+    done = subprocess.run([sys.executable, "-m", "emulator", "toolkit", "path"], capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
+@functools.lru_cache(maxsize=None)
+def _sourced_environment() -> tuple:
+    done = subprocess.run(["bash", "-c", 'source "$1/set_env.sh" && env -0', "bash", toolkit_root()],
+                          capture_output=True, timeout=60, env=dict(os.environ))
+    assert done.returncode == 0, done.stderr
+    pairs = (entry.split(b"=", 1) for entry in done.stdout.split(b"\0") if b"=" in entry)
+    return tuple((key.decode(), value.decode()) for key, value in pairs)
+
+
+def toolkit_environment(**changes: Optional[str]) -> dict:
+    """The environment after `source <root>/set_env.sh`, with `changes` (None removes a variable)."""
+    env = dict(_sourced_environment())
+    for key, value in changes.items():
+        if value is None:
+            env.pop(key, None)
+        else:
+            env[key] = value
+    return env
+
+
+def compile_program(source: str, directory, name: str = "program", language: str = "c++",
+                    flags: Sequence[str] = (), libraries: Sequence[str] = ("opapi_nn", "opapi_math", "ascendcl",
+                                                                            "nnopbase")) -> str:
+    """Write `source` to <directory>/<name>.cpp (or .c) and build it with the documented one-line recipe;
+    returns the executable's path. A compiler error fails the test with its output."""
+    root = toolkit_root()
+    directory = str(directory)
+    path = os.path.join(directory, name + (".cpp" if language == "c++" else ".c"))
+    with open(path, "w", encoding="utf-8") as file:
+        file.write(source)
+    executable = os.path.join(directory, name)
+    command = [COMPILERS[language], *(["-std=c++11"] if language == "c++" else ["-std=c99"]), *flags, path,
+               "-I", os.path.join(root, "include"), "-I", os.path.join(root, "include", "aclnnop"),
+               "-I", os.path.join(root, "include", "aclnn"), "-L", os.path.join(root, "lib64"),
+               *("-l" + library for library in libraries), "-o", executable]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, "%s\n%s%s" % (" ".join(command), done.stdout, done.stderr)
+    return executable
+
+
+def run_program(executable: str, env: Optional[dict] = None, timeout: float = 120,
+                args: Sequence[str] = ()) -> subprocess.CompletedProcess:
+    """Run a built program in the toolkit's environment (or `env`), from its own directory."""
+    return subprocess.run([executable, *args], capture_output=True, text=True, timeout=timeout,
+                          env=toolkit_environment() if env is None else env, cwd=os.path.dirname(executable))

@@ -1,0 +1,84 @@
+"""The C++ calling examples of samples/cpp, built against the toolkit (`python -m emulator toolkit
+path`) with the documentation's steps: source set_env.sh, cmake, make, run from bin/. Each prints
+exactly what its Python port in samples/ prints (those are checked against the documented values)
+and leaks nothing."""
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from support import REPO, run_sample
+
+if shutil.which("cmake") is None or shutil.which("g++") is None:
+    pytest.skip("building the C++ samples needs cmake and g++ on PATH", allow_module_level=True)
+
+SAMPLES = ("binary_cross_entropy_with_logits_backward", "ctc_loss_backward", "kl_div_backward",
+           "log_sigmoid_backward", "scaled_masked_softmax_backward")
+SOURCES = os.path.join(REPO, "samples", "cpp")
+BUILD_TIMEOUT = 600
+RUN_TIMEOUT = 120
+
+
+def run(args, cwd, env, timeout=RUN_TIMEOUT) -> subprocess.CompletedProcess:
+    return subprocess.run(args, cwd=str(cwd), env=env, capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def toolkit_env() -> dict:
+    """The environment a shell has after `source <toolkit>/set_env.sh`."""
+    done = run([sys.executable, "-m", "emulator", "toolkit", "path"], REPO, None)
+    assert done.returncode == 0, "`python -m emulator toolkit path` failed:\n" + done.stdout + done.stderr
+    root = done.stdout.strip()
+    assert os.path.isfile(os.path.join(root, "set_env.sh")), "no set_env.sh in the toolkit root %r" % root
+    done = subprocess.run(["bash", "-c", 'source "$1/set_env.sh" && env -0', "bash", root],
+                          capture_output=True, timeout=RUN_TIMEOUT)
+    assert done.returncode == 0, done.stderr.decode(errors="replace")
+    env = dict(entry.split("=", 1) for entry in done.stdout.decode().split("\0") if "=" in entry)
+    assert env.get("ASCEND_CUSTOM_PATH"), "set_env.sh does not set ASCEND_CUSTOM_PATH"
+    return env
+
+
+@pytest.fixture(scope="module")
+def bin_dir(tmp_path_factory, toolkit_env) -> str:
+    """samples/cpp built once, as the documentation builds it: a copy of the directory, then
+    `mkdir -p build; cd build; cmake ../ -DCMAKE_CXX_COMPILER=g++ -DCMAKE_SKIP_RPATH=TRUE; make`.
+    Returns build/bin."""
+    sources = tmp_path_factory.mktemp("cpp_samples") / "cpp"
+    shutil.copytree(SOURCES, str(sources), ignore=shutil.ignore_patterns("build"))
+    build = sources / "build"
+    build.mkdir()
+    done = run(["cmake", "../", "-DCMAKE_CXX_COMPILER=g++", "-DCMAKE_SKIP_RPATH=TRUE"], build, toolkit_env,
+               BUILD_TIMEOUT)
+    assert done.returncode == 0, "cmake failed:\n" + done.stdout + done.stderr
+    # `make` as the documentation says, unless CMAKE_GENERATOR chose another build tool
+    command = ["make"] if (build / "Makefile").exists() else ["cmake", "--build", "."]
+    done = run(command, build, toolkit_env, BUILD_TIMEOUT)
+    assert done.returncode == 0, " ".join(command) + " failed:\n" + done.stdout + done.stderr
+    return str(build / "bin")
+
+
+@pytest.mark.parametrize("name", SAMPLES)
+def test_cpp_sample_prints_what_the_python_sample_prints_and_leaks_nothing(bin_dir, toolkit_env, name):
+    done = run(["./" + name], bin_dir, toolkit_env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "leak" not in done.stderr.lower(), done.stderr
+    python = run_sample(name)
+    assert python.returncode == 0, python.stdout + python.stderr
+    assert python.stdout.splitlines(), "samples/%s.py printed nothing" % name
+    assert done.stdout.splitlines() == python.stdout.splitlines()
+
+
+def test_documented_example_builds_with_the_gxx_one_liner(tmp_path, toolkit_env):
+    shutil.copy(os.path.join(SOURCES, "log_sigmoid_backward.cpp"), str(tmp_path / "x.cpp"))
+    one_liner = ('g++ -std=c++11 x.cpp -I "$ASCEND_CUSTOM_PATH/include" -I "$ASCEND_CUSTOM_PATH/include/aclnnop"'
+                 ' -I "$ASCEND_CUSTOM_PATH/include/aclnn" -L "$ASCEND_CUSTOM_PATH/lib64" -lopapi_nn -lopapi_math'
+                 ' -lascendcl -lnnopbase -o x')
+    done = run(["bash", "-c", one_liner], tmp_path, toolkit_env, BUILD_TIMEOUT)
+    assert done.returncode == 0, done.stdout + done.stderr
+    done = run(["./x"], tmp_path, toolkit_env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.splitlines() == ["result[0] is: 0.268941", "result[1] is: 0.119203",
+                                        "result[2] is: 0.047426", "result[3] is: 0.017986"]
+    assert "leak" not in done.stderr.lower(), done.stderr
