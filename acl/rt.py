@@ -39,6 +39,7 @@ create_event_ex_with_flag = _r.aclrtCreateEventExWithFlag
 destroy_event = _r.aclrtDestroyEvent
 record_event = _r.aclrtRecordEvent
 reset_event = _r.aclrtResetEvent
+query_event = _r.aclrtQueryEvent
 query_event_status = _r.aclrtQueryEventStatus
 query_event_wait_status = _r.aclrtQueryEventWaitStatus
 synchronize_event = _r.aclrtSynchronizeEvent

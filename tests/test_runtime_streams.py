@@ -130,6 +130,19 @@ def test_query_event_status_tells_pending_from_complete():
             assert acl.rt.destroy_event(handle) == 0
 
 
+def test_the_deprecated_query_event_answers_with_the_opposite_polarity():
+    """aclrtQueryEvent: ACL_EVENT_STATUS_COMPLETE is 0 and NOT_READY 1, the reverse of aclrtQueryEventStatus."""
+    with npu() as device:
+        event = acl.rt.create_event()[0]
+        launch(device, device.stream)
+        assert acl.rt.record_event(event, device.stream) == 0
+        assert acl.rt.query_event(event) == (acl.ACL_EVENT_STATUS_NOT_READY, 0) == (1, 0)
+        assert acl.rt.synchronize_stream(device.stream) == 0
+        assert acl.rt.query_event(event) == (acl.ACL_EVENT_STATUS_COMPLETE, 0) == (0, 0)
+        assert acl.rt.destroy_event(event) == 0
+        assert acl.rt.query_event(event)[1] == acl.ACL_ERROR_RT_INVALID_HANDLE
+
+
 def test_stream_query_reports_not_ready_while_work_is_queued():
     with npu() as device:
         launch(device, device.stream)
