@@ -152,13 +152,12 @@ _modules: dict = {}
 
 
 def assignments(module: str) -> list:
-    """[(name, value)] of the module's top-level `NAME = <integer>` lines, in file order."""
+    """[(name, value, value as written)] of the module's top-level `NAME = <integer>` lines, in file order."""
     if module not in _modules:
         with open(os.path.join(REPO, module), encoding="utf-8") as file:
-            tree = ast.parse(file.read(), module)
-        found = []
-        with open(os.path.join(REPO, module), encoding="utf-8") as file:
             source = file.read()
+        tree = ast.parse(source, module)
+        found = []
         for node in tree.body:
             if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
                 try:
@@ -213,13 +212,8 @@ def render_block(block, header: Header) -> str:
 def render_header(header: Header) -> str:
     includes = "".join("#include %s\n" % include for include in header.includes)
     body = "\n\n".join(render_block(block, header) for block in header.blocks)
-    has_functions = any(isinstance(block, Function) for block in header.blocks)
-    if has_functions:
-        opening = "#ifdef __cplusplus\nextern \"C\" {\n#endif\n\n"
-        closing = "\n\n#ifdef __cplusplus\n}\n#endif"
-        body = opening + body + closing
-    elif header.cpp_only and body:
-        pass
+    if any(isinstance(block, Function) for block in header.blocks):
+        body = "#ifdef __cplusplus\nextern \"C\" {\n#endif\n\n" + body + "\n\n#ifdef __cplusplus\n}\n#endif"
     cpp_check = ('#ifndef __cplusplus\n#error "%s is C++ only, as the aclnn headers are"\n#endif\n' % header.path
                  if header.cpp_only else "")
     return "%s#ifndef %s\n#define %s\n%s\n%s\n%s\n\n#endif  // %s\n" % (
@@ -291,10 +285,15 @@ def render_export_list(library: str) -> str:
     return "{\n  global:\n%s  local: *;\n};\n" % exported if names else "{\n  local: *;\n};\n"
 
 
+MAX_PARAMETERS = 16  # kMaxParameters of toolkit/src/core.cpp
+
+
 def render_signatures() -> str:
     arrays, rows = [], []
     for number, header, fn in numbered():
         proto = parse(fn.prototype)
+        if len(proto.params) > MAX_PARAMETERS:
+            raise ValueError("%s: more than %d parameters (raise kMaxParameters in core.cpp)" % (proto.name, MAX_PARAMETERS))
         module, attribute = fn.target.split(":")
         index = {p.name: i for i, p in enumerate(proto.params)}
         params = ", ".join("{%s, %d}" % kind for kind in kinds(fn)) or "{NK_NONE, 0}"

@@ -29,6 +29,7 @@ const int kRuntimeNull = 100000, kAclnnNull = 161001;          // ACL_ERROR_INVA
 const int kRuntimeInvalid = 100000, kAclnnInvalid = 161002;    // ... ACLNN_ERR_PARAM_INVALID
 const int kRuntimeInternal = 507000, kAclnnInternal = 561000;  // ACL_ERROR_RT_INTERNAL_ERROR, ACLNN_ERR_INNER
 const uint64_t kMaxArray = uint64_t(1) << 24;                  // elements of one array argument
+const int kMaxParameters = 16;                                 // toolkit/generate.py checks the table
 
 const npuemu_signature *signatures = nullptr;
 std::vector<PyObject *> targets;   // the Python callable of each function, by number
@@ -180,7 +181,7 @@ PyObject *string_argument(const char *text) {
 }
 
 // The Python arguments of a call; false with `failure` set for an argument no call could take.
-bool arguments(const npuemu_signature &sig, const npuemu_value *args, std::vector<PyObject *> *into,
+bool arguments(const npuemu_signature &sig, const npuemu_value *args, PyObject **into, int *count,
                Failure *failure) {
   for (int slot = 0; slot < sig.param_count; ++slot) {
     PyObject *value = nullptr;
@@ -213,7 +214,7 @@ bool arguments(const npuemu_signature &sig, const npuemu_value *args, std::vecto
       *failure = internal_failure(sig);
       return false;
     }
-    into->push_back(value);
+    into[(*count)++] = value;
   }
   return true;
 }
@@ -324,16 +325,16 @@ npuemu_value failure_value(const npuemu_signature &sig, const Failure &failure) 
 
 npuemu_value invoke(int number, const npuemu_value *args) {
   const npuemu_signature &sig = signatures[number];
-  std::vector<PyObject *> argv;
-  argv.reserve(sig.param_count);
+  PyObject *argv[kMaxParameters];
+  int argc = 0;
   Failure failure = {0, ""};
   npuemu_value value;
   value.u = 0;
-  if (!arguments(sig, args, &argv, &failure)) {
+  if (!arguments(sig, args, argv, &argc, &failure)) {
     leave_message(sig, failure);
     value = failure_value(sig, failure);
   } else {
-    PyObject *result = PyObject_Vectorcall(targets[number], argv.data(), argv.size(), nullptr);
+    PyObject *result = PyObject_Vectorcall(targets[number], argv, argc, nullptr);
     if (result == nullptr || !convert_result(sig, result, args, &value)) {
       failure = internal_failure(sig);
       leave_message(sig, failure);
@@ -341,7 +342,7 @@ npuemu_value invoke(int number, const npuemu_value *args) {
     }
     Py_XDECREF(result);
   }
-  for (PyObject *arg : argv) Py_DECREF(arg);
+  for (int i = 0; i < argc; ++i) Py_DECREF(argv[i]);
   return value;
 }
 
