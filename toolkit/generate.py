@@ -74,6 +74,10 @@ ENUMS = {block.name for header in surface.HEADERS for block in header.blocks if 
 OUT_SCALARS = {"int32_t": "NK_OUT_I32", "uint32_t": "NK_OUT_U32", "int64_t": "NK_OUT_I64", "uint64_t": "NK_OUT_U64",
                "size_t": "NK_OUT_U64", "float": "NK_OUT_F32"}
 ARRAYS = {"const int64_t *": "NK_I64_ARRAY", "const float *": "NK_F32_ARRAY", "const bool *": "NK_BOOL_ARRAY"}
+# aclnn objects: the core passes the live object itself (what a Python caller passes), not its handle,
+# so that the Python layer need not look it up (its checks are the same either way).
+OBJECT_CLASSES = ("aclTensor", "aclOpExecutor", "aclIntArray", "aclFloatArray", "aclBoolArray", "aclScalar",
+                  "aclTensorList", "aclScalarList")
 RETURNS = {"aclError": "NR_STATUS", "aclnnStatus": "NR_STATUS", "size_t": "NR_U64", "float": "NR_F32",
            "aclFloat16": "NR_U16"}
 
@@ -121,6 +125,8 @@ def kinds(fn: Function) -> tuple:
             kind = "NK_INT"
         elif ctype in UNSIGNED:
             kind = "NK_UINT"
+        elif ctype.replace("const ", "").rstrip(" *") in OBJECT_CLASSES and ctype.count("*") == 1:
+            kind, aux = "NK_OBJECT", OBJECT_CLASSES.index(ctype.replace("const ", "").rstrip(" *"))
         elif ctype.endswith("*") or ctype.replace("const ", "") in ("aclrtStream", "aclrtEvent", "aclrtContext",
                                                                      "aclrtCallback"):
             kind = "NK_PTR"
@@ -305,8 +311,10 @@ def render_signatures() -> str:
         rows.append('  {"%s", "%s", "%s", %s, %s, %d, params_%d, %d, outputs_%d, names_%d},'
                     % (proto.name, module, attribute, layer(header), return_kind(fn), len(proto.params), number,
                        len(fn.outputs), number, number))
+    classes = ", ".join('"%s"' % name for name in OBJECT_CLASSES)
     return ("// The bridge's table of the C surface, generated from toolkit/npuemu_toolkit/surface.py. Do not edit.\n%s\n\n"
-            "static const npuemu_signature NPUEMU_SIGNATURES[] = {\n%s\n};\n" % ("\n".join(arrays), "\n".join(rows)))
+            "static const npuemu_signature NPUEMU_SIGNATURES[] = {\n%s\n};\n\n"
+            "static const char *const NPUEMU_OBJECT_CLASSES[] = {%s};\n" % ("\n".join(arrays), "\n".join(rows), classes))
 
 
 def render_libraries_cmake() -> str:

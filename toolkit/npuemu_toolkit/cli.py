@@ -31,12 +31,26 @@ def main(argv: Optional[list] = None) -> int:
     return install_copy(source, os.path.abspath(args.directory))
 
 
+def refusal(source: str, target: str) -> Optional[str]:
+    """Why `target` must not be replaced by a copy of `source`, or None."""
+    real_source, real_target = os.path.realpath(source), os.path.realpath(target)
+    if os.path.commonpath([real_source, real_target]) in (real_source, real_target):
+        return "%s is the installed toolkit (%s), or inside it or around it: choose another directory" % (
+            target, source)
+    if os.path.exists(target) and not os.path.isdir(target):
+        return "%s exists and is not a directory" % target
+    if os.path.isdir(target) and os.listdir(target) and not os.path.isfile(os.path.join(target, MARKER)):
+        return ("%s exists and is not a copy of npuemu's toolkit (no %s): not replaced; choose an empty or new "
+                "directory" % (target, MARKER))
+    return None
+
+
 def install_copy(source: str, target: str) -> int:
-    if os.path.exists(target) and os.listdir(target) and not os.path.isfile(os.path.join(target, MARKER)):
-        print("npuemu: %s exists and is not a copy of npuemu's toolkit (no %s): not replaced; choose an empty or "
-              "new directory" % (target, MARKER), file=sys.stderr)
-        return 1
     try:
+        problem = refusal(source, target)
+        if problem:
+            print("npuemu: %s" % problem, file=sys.stderr)
+            return 1
         if os.path.exists(target):
             shutil.rmtree(target)
         shutil.copytree(source, target, symlinks=True)

@@ -8,6 +8,7 @@
 // interpreter and forwards every call. If any step fails, every call returns ACL_ERROR_UNINITIALIZE
 // (NULL for the creators) and leaves a message that names the interpreter and what to do.
 #include <dlfcn.h>
+#include <stdio_ext.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -140,7 +141,8 @@ void boot() {
   }
   if (error.empty()) {
     auto core_boot = reinterpret_cast<npuemu_core_boot_fn>(dlsym(core, "npuemu_core_boot"));
-    const npuemu_boot settings = {executable.c_str(), NPUEMU_SIGNATURES, kSignatureCount, hosted ? 0 : 1};
+    const npuemu_boot settings = {executable.c_str(), NPUEMU_SIGNATURES, kSignatureCount, hosted ? 0 : 1,
+                                  NPUEMU_OBJECT_CLASSES, sizeof(NPUEMU_OBJECT_CLASSES) / sizeof(char *)};
     char reason[4096] = "";
     if (core_boot == nullptr) {
       error = "the core library has no npuemu_core_boot: " + advice();
@@ -177,7 +179,7 @@ npuemu_value failed(int number) {
 }  // namespace
 
 extern "C" npuemu_value npuemu_forward(int number, const npuemu_value *args, const void *caller) {
-  std::fflush(stdout);  // the C program's output stays ahead of anything npuemu prints
+  if (__fpending(stdout) != 0) std::fflush(stdout);  // the C program's output stays ahead of npuemu's
   std::call_once(boot_once, boot);
   if (core_call == nullptr) return failed(number);
   return core_call(number, args, caller);

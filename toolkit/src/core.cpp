@@ -34,6 +34,8 @@ const int kMaxParameters = 16;                                 // toolkit/genera
 const npuemu_signature *signatures = nullptr;
 std::vector<PyObject *> targets;   // the Python callable of each function, by number
 PyObject *record = nullptr;        // emulator.errors.record(code, api_name, message)
+PyObject *live_handles = nullptr;  // emulator.resource.HANDLES._live: handle -> live resource
+std::vector<PyObject *> object_classes;  // the aclnn classes of NK_OBJECT parameters, by number
 bool traceback_shown = false;
 thread_local const void *caller_address = nullptr;  // the C caller of the call in progress (sites.native)
 
@@ -175,6 +177,21 @@ PyObject *array_argument(const npuemu_signature &sig, int slot, const npuemu_val
   }
 }
 
+// An aclnn object's handle as the object a Python caller would pass, when it is a live one of the class
+// the prototype names; otherwise the int (null: None), which the Python layer checks and names as usual.
+PyObject *object_argument(const void *handle, uint8_t class_number) {
+  PyObject *number = from_pointer(handle);
+  if (handle == nullptr || number == nullptr) return number;
+  PyObject *found = PyDict_GetItemWithError(live_handles, number);  // borrowed
+  if (found == nullptr || Py_TYPE(found) != reinterpret_cast<PyTypeObject *>(object_classes[class_number])) {
+    PyErr_Clear();
+    return number;
+  }
+  Py_DECREF(number);
+  Py_INCREF(found);
+  return found;
+}
+
 PyObject *string_argument(const char *text) {
   if (text == nullptr) Py_RETURN_NONE;
   return PyUnicode_DecodeUTF8(text, static_cast<Py_ssize_t>(std::strlen(text)), "surrogateescape");
@@ -191,6 +208,7 @@ bool arguments(const npuemu_signature &sig, const npuemu_value *args, PyObject *
       case NK_BOOL: value = PyBool_FromLong(args[slot].i != 0); break;
       case NK_DOUBLE: value = PyFloat_FromDouble(args[slot].d); break;
       case NK_PTR: value = from_pointer(args[slot].p); break;
+      case NK_OBJECT: value = object_argument(args[slot].p, sig.params[slot].aux); break;
       case NK_STR: value = string_argument(static_cast<const char *>(args[slot].p)); break;
       case NK_I64_ARRAY:
       case NK_F32_ARRAY:
@@ -393,6 +411,9 @@ std::string python_error() {
 }
 
 std::string start_interpreter(const char *executable) {
+  // NumPy's OpenBLAS would start a spinning thread per core at import, for no use of npuemu's: on a
+  // small machine they compete with the kernels' threads. A value the program set is kept.
+  setenv("OPENBLAS_NUM_THREADS", "1", 0);
   PyConfig config;
   PyConfig_InitPythonConfig(&config);
   config.install_signal_handlers = 0;  // SIGINT and the rest stay the C program's
@@ -403,6 +424,31 @@ std::string start_interpreter(const char *executable) {
   if (PyStatus_Exception(status)) {
     return std::string("the interpreter did not start: ") + (status.err_msg != nullptr ? status.err_msg : "unknown");
   }
+  return "";
+}
+
+// The handle table and the aclnn classes of NK_OBJECT parameters; "" or what failed.
+std::string import_objects(const npuemu_boot *boot) {
+  PyObject *resource = PyImport_ImportModule("emulator.resource");
+  PyObject *handles = resource != nullptr ? PyObject_GetAttrString(resource, "HANDLES") : nullptr;
+  live_handles = handles != nullptr ? PyObject_GetAttrString(handles, "_live") : nullptr;
+  Py_XDECREF(handles);
+  Py_XDECREF(resource);
+  PyObject *aclnn = live_handles != nullptr && PyDict_Check(live_handles) ? PyImport_ImportModule("aclnn_api") : nullptr;
+  for (int i = 0; aclnn != nullptr && i < boot->object_class_count; ++i) {
+    PyObject *cls = PyObject_GetAttrString(aclnn, boot->object_classes[i]);
+    if (cls == nullptr || !PyType_Check(cls)) {
+      Py_XDECREF(cls);
+      Py_CLEAR(aclnn);
+      break;
+    }
+    object_classes.push_back(cls);
+  }
+  if (aclnn == nullptr) {
+    return "cannot find npuemu's handle table and aclnn classes (" + python_error() + "): npuemu's Python packages and "
+           "its C toolkit differ; reinstall npuemu (`make install` or `pip install .`)";
+  }
+  Py_DECREF(aclnn);
   return "";
 }
 
@@ -445,6 +491,7 @@ extern "C" __attribute__((visibility("default"))) int npuemu_core_boot(const npu
   if (problem.empty()) {
     PyGILState_STATE gil = PyGILState_Ensure();
     problem = import_targets(boot->signatures, boot->signature_count);
+    if (problem.empty()) problem = import_objects(boot);
     PyGILState_Release(gil);
     if (boot->embedded) PyEval_SaveThread();  // the interpreter's first thread state stays this thread's
   }

@@ -28,6 +28,7 @@ enum npuemu_kind {
   NK_BOOL,           // -> bool
   NK_DOUBLE,         // -> float
   NK_PTR,            // an address or a handle -> int, null -> None
+  NK_OBJECT,         // an aclnn object's handle -> the live object if it is one of class aux, else the int
   NK_STR,            // const char * -> str, null -> None
   NK_I64_ARRAY,      // const int64_t * + count (aux: the count's slot) -> list of int, null -> None
   NK_F32_ARRAY,      // const float * + count -> list of float
@@ -61,7 +62,7 @@ enum npuemu_layer {
 
 typedef struct npuemu_param {
   uint8_t kind;  // npuemu_kind
-  uint8_t aux;   // the slot of an array's count
+  uint8_t aux;   // the slot of an array's count; the class of an NK_OBJECT (npuemu_boot.object_classes)
 } npuemu_param;
 
 typedef struct npuemu_signature {
@@ -88,6 +89,8 @@ typedef struct npuemu_boot {
   const npuemu_signature *signatures;
   int signature_count;
   int embedded;                      // 1: the core starts the interpreter; 0: the host is Python itself
+  const char *const *object_classes; // the aclnn classes NK_OBJECT's aux numbers (attributes of aclnn_api)
+  int object_class_count;
 } npuemu_boot;
 
 typedef int (*npuemu_core_boot_fn)(const npuemu_boot *boot, char *error, unsigned long error_size);
