@@ -22,6 +22,7 @@ import aclnn_api as nn
 import emulator
 from aclnn_api import _kernels
 
+import c_path
 from cases import LOG_SIGMOID, OPERATORS, Case, Operator, Size
 from data import DTYPE_LABEL, FLOAT_DTYPES, TOLERANCE, BenchDevice, decode
 from memory import run_child
@@ -290,6 +291,7 @@ def parse_args(argv: Optional[list]) -> argparse.Namespace:
     parser.add_argument("--threads", default="1,2")
     parser.add_argument("--no-torch", action="store_true", help="npuemu and triad only")
     parser.add_argument("--no-memory", action="store_true", help="skip the peak-memory subprocesses")
+    parser.add_argument("--no-c-path", action="store_true", help="skip the C path (the toolkit from C++ vs Python)")
     parser.add_argument("--quick", action="store_true", help="2 rounds per case: a smoke test, not a measurement")
     parser.add_argument("--output", default=os.path.join(HERE, "RESULTS.md"), help="'-' to write no file")
     return parser.parse_args(argv)
@@ -326,6 +328,18 @@ def main(argv: Optional[list] = None) -> int:
         log("== small-tensor profile (LogSigmoidBackward 4x4)")
         profile = small_profile(torch, 200 if args.quick else 3000, QUICK if args.quick else BUDGETS["4x4"])
         log("  whole call %.1f µs" % profile["median_us"])
+
+    c_path_lines, c_path_failed = None, False
+    if not args.no_c_path:
+        log("== C path (the same calls from C++ through the toolkit and from Python)")
+        try:
+            measured = c_path.measure(c_path.QUICK_ROUNDS if args.quick else c_path.ROUNDS, log)
+            c_path_lines = c_path.table_lines(measured)
+            c_path_failed = measured.failed
+        except RuntimeError as error:  # the toolkit did not build or run: a failure of npuemu's
+            c_path_lines, c_path_failed = ["**Failed**: %s" % error], True
+        for line in c_path_lines:
+            log("  " + line)
 
     for op in ops:
         if not op.available():
@@ -375,14 +389,14 @@ def main(argv: Optional[list] = None) -> int:
     notes.append("Whole run: %.0f s; load average (1, 5, 15 min) at the end: %.2f %.2f %.2f on %d cores."
                  % ((time.perf_counter() - started,) + os.getloadavg() + (os.cpu_count(),)))
     text = render(info, notes, validations, profile, results, skips, memory, threads,
-                  {op.name: op.torch_path for op in ops})
+                  {op.name: op.torch_path for op in ops}, c_path_lines)
     if args.output != "-":
         with open(args.output, "w") as f:
             f.write(text)
     log("")
     log(text)
     wrong = [r for r in results if "WRONG" in r.check] + [v for v in validations if "MISMATCH" in v]
-    return 1 if wrong else 0
+    return 1 if wrong or c_path_failed else 0
 
 
 if __name__ == "__main__":

@@ -75,3 +75,37 @@ def run_program(executable: str, env: Optional[dict] = None, timeout: float = 12
     """Run a built program in the toolkit's environment (or `env`), from its own directory."""
     return subprocess.run([executable, *args], capture_output=True, text=True, timeout=timeout,
                           env=toolkit_environment() if env is None else env, cwd=os.path.dirname(executable))
+
+
+def untouched_environment(**changes: Optional[str]) -> dict:
+    """This process's environment without what set_env.sh would add: no toolkit directory in
+    LD_LIBRARY_PATH (or PATH, PYTHONPATH, CMAKE_PREFIX_PATH), no ASCEND_* variables; with `changes`
+    (None removes a variable). A program run with it finds the toolkit only by the paths it names."""
+    root = toolkit_root()
+    env = {key: value for key, value in os.environ.items() if not key.startswith("ASCEND_")}
+    for key in ("LD_LIBRARY_PATH", "PATH", "PYTHONPATH", "CMAKE_PREFIX_PATH"):
+        if key in env:
+            kept = [entry for entry in env[key].split(":") if entry and not entry.startswith(root)]
+            if kept:
+                env[key] = ":".join(kept)
+            else:
+                del env[key]
+    for key, value in changes.items():
+        if value is None:
+            env.pop(key, None)
+        else:
+            env[key] = value
+    return env
+
+
+def require_binutils() -> None:
+    """Skip (with the reason) where nm or readelf is missing: the libraries cannot be inspected there."""
+    for tool in ("nm", "readelf"):
+        if shutil.which(tool) is None:
+            pytest.skip("%s is not installed: the toolkit's libraries cannot be inspected here" % tool)
+
+
+def npuemu_command() -> list:
+    """The `npuemu` command of this environment (its console script, else `python -m emulator`)."""
+    script = os.path.join(os.path.dirname(sys.executable), "npuemu")
+    return [script] if os.access(script, os.X_OK) else [sys.executable, "-m", "emulator"]

@@ -1,0 +1,729 @@
+"""The C toolkit's surface against its one table (toolkit/npuemu_toolkit/surface.py) and against the
+Python runtime, as a C or C++ user meets it: every header compiles alone (C++11, C++17 with the old
+ABI, the acl/ ones as C99; the aclnn ones refuse C with an #error), every function has the exact type
+its table prototype says, every library exports exactly its table's functions (no symbol versions,
+SONAME = file name, the operator libraries need the framework), a C program finds every function with
+dlopen + dlsym as torch_npu does, set_env.sh sets up the documented environment, `npuemu toolkit`
+prints and copies the tree, every enum and constant of the headers has the runtime's value, every
+declared operator has its C prototype, and a bad set-up is a clear message, never a crash.
+
+Cases are generated from the table, so a function or header added to it is checked here at once.
+Programs are built once per module; the compilers run over many translation units at a time."""
+from __future__ import annotations
+
+import ast
+import importlib
+import inspect
+import os
+import re
+import shutil
+import subprocess
+import sys
+from typing import Optional, Sequence
+
+import pytest
+
+import ctoolkit
+from aclnn_api.declaration import all_declarations
+from npuemu_toolkit import surface
+from support import REPO
+
+sys.path.insert(0, os.path.join(REPO, "toolkit"))
+import generate  # noqa: E402  (toolkit/generate.py: parse() and values(), as the build uses them)
+
+TABLE = "toolkit/npuemu_toolkit/surface.py"
+TIMEOUT = 120
+
+FUNCTIONS = surface.functions()                                        # (header, function), table order
+HEADER_PATHS = [path for header in surface.HEADERS for path in (header.path,) + header.aliases]
+HEADER_OF_PATH = {path: header for header in surface.HEADERS for path in (header.path,) + header.aliases}
+C_HEADERS = [path for path in HEADER_PATHS if path.startswith("acl/")]
+CPP_ONLY_HEADERS = [path for path in HEADER_PATHS if HEADER_OF_PATH[path].cpp_only]
+LIBRARIES = surface.LIBRARIES + tuple(name for name in surface.EMPTY_LIBRARIES if name not in surface.LIBRARIES)
+# Symbols a linker may define in any shared object besides its exports.
+LINKER_SYMBOLS = {"_init", "_fini", "_edata", "_end", "__bss_start"}
+LOG_SIGMOID_BACKWARD_VALUES = ["0.268941", "0.119203", "0.047426", "0.017986"]
+
+# The language modes every header must compile in: (compiler, flags, source suffix, headers).
+HEADER_MODES = {
+    "c++11": ("g++", ["-std=c++11", "-Wall", "-Wextra", "-Werror", "-fsyntax-only"], ".cpp", HEADER_PATHS),
+    "c++17-old-abi": ("g++", ["-std=c++17", "-D_GLIBCXX_USE_CXX11_ABI=0", "-Wall", "-Wextra", "-Werror", "-c"],
+                      ".cpp", HEADER_PATHS),
+    "c99": ("gcc", ["-std=c99", "-Wall", "-Wextra", "-Werror", "-fsyntax-only"], ".c", C_HEADERS),
+}
+
+
+# --------------------------------------------------------------------------------------------------
+# Helpers
+
+
+def run(command: Sequence[str], cwd=None, env: Optional[dict] = None,
+        timeout: float = TIMEOUT) -> subprocess.CompletedProcess:
+    return subprocess.run([str(part) for part in command], cwd=None if cwd is None else str(cwd), env=env,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def unit_name(path: str) -> str:
+    """A translation unit's file name (without suffix) for a header path: acl/acl_rt.h -> acl__acl_rt_h."""
+    return re.sub(r"\W", "_", path.replace("/", "__"))
+
+
+def include_flags() -> list:
+    """Only the toolkit's include/ root: a header must find its own includes from there."""
+    return ["-I", os.path.join(ctoolkit.toolkit_root(), "include")]
+
+
+def compile_units(compiler: str, flags: Sequence[str], suffix: str, units: dict, directory) -> dict:
+    """Compile every source of `units` ({name: source}) as its own translation unit, all in one compiler
+    run; {name: diagnostics} of the units that failed (each failing unit compiled again alone, so that
+    its diagnostics are its own). Objects, if any, land in `directory`."""
+    directory = str(directory)
+    paths = {}
+    for name, source in units.items():
+        paths[name] = os.path.join(directory, name + suffix)
+        with open(paths[name], "w", encoding="utf-8") as file:
+            file.write(source)
+    done = run([compiler, *flags, *include_flags(), *paths.values()], cwd=directory)
+    if done.returncode == 0:
+        return {}
+    failed = {}
+    for name, path in paths.items():
+        alone = run([compiler, *flags, *include_flags(), path], cwd=directory)
+        if alone.returncode != 0:
+            failed[name] = " ".join([compiler, *flags, path]) + "\n" + alone.stdout + alone.stderr
+    assert failed, "the compiler failed on the batch but on no unit alone:\n" + done.stdout + done.stderr
+    return failed
+
+
+def compile_one(compiler: str, flags: Sequence[str], source: str, path) -> subprocess.CompletedProcess:
+    with open(str(path), "w", encoding="utf-8") as file:
+        file.write(source)
+    return run([compiler, *flags, *include_flags(), str(path)], cwd=os.path.dirname(str(path)))
+
+
+def all_headers_source() -> str:
+    return "".join('#include "%s"\n' % header.path for header in surface.HEADERS)
+
+
+def library_path(library: str) -> str:
+    return os.path.join(ctoolkit.toolkit_root(), "lib64", library + ".so")
+
+
+def dynamic_section(library: str) -> str:
+    done = run(["readelf", "-d", library_path(library)])
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def needed(library: str) -> list:
+    return re.findall(r"\(NEEDED\)\s+Shared library: \[([^\]]+)\]", dynamic_section(library))
+
+
+def module_of(values: surface.Values):
+    """The Python module a Values run is read from: emulator/status.py -> emulator.status."""
+    return importlib.import_module(values.module[:-len(".py")].replace("/", "."))
+
+
+def value_blocks() -> list:
+    """(header, Enum or Constants block) of every header."""
+    return [(header, block) for header in surface.HEADERS for block in header.blocks
+            if isinstance(block, (surface.Enum, surface.Constants))]
+
+
+def c_string_array(name: str, items: Sequence[str]) -> str:
+    return "static const char *const %s[] = {%s NULL};\n" % (name, "".join('"%s", ' % item for item in items))
+
+
+def bash_environment(script: str, base: dict) -> dict:
+    """The environment `bash -c script` ends with (its last command must be `env -0`)."""
+    done = subprocess.run(["bash", "-c", script], capture_output=True, timeout=TIMEOUT, env=base)
+    assert done.returncode == 0, "bash -c %r failed:\n%s" % (script, done.stderr.decode(errors="replace"))
+    assert done.stdout, "bash -c %r printed no environment" % script
+    pairs = (entry.split(b"=", 1) for entry in done.stdout.split(b"\0") if b"=" in entry)
+    return {key.decode(): value.decode() for key, value in pairs}
+
+
+def clean_base(**extra: str) -> dict:
+    """A small login-like environment without the variables set_env.sh sets."""
+    return {"PATH": "/usr/bin:/bin", "HOME": os.environ.get("HOME", "/"), "LANG": "C", **extra}
+
+
+TOOLKIT_VARIABLES = ("ASCEND_CUSTOM_PATH", "ASCEND_HOME_PATH", "ASCEND_TOOLKIT_HOME", "ASCEND_AICPU_PATH",
+                     "ASCEND_OPP_PATH", "TOOLCHAIN_HOME", "LD_LIBRARY_PATH", "PATH", "PYTHONPATH", "CMAKE_PREFIX_PATH")
+
+
+def toolkit_variables(env: dict) -> dict:
+    return {name: env.get(name) for name in TOOLKIT_VARIABLES}
+
+
+def file_set(root: str) -> set:
+    return {os.path.relpath(os.path.join(directory, name), root)
+            for directory, _, names in os.walk(root) for name in names}
+
+
+# --------------------------------------------------------------------------------------------------
+# 1. Headers
+
+
+@pytest.fixture(scope="module")
+def header_failures(tmp_path_factory) -> dict:
+    """{mode: {header path: diagnostics}} of the headers that do not compile alone in that mode (one
+    translation unit per header, one compiler run per mode)."""
+    ctoolkit.require_compilers()
+    failures = {}
+    for mode, (compiler, flags, suffix, paths) in HEADER_MODES.items():
+        directory = tmp_path_factory.mktemp("headers_" + mode)
+        units = {unit_name(path): '#include "%s"\n' % path for path in paths}
+        failed = compile_units(compiler, flags, suffix, units, directory)
+        failures[mode] = {path: failed[unit_name(path)] for path in paths if unit_name(path) in failed}
+    return failures
+
+
+@pytest.mark.parametrize("mode,path", [(mode, path) for mode, spec in HEADER_MODES.items() for path in spec[3]])
+def test_header_compiles_alone(header_failures, mode, path):
+    """A translation unit that includes only this header compiles without a warning: in C++11, in C++17
+    with the old std::string ABI (as torch_npu builds), and, for the acl/ headers, in C99."""
+    assert path not in header_failures[mode], header_failures[mode][path]
+
+
+def test_header_modes_cover_the_table():
+    """Every header of the table (and each alias under aclnnop/level2/) is compiled alone in C++."""
+    assert set(HEADER_MODES["c++11"][3]) == set(HEADER_PATHS)
+    assert any(path.startswith("aclnnop/level2/") for path in HEADER_PATHS)
+    assert "acl/acl.h" in C_HEADERS and "aclnn/acl_meta.h" in CPP_ONLY_HEADERS
+
+
+def test_enum_members_are_usable_qualified_by_their_type_in_cxx11(tmp_path):
+    """`aclDataType::ACL_FLOAT` and `aclFormat::ACL_FORMAT_ND`, as the documented examples write them,
+    compile in C++11."""
+    ctoolkit.require_compilers()
+    source = ('#include "acl/acl.h"\n#include "aclnn/acl_meta.h"\n'
+              "int main() {\n"
+              "  aclDataType dataType = aclDataType::ACL_FLOAT;\n"
+              "  aclFormat format = aclFormat::ACL_FORMAT_ND;\n"
+              "  return dataType == ACL_FLOAT && format == ACL_FORMAT_ND ? 0 : 1;\n"
+              "}\n")
+    done = compile_one("g++", ["-std=c++11", "-Wall", "-Wextra", "-Werror", "-fsyntax-only"], source,
+                       tmp_path / "qualified.cpp")
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+@pytest.mark.parametrize("path", CPP_ONLY_HEADERS)
+def test_aclnn_header_refuses_c_with_a_clear_error(tmp_path, path):
+    """Compiled as C, a C++-only header (aclnn/, the operators') stops first at its own #error that says
+    it is C++ only, not at some confusing error further down."""
+    ctoolkit.require_compilers()
+    done = compile_one("gcc", ["-std=c99", "-fsyntax-only"], '#include "%s"\n' % path, tmp_path / "unit.c")
+    output = done.stdout + done.stderr
+    assert done.returncode != 0, "C compiled %s:\n%s" % (path, output)
+    errors = re.findall(r"^(\S+?):\d+:\d+: (?:fatal )?error: (.*)$", output, re.MULTILINE)
+    assert errors, output
+    where, what = errors[0]
+    assert where == os.path.join(ctoolkit.toolkit_root(), "include", path), output
+    assert what.startswith("#error") and "C++ only" in what, output
+
+
+# --------------------------------------------------------------------------------------------------
+# 2. Prototypes
+
+
+def pointer_declaration(number: int, fn: surface.Function) -> str:
+    """`aclError (*p0)(void **, size_t, aclrtMemMallocPolicy) = &aclrtMalloc;` from the table's prototype."""
+    proto = generate.parse(fn.prototype)
+    parameters = ", ".join(param.ctype for param in proto.params) or "void"
+    return "%s (*p%d)(%s) = &%s;" % (proto.returns, number, parameters, proto.name)
+
+
+def test_every_function_has_the_exact_type_of_its_table_prototype(tmp_path):
+    """One C++ translation unit that includes every header assigns each function of the table to a
+    pointer of the type parsed from its prototype: a parameter or return type that differs from the
+    table is a compile error."""
+    ctoolkit.require_compilers()
+    lines = [pointer_declaration(number, fn) for number, (_, fn) in enumerate(FUNCTIONS)]
+    assert len(lines) == len({fn.name for _, fn in FUNCTIONS}) > 0, "the table names a function twice"
+    source = all_headers_source() + "\n" + "\n".join(lines) + "\n"
+    done = compile_one("g++", ["-std=c++11", "-Wall", "-Wextra", "-Werror", "-fsyntax-only"], source,
+                       tmp_path / "prototypes.cpp")
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+# --------------------------------------------------------------------------------------------------
+# 3. Exports
+
+
+@pytest.fixture(scope="module")
+def binutils():
+    """nm and readelf, or a skip that says which one is missing."""
+    ctoolkit.require_binutils()
+
+
+@pytest.mark.parametrize("library", LIBRARIES)
+def test_library_exports_exactly_its_table_functions(binutils, library):
+    """`nm -D --defined-only` lists the functions whose header the table assigns to this library, each
+    as a function, and nothing else (no other acl*/Acl* name, no helper of the toolkit's)."""
+    done = run(["nm", "-D", "--defined-only", library_path(library)])
+    assert done.returncode == 0, done.stderr
+    symbols = {}
+    for line in done.stdout.splitlines():
+        parts = line.split()
+        if len(parts) >= 3:
+            symbols[parts[2]] = parts[1]
+    expected = {fn.name for header, fn in FUNCTIONS if library in header.libraries}
+    exported = set(symbols) - LINKER_SYMBOLS
+    assert sorted(expected - exported) == [], "%s does not export these functions of the table" % library
+    assert sorted(exported - expected) == [], "%s exports names the table does not give it" % library
+    assert {name for name in symbols if name.lower().startswith("acl")} == expected
+    assert all(symbols[name] == "T" for name in expected), symbols
+
+
+@pytest.mark.parametrize("library", LIBRARIES)
+def test_library_soname_is_its_file_name(binutils, library):
+    """DT_SONAME is libX.so itself (no version suffix): a program linked with -lX needs the file by name."""
+    sonames = re.findall(r"\(SONAME\)\s+Library soname: \[([^\]]+)\]", dynamic_section(library))
+    assert sonames == [library + ".so"]
+
+
+@pytest.mark.parametrize("library", LIBRARIES)
+def test_library_has_no_symbol_versions_of_its_own(binutils, library):
+    """No version definitions (.gnu.version_d), and no version needs on npuemu's libraries: the exports
+    are plain names, as the card's libraries have them, so a program built against either loads."""
+    sections = run(["readelf", "-S", "-W", library_path(library)])
+    assert sections.returncode == 0, sections.stderr
+    assert ".gnu.version_d" not in sections.stdout
+    versions = run(["readelf", "-V", "-W", library_path(library)])
+    assert versions.returncode == 0, versions.stderr
+    assert "Version definition" not in versions.stdout, versions.stdout
+    lib64 = set(os.listdir(os.path.join(ctoolkit.toolkit_root(), "lib64")))
+    files = re.findall(r"File: (\S+)", versions.stdout)
+    assert sorted(set(files) & lib64) == [], versions.stdout
+
+
+@pytest.mark.parametrize("library,needs", sorted(surface.LIBRARY_NEEDS.items()))
+def test_operator_libraries_need_the_framework(binutils, library, needs):
+    """libopapi*.so have libnnopbase.so in DT_NEEDED, so that dlopen("libopapi.so") + dlsym finds
+    aclCreateTensor too."""
+    for need in needs:
+        assert need + ".so" in needed(library)
+
+
+def test_operator_libraries_of_the_table_are_the_documented_ones():
+    """The table makes libopapi.so, libopapi_nn.so and libopapi_math.so depend on the framework."""
+    assert {"libopapi", "libopapi_nn", "libopapi_math"} <= set(surface.LIBRARY_NEEDS)
+    assert all(needs == ("libnnopbase",) for needs in surface.LIBRARY_NEEDS.values())
+
+
+@pytest.mark.parametrize("library", LIBRARIES + ("libnpuemu_bridge",))
+def test_library_does_not_link_python(binutils, library):
+    """No public library, nor the bridge they forward to, needs libpython at load time: a program always
+    loads, and a missing Python is a message from the first call (see the bad set-ups below)."""
+    assert not [name for name in needed(library) if "python" in name.lower()], needed(library)
+
+
+# --------------------------------------------------------------------------------------------------
+# 4. dlopen + dlsym, as torch_npu finds the operators
+
+DLSYM_PROGRAM = r"""#include <dlfcn.h>
+#include <stdio.h>
+
+%s%s
+static int check(const char *library, const char *const *names, int *found) {
+  void *handle = dlopen(library, RTLD_LAZY | RTLD_GLOBAL);
+  int missing = 0;
+  if (handle == NULL) {
+    printf("missing library %%s: %%s\n", library, dlerror());
+    return 1;
+  }
+  for (; *names != NULL; ++names) {
+    if (dlsym(handle, *names) == NULL) {
+      printf("missing %%s in %%s\n", *names, library);
+      ++missing;
+    } else {
+      ++*found;
+    }
+  }
+  return missing;
+}
+
+int main(void) {
+  int found = 0;
+  int missing = check("libopapi.so", ACLNN, &found) + check("libascendcl.so", RUNTIME, &found);
+  printf("found %%d\n", found);
+  return missing == 0 ? 0 : 1;
+}
+"""
+
+
+def test_c_program_finds_every_function_with_dlopen_and_dlsym(tmp_path):
+    """A C program loads libopapi.so with dlopen(RTLD_LAZY | RTLD_GLOBAL), found through set_env.sh's
+    LD_LIBRARY_PATH, and finds every aclnn function of the table with dlsym: the operators and, through
+    libopapi's dependency, the framework (aclCreateTensor...). libascendcl.so gives every runtime function."""
+    ctoolkit.require_compilers()
+    aclnn = [fn.name for header, fn in FUNCTIONS
+             if set(header.libraries) & set(surface.OPERATOR_LIBRARIES + surface.FRAMEWORK_LIBRARIES)]
+    runtime = [fn.name for header, fn in FUNCTIONS if "libascendcl" in header.libraries]
+    assert "aclCreateTensor" in aclnn and "aclnnLogSigmoidBackward" in aclnn and "aclrtMalloc" in runtime
+    source = DLSYM_PROGRAM % (c_string_array("ACLNN", aclnn), c_string_array("RUNTIME", runtime))
+    program = ctoolkit.compile_program(source, tmp_path, name="finds", language="c", libraries=("dl",))
+    done = ctoolkit.run_program(program)
+    assert "missing" not in done.stdout, done.stdout
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.splitlines()[-1] == "found %d" % (len(aclnn) + len(runtime))
+
+
+# --------------------------------------------------------------------------------------------------
+# 5. set_env.sh
+
+@pytest.fixture(scope="module")
+def root() -> str:
+    """The installed toolkit's root, as `npuemu toolkit path` prints it."""
+    return ctoolkit.toolkit_root()
+
+
+PRELUDES = {"plain": "", "set-eu": "set -eu\n"}
+
+
+@pytest.mark.parametrize("prelude", list(PRELUDES))
+def test_set_env_exports_the_toolkit_environment(root, prelude):
+    """Sourced in bash (also under `set -eu`, as a command of its own so that any failing command in it
+    would stop the shell) with none of its variables set, set_env.sh exports the root as
+    ASCEND_CUSTOM_PATH, ASCEND_HOME_PATH and ASCEND_TOOLKIT_HOME, root/opp as ASCEND_OPP_PATH, and puts
+    its directories first in LD_LIBRARY_PATH, PYTHONPATH, PATH and CMAKE_PREFIX_PATH, with no empty
+    entry; it leaves no helper of its own behind."""
+    script = (PRELUDES[prelude] + 'source "$ROOT/set_env.sh"\n'
+              'if declare -F _npuemu_prepend >/dev/null || [ -n "${_npuemu_root:-}" ]; then exit 3; fi\n'
+              "env -0\n")
+    env = bash_environment(script, clean_base(ROOT=root))
+    set_but_empty = bash_environment(script, clean_base(ROOT=root, LD_LIBRARY_PATH="", PYTHONPATH=""))
+    assert toolkit_variables(set_but_empty) == toolkit_variables(env)
+    top = env["ASCEND_CUSTOM_PATH"]
+    assert os.path.isabs(top) and os.path.realpath(top) == os.path.realpath(root)
+    assert env["ASCEND_HOME_PATH"] == env["ASCEND_TOOLKIT_HOME"] == env["ASCEND_AICPU_PATH"] == top
+    assert env["ASCEND_OPP_PATH"] == top + "/opp"
+    assert env["TOOLCHAIN_HOME"] == top + "/toolkit"
+    assert env["LD_LIBRARY_PATH"] == ":".join([top + "/lib64", top + "/lib64/plugin/opskernel",
+                                               top + "/lib64/plugin/nnengine"])
+    assert env["PYTHONPATH"] == ":".join([top + "/python/site-packages", top + "/opp/built-in/op_impl/ai_core/tbe"])
+    assert env["PATH"] == top + "/bin:/usr/bin:/bin"
+    assert env["CMAKE_PREFIX_PATH"] == top + "/lib64/cmake"
+    for name in ("LD_LIBRARY_PATH", "PYTHONPATH", "PATH", "CMAKE_PREFIX_PATH"):
+        assert "" not in env[name].split(":"), "%s has an empty entry: %r" % (name, env[name])
+
+
+@pytest.mark.parametrize("prelude", list(PRELUDES))
+def test_set_env_sourced_twice_adds_nothing_twice(root, prelude):
+    """Sourcing set_env.sh again changes nothing; entries that were there stay, after the toolkit's."""
+    base = clean_base(ROOT=root, LD_LIBRARY_PATH="/opt/other/lib", PYTHONPATH="/opt/other/python",
+                      CMAKE_PREFIX_PATH="/opt/other")
+    once = bash_environment(PRELUDES[prelude] + 'source "$ROOT/set_env.sh"\nenv -0\n', base)
+    twice = bash_environment(PRELUDES[prelude] + 'source "$ROOT/set_env.sh"\nsource "$ROOT/set_env.sh"\nenv -0\n',
+                             base)
+    assert toolkit_variables(twice) == toolkit_variables(once)
+    top = once["ASCEND_CUSTOM_PATH"]
+    for name, before in (("LD_LIBRARY_PATH", "/opt/other/lib"), ("PYTHONPATH", "/opt/other/python"),
+                         ("CMAKE_PREFIX_PATH", "/opt/other"), ("PATH", "/usr/bin:/bin")):
+        entries = twice[name].split(":")
+        assert len(entries) == len(set(entries)), "%s repeats an entry: %r" % (name, twice[name])
+        assert twice[name].endswith(":" + before) and entries[0].startswith(top + "/"), twice[name]
+
+
+def test_setenv_bash_gives_the_same_environment(root):
+    """`source <root>/bin/setenv.bash` (what some recipes source) sets exactly what set_env.sh sets, also
+    under `set -eu` and when either is sourced by a relative path from its own directory."""
+    base = clean_base(ROOT=root)
+    expected = toolkit_variables(bash_environment('source "$ROOT/set_env.sh"\nenv -0\n', base))
+    for script in ('source "$ROOT/bin/setenv.bash"\nenv -0\n',
+                   'set -eu\nsource "$ROOT/bin/setenv.bash"\nenv -0\n',
+                   'cd "$ROOT/bin"\nsource ./setenv.bash\ncd /\nenv -0\n',
+                   'cd "$ROOT"\nsource ./set_env.sh\ncd /\nenv -0\n'):
+        assert toolkit_variables(bash_environment(script, base)) == expected, script
+
+
+# --------------------------------------------------------------------------------------------------
+# 6. npuemu toolkit path / install
+
+TREE_FILES = (["set_env.sh", "bin/setenv.bash", "npuemu.info"] + ["include/" + path for path in HEADER_PATHS]
+              + ["lib64/%s.so" % library for library in LIBRARIES])
+
+
+def test_toolkit_path_prints_the_absolute_root_of_a_complete_tree():
+    """`npuemu toolkit path` (and `python -m emulator toolkit path`) print the same absolute root, which
+    has set_env.sh, bin/setenv.bash, every header of the table (aclnnop/level2/ aliases too) and every
+    library."""
+    for must in ("include/acl/acl.h", "include/aclnn/acl_meta.h", "include/aclnnop/aclnn_logsigmoid_backward.h",
+                 "include/aclnnop/level2/aclnn_logsigmoid_backward.h", "lib64/libascendcl.so", "lib64/libopapi.so"):
+        assert must in TREE_FILES
+    printed = []
+    for command in (ctoolkit.npuemu_command(), [sys.executable, "-m", "emulator"]):
+        done = run(command + ["toolkit", "path"])
+        assert done.returncode == 0, done.stderr
+        printed.append(done.stdout.strip())
+    assert printed[0] == printed[1]
+    top = printed[0]
+    assert os.path.isabs(top)
+    missing = [path for path in TREE_FILES if not os.path.isfile(os.path.join(top, path))]
+    assert missing == [], "missing from %s" % top
+
+
+@pytest.fixture(scope="module")
+def installed_copy(tmp_path_factory) -> tuple:
+    """`npuemu toolkit install DIR` into an existing empty directory, then again over its own copy:
+    (DIR, first run, second run)."""
+    target = tmp_path_factory.mktemp("install") / "Ascend" / "cann"
+    target.mkdir(parents=True)
+    first = run(ctoolkit.npuemu_command() + ["toolkit", "install", str(target)])
+    second = run(ctoolkit.npuemu_command() + ["toolkit", "install", str(target)])
+    return str(target), first, second
+
+
+def test_toolkit_install_copies_the_tree(installed_copy, root):
+    """The copy has every file of the installed tree (into an empty directory, and again over itself)."""
+    target, first, second = installed_copy
+    for done in (first, second):
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert done.stdout.strip() == target
+    assert file_set(target) == file_set(root)
+
+
+def test_program_built_against_a_copy_runs_from_the_copy(installed_copy, tmp_path):
+    """The documented LogSigmoidBackward example, built with the g++ recipe against the copy (its
+    set_env.sh: ASCEND_CUSTOM_PATH and LD_LIBRARY_PATH of the copy), loads the copy's libraries and
+    prints the documented values."""
+    ctoolkit.require_compilers()
+    target = installed_copy[0]
+    shutil.copy(os.path.join(REPO, "samples", "cpp", "log_sigmoid_backward.cpp"), str(tmp_path / "example.cpp"))
+    base = dict(os.environ)
+    for name in ("LD_LIBRARY_PATH", "ASCEND_CUSTOM_PATH"):
+        base.pop(name, None)
+    env = bash_environment('source "$COPY/set_env.sh"\nenv -0\n', {**base, "COPY": target})
+    assert env["ASCEND_CUSTOM_PATH"] == target and env["LD_LIBRARY_PATH"].startswith(target + "/lib64:")
+    recipe = ('g++ -std=c++11 example.cpp -I "$ASCEND_CUSTOM_PATH/include" -I "$ASCEND_CUSTOM_PATH/include/aclnnop"'
+              ' -I "$ASCEND_CUSTOM_PATH/include/aclnn" -L "$ASCEND_CUSTOM_PATH/lib64" -lopapi_nn -lopapi_math'
+              ' -lascendcl -lnnopbase -o example')
+    done = run(["bash", "-c", recipe], cwd=tmp_path, env=env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    loaded = run([str(tmp_path / "example")], cwd=tmp_path, env={**env, "LD_TRACE_LOADED_OBJECTS": "1"})
+    for library in ("libopapi_nn.so", "libascendcl.so", "libnnopbase.so", "libnpuemu_bridge.so"):
+        assert re.search(re.escape(library) + r" => " + re.escape(target + "/lib64/" + library), loaded.stdout), \
+            loaded.stdout
+    done = run([str(tmp_path / "example")], cwd=tmp_path, env=env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    values = re.findall(r"result\[\d+\] is: (\S+)", done.stdout)
+    assert values == LOG_SIGMOID_BACKWARD_VALUES, done.stdout
+
+
+def test_toolkit_install_refuses_a_directory_that_is_no_copy_of_it(tmp_path):
+    """A non-empty directory without npuemu's marker is not replaced: exit status 1, a message that
+    names it, and every file in it as it was."""
+    target = tmp_path / "mine"
+    (target / "sub").mkdir(parents=True)
+    (target / "notes.txt").write_text("keep me\n")
+    (target / "sub" / "data.bin").write_bytes(b"\0\1\2")
+    before = {path: open(os.path.join(str(target), path), "rb").read() for path in file_set(str(target))}
+    done = run(ctoolkit.npuemu_command() + ["toolkit", "install", str(target)])
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert str(target) in done.stderr and "not" in done.stderr, done.stderr
+    after = {path: open(os.path.join(str(target), path), "rb").read() for path in file_set(str(target))}
+    assert after == before
+
+
+def test_toolkit_install_refuses_a_file(tmp_path):
+    """A target that is a file is refused with a message (no traceback), and the file is left as it was."""
+    target = tmp_path / "a_file"
+    target.write_text("keep me\n")
+    done = run(ctoolkit.npuemu_command() + ["toolkit", "install", str(target)])
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "Traceback" not in done.stderr and str(target) in done.stderr, done.stderr
+    assert target.read_text() == "keep me\n"
+
+
+INSTALL_FROM = """import sys
+from npuemu_toolkit import cli
+cli.root = lambda: sys.argv[1]   # the tree `npuemu toolkit path` would print: here a copy of it
+sys.exit(cli.main(["install", sys.argv[2]]))
+"""
+
+
+@pytest.mark.parametrize("spelling", ["same-path", "symlink"])
+def test_toolkit_install_onto_its_own_source_keeps_the_tree(tmp_path, root, spelling):
+    """`npuemu toolkit install "$(npuemu toolkit path)"` (here: `npuemu toolkit` run from a copy, onto that
+    copy, by its path or through a symbolic link to it) leaves the tree whole: it may succeed or refuse
+    with a message, but it never deletes the toolkit it copies from."""
+    source = str(tmp_path / "cann")
+    done = run(ctoolkit.npuemu_command() + ["toolkit", "install", source])
+    assert done.returncode == 0, done.stdout + done.stderr
+    target = source
+    if spelling == "symlink":
+        target = str(tmp_path / "latest")
+        os.symlink(source, target)
+    done = run([sys.executable, "-c", INSTALL_FROM, source, target])
+    assert os.path.isdir(source) and file_set(source) == file_set(root), (
+        "installing onto its own source removed it: exit %d\n%s%s" % (done.returncode, done.stdout, done.stderr))
+    assert "Traceback" not in done.stderr, done.stderr
+    if done.returncode != 0:
+        assert done.returncode == 1 and done.stderr.startswith("npuemu: "), done.stderr
+
+
+# --------------------------------------------------------------------------------------------------
+# 7. The table against the runtime
+
+
+def header_values() -> dict:
+    """{name: (header path, Values)} of every enumerator and constant the headers define."""
+    found = {}
+    for header, block in value_blocks():
+        for name, _ in generate.values(block.values):
+            found.setdefault(name, (header.path, block.values))
+    return found
+
+
+def test_every_enum_and_constant_has_the_runtimes_value(tmp_path):
+    """A C++ program that includes every header prints each enumerator and constant the table's Enum and
+    Constants blocks define; each equals the attribute of the Python module it is read from
+    (emulator.status, emulator.dtypes, aclnn_api.status)."""
+    ctoolkit.require_compilers()
+    names = header_values()
+    assert {"ACL_FLOAT", "ACL_FORMAT_ND", "ACL_ERROR_UNINITIALIZE", "ACLNN_ERR_PARAM_NULLPTR",
+            "ACL_MEMCPY_HOST_TO_DEVICE"} <= set(names)
+    prints = "".join('  std::printf("%s=%%lld\\n", static_cast<long long>(%s));\n' % (name, name) for name in names)
+    source = all_headers_source() + "#include <cstdio>\n\nint main() {\n" + prints + "  return 0;\n}\n"
+    program = ctoolkit.compile_program(source, tmp_path, name="values", flags=("-Wall", "-Wextra", "-Werror"),
+                                       libraries=())
+    done = ctoolkit.run_program(program)
+    assert done.returncode == 0, done.stdout + done.stderr
+    printed = dict(line.split("=", 1) for line in done.stdout.splitlines())
+    assert list(printed) == list(names)
+    wrong = []
+    for name, (path, values) in names.items():
+        module = module_of(values)
+        expected = int(getattr(module, name))
+        if int(printed[name]) != expected:
+            wrong.append("%s (%s): C %s, %s %d" % (name, path, printed[name], module.__name__, expected))
+    assert wrong == []
+
+
+@pytest.mark.parametrize("declaration", all_declarations(), ids=lambda d: d.name)
+def test_every_declared_operator_has_its_c_prototypes(declaration):
+    """Both phases of every operator aclnn_api declares are functions of the table, forwarded to those
+    very Python functions, with the Python phases' parameters in order (the first phase's C
+    workspaceSize and executor are its outputs)."""
+    for name, python in declaration.functions().items():
+        fn = surface.function(name)
+        assert fn is not None, ("%s has no C prototype: add it to %s (an operator(...) entry of OPERATORS), "
+                                "so that the C toolkit exports it" % (name, TABLE))
+        header = next(header for header, candidate in FUNCTIONS if candidate is fn)
+        assert set(surface.OPERATOR_LIBRARIES) <= set(header.libraries), header.path
+        c_names = [param.name for param in generate.parse(fn.prototype).params if param.name not in fn.outputs]
+        python_names = list(inspect.signature(python).parameters)
+        assert c_names == python_names, ("%s: the C parameters in %s differ from aclnn_api's; make the prototype "
+                                         "match" % (name, TABLE))
+        module, attribute = fn.target.split(":")
+        assert getattr(importlib.import_module(module), attribute) is python, fn.target
+    first = surface.function(declaration.first_phase_name)
+    assert tuple(first.outputs) == ("workspaceSize", "executor")
+    assert [param.name for param in generate.parse(first.prototype).params][-2:] == ["workspaceSize", "executor"]
+
+
+def test_every_operator_of_the_table_is_declared():
+    """The table has no operator that aclnn_api does not declare (it would forward to nothing)."""
+    declared = {name for declaration in all_declarations() for name in declaration.functions()}
+    in_table = {fn.name for header, fn in FUNCTIONS if header in surface.OPERATORS}
+    assert in_table == declared
+
+
+@pytest.mark.parametrize("header,fn", FUNCTIONS, ids=[fn.name for _, fn in FUNCTIONS])
+def test_every_function_forwards_to_a_python_callable(header, fn):
+    """The target of every function exists, with as many parameters as the C call passes on (outputs
+    and array counts are not passed), so the bridge's start cannot fail on the table."""
+    module_name, attribute = fn.target.split(":")
+    proto = generate.parse(fn.prototype)
+    passed = [param.name for param in proto.params if param.name not in fn.outputs
+              and param.name not in set(fn.counts.values())]
+    if module_name == surface.ADAPT:  # imports _npuemu_c, which only the bridge makes: read its source
+        path = os.path.join(REPO, "toolkit", *module_name.split(".")) + ".py"
+        with open(path, encoding="utf-8") as file:
+            tree = ast.parse(file.read())
+        found = [node for node in tree.body if isinstance(node, ast.FunctionDef) and node.name == attribute]
+        assert found, "%s has no %s" % (path, attribute)
+        assert [arg.arg for arg in found[0].args.args] == passed, fn.target
+        return
+    target = getattr(importlib.import_module(module_name), attribute, None)
+    assert callable(target), "%s is not a callable of the runtime" % fn.target
+    try:
+        signature = inspect.signature(target)
+    except (TypeError, ValueError):  # a builtin without a signature: the bridge's call shows
+        return
+    try:
+        signature.bind(*passed)
+    except TypeError as error:
+        pytest.fail("%s: the C call passes %s, which %s%s cannot take (%s)" % (fn.name, passed, fn.target,
+                                                                              signature, error))
+
+
+# --------------------------------------------------------------------------------------------------
+# 8. Bad set-ups
+
+BAD_SETUP_PROGRAM = r"""#include <cstdio>
+#include "acl/acl.h"
+#include "aclnn/acl_meta.h"
+
+int main() {
+  std::printf("aclInit=%d\n", aclInit(nullptr));
+  std::printf("aclrtSetDevice=%d\n", aclrtSetDevice(0));
+  int64_t shape[1] = {4};
+  int64_t strides[1] = {1};
+  aclTensor *tensor = aclCreateTensor(shape, 1, ACL_FLOAT, strides, 0, ACL_FORMAT_ND, shape, 1, nullptr);
+  std::printf("aclCreateTensor=%s\n", tensor == nullptr ? "NULL" : "not NULL");
+  const char *message = aclGetRecentErrMsg();
+  std::printf("aclGetRecentErrMsg=%s\n", message == nullptr ? "(null)" : message);
+  return 0;
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def bad_setup_program(tmp_path_factory) -> str:
+    ctoolkit.require_compilers()
+    return ctoolkit.compile_program(BAD_SETUP_PROGRAM, tmp_path_factory.mktemp("bad_setup"), name="starts")
+
+
+def fresh_venv_python(directory) -> str:
+    """The python of a new venv without npuemu (made from the base interpreter, without pip)."""
+    venv = os.path.join(str(directory), "venv")
+    base = getattr(sys, "_base_executable", sys.executable)
+    done = run([base, "-m", "venv", "--without-pip", venv])
+    assert done.returncode == 0, done.stdout + done.stderr
+    return os.path.join(venv, "bin", "python")
+
+
+BAD_SETUPS = {
+    "missing-python": lambda tmp: ({"NPUEMU_PYTHON": "/nonexistent/bin/python"}, "/nonexistent/bin/python"),
+    "python-without-npuemu": lambda tmp: (lambda python: ({"NPUEMU_PYTHON": python}, python))(fresh_venv_python(tmp)),
+    "missing-libpython": lambda tmp: ({"NPUEMU_LIBPYTHON": "/nonexistent/libpython3.11.so.1.0"},
+                                      "/nonexistent/libpython3.11.so.1.0"),
+    "no-shared-libpython": lambda tmp: ({"NPUEMU_LIBPYTHON": ""}, "--enable-shared"),
+}
+
+
+@pytest.mark.parametrize("setup", list(BAD_SETUPS))
+def test_bad_setup_fails_every_call_with_one_clear_message(bad_setup_program, tmp_path, setup):
+    """With the toolkit's environment and a missing interpreter, an interpreter without npuemu, a
+    missing libpython or none at all, the program's calls return ACL_ERROR_UNINITIALIZE (100001),
+    aclCreateTensor gives NULL, aclGetRecentErrMsg says which interpreter or libpython failed and what
+    to do, stderr has that message once, and main returns normally: no abort, no signal."""
+    changes, named = BAD_SETUPS[setup](tmp_path)
+    env = ctoolkit.toolkit_environment(**changes)
+    if setup == "python-without-npuemu":  # nothing of the checkout on its path either
+        root = ctoolkit.toolkit_root()
+        env["PYTHONPATH"] = ":".join(entry for entry in env.get("PYTHONPATH", "").split(":")
+                                     if entry.startswith(root))
+    done = ctoolkit.run_program(bad_setup_program, env=env)
+    assert done.returncode == 0, "exit status %d\n%s%s" % (done.returncode, done.stdout, done.stderr)
+    lines = dict(line.split("=", 1) for line in done.stdout.splitlines() if "=" in line)
+    assert lines.get("aclInit") == "100001", done.stdout + done.stderr
+    assert lines.get("aclrtSetDevice") == "100001", done.stdout
+    assert lines.get("aclCreateTensor") == "NULL", done.stdout
+    message = lines.get("aclGetRecentErrMsg", "(null)")
+    assert message != "(null)" and named in message, message
+    assert re.search(r"/\S*python", message), "the message names no interpreter or libpython: " + message
+    assert any(advice in message for advice in ("NPUEMU_PYTHON", "--enable-shared", "pip install")), message
+    assert done.stderr.count(message) == 1, done.stderr
