@@ -40,7 +40,7 @@ install: $(VENV)/.installed
 # The Python samples, then the C++ ones built with the documentation's recipe against the toolkit.
 run: install
 	@set -e; for s in samples/*.py; do echo "== $$s"; $(PY) $$s; done
-	@set -e; source "$$($(VENV)/bin/npuemu toolkit path)/set_env.sh"; \
+	@set -e; export PATH="$(CURDIR)/$(VENV)/bin:$$PATH"; source "$$(npuemu toolkit path)/set_env.sh"; \
 	  rm -rf build/samples-cpp; mkdir -p build/samples-cpp; cd build/samples-cpp; \
 	  cmake $(CURDIR)/samples/cpp -DCMAKE_CXX_COMPILER=g++ -DCMAKE_SKIP_RPATH=TRUE > cmake.log || { cat cmake.log; exit 1; }; \
 	  make --no-print-directory > make.log || { cat make.log; exit 1; }; \

@@ -9,10 +9,13 @@ import sys
 
 import pytest
 
+import ctoolkit
 from support import REPO, run_sample
 
-if shutil.which("cmake") is None or shutil.which("g++") is None:
-    pytest.skip("building the C++ samples needs cmake and g++ on PATH", allow_module_level=True)
+# cmake comes with the venv (the Makefile installs it there), as pytest does
+VENV_BIN = os.path.dirname(sys.executable)
+if shutil.which("cmake", path=VENV_BIN + os.pathsep + os.environ.get("PATH", "")) is None or shutil.which("g++") is None:
+    pytest.skip("building the C++ samples needs cmake and g++", allow_module_level=True)
 
 SAMPLES = ("binary_cross_entropy_with_logits_backward", "ctc_loss_backward", "kl_div_backward",
            "log_sigmoid_backward", "scaled_masked_softmax_backward")
@@ -27,16 +30,10 @@ def run(args, cwd, env, timeout=RUN_TIMEOUT) -> subprocess.CompletedProcess:
 
 @pytest.fixture(scope="module")
 def toolkit_env() -> dict:
-    """The environment a shell has after `source <toolkit>/set_env.sh`."""
-    done = run([sys.executable, "-m", "emulator", "toolkit", "path"], REPO, None)
-    assert done.returncode == 0, "`python -m emulator toolkit path` failed:\n" + done.stdout + done.stderr
-    root = done.stdout.strip()
-    assert os.path.isfile(os.path.join(root, "set_env.sh")), "no set_env.sh in the toolkit root %r" % root
-    done = subprocess.run(["bash", "-c", 'source "$1/set_env.sh" && env -0', "bash", root],
-                          capture_output=True, timeout=RUN_TIMEOUT)
-    assert done.returncode == 0, done.stderr.decode(errors="replace")
-    env = dict(entry.split("=", 1) for entry in done.stdout.decode().split("\0") if "=" in entry)
+    """The environment a shell has after `source <toolkit>/set_env.sh` (with the venv's cmake first)."""
+    env = ctoolkit.toolkit_environment()
     assert env.get("ASCEND_CUSTOM_PATH"), "set_env.sh does not set ASCEND_CUSTOM_PATH"
+    env["PATH"] = VENV_BIN + os.pathsep + env.get("PATH", "")
     return env
 
 
