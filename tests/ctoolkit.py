@@ -41,7 +41,10 @@ def _sourced_environment() -> tuple:
 
 def toolkit_environment(**changes: Optional[str]) -> dict:
     """The environment after `source <root>/set_env.sh`, with `changes` (None removes a variable)."""
-    env = dict(_sourced_environment())
+    return _changed(dict(_sourced_environment()), changes)
+
+
+def _changed(env: dict, changes: dict) -> dict:
     for key, value in changes.items():
         if value is None:
             env.pop(key, None)
@@ -90,12 +93,7 @@ def untouched_environment(**changes: Optional[str]) -> dict:
                 env[key] = ":".join(kept)
             else:
                 del env[key]
-    for key, value in changes.items():
-        if value is None:
-            env.pop(key, None)
-        else:
-            env[key] = value
-    return env
+    return _changed(env, changes)
 
 
 def require_binutils() -> None:

@@ -78,8 +78,8 @@ void leave_message(const npuemu_signature &sig, const Failure &failure) {
   Py_XDECREF(result);
 }
 
-// The pending Python exception as a failure of ours: its traceback once on stderr, its text in the message.
-Failure internal_failure(const npuemu_signature &sig) {
+// The pending Python exception, cleared, as "Type: text"; with `show_traceback`, printed on stderr first.
+std::string python_error(bool show_traceback = false) {
   PyObject *type, *value, *traceback;
   PyErr_Fetch(&type, &value, &traceback);
   PyErr_NormalizeException(&type, &value, &traceback);
@@ -91,8 +91,7 @@ Failure internal_failure(const npuemu_signature &sig) {
     Py_XDECREF(shown);
     PyErr_Clear();
   }
-  if (!traceback_shown) {
-    traceback_shown = true;
+  if (show_traceback) {
     PyErr_Restore(type, value, traceback);
     PyErr_Print();
   } else {
@@ -100,6 +99,13 @@ Failure internal_failure(const npuemu_signature &sig) {
     Py_XDECREF(value);
     Py_XDECREF(traceback);
   }
+  return text;
+}
+
+// The pending Python exception as a failure of ours: its traceback once on stderr, its text in the message.
+Failure internal_failure(const npuemu_signature &sig) {
+  const std::string text = python_error(!traceback_shown);
+  traceback_shown = true;
   return {internal_code(sig), "internal error of npuemu's C toolkit (please report): " + text};
 }
 
@@ -391,24 +397,6 @@ PyModuleDef module_definition = {PyModuleDef_HEAD_INIT, "_npuemu_c", "npuemu's C
 
 // -------------------------------------------------------------------------------------------------
 // Start
-
-std::string python_error() {
-  PyObject *type, *value, *traceback;
-  PyErr_Fetch(&type, &value, &traceback);
-  PyErr_NormalizeException(&type, &value, &traceback);
-  std::string text = "unknown error";
-  if (value != nullptr) {
-    PyObject *shown = PyObject_Str(value);
-    const char *utf8 = shown != nullptr ? PyUnicode_AsUTF8(shown) : nullptr;
-    text = std::string(Py_TYPE(value)->tp_name) + ": " + (utf8 != nullptr ? utf8 : "?");
-    Py_XDECREF(shown);
-  }
-  Py_XDECREF(type);
-  Py_XDECREF(value);
-  Py_XDECREF(traceback);
-  PyErr_Clear();
-  return text;
-}
 
 std::string start_interpreter(const char *executable) {
   // NumPy's OpenBLAS would start a spinning thread per core at import, for no use of npuemu's: on a
