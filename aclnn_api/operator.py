@@ -252,7 +252,8 @@ def _launch(op: str, workspace: Any, workspace_size: Any, plan: aclOpExecutor, s
     try:
         target = interface.work_stream(stream)
     except AclError as error:  # no context, a bad handle, another device: the runtime's error, as 361001
-        raise AclError(status.ACLNN_ERR_RUNTIME_ERROR, "stream: %s (runtime error %d)" % (error.message, error.code)) from None
+        message = error.message if error.message.startswith("stream: ") else "stream: " + error.message
+        raise AclError(status.ACLNN_ERR_RUNTIME_ERROR, "%s (runtime error %d)" % (message, error.code)) from None
     device_id = target.device_id
     if plan.workspace_size:
         _check_workspace(workspace, plan.workspace_size, device_id)

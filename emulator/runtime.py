@@ -809,7 +809,8 @@ def aclrtLaunchCallback(fn: Callable[[Any], None], userData: Any, blockType: int
     ACL_CALLBACK_BLOCK holds the stream's later work until the callback has run."""
     with _P.lock:
         if not callable(fn):
-            raise AclError(status.ACL_ERROR_INVALID_PARAM, "fn: expected a callable, found %s" % cargs.shown(fn))
+            raise AclError(status.ACL_ERROR_INVALID_PARAM, "fn: expected a callable, found %s"
+                           % ("null" if fn is None else cargs.shown(fn)))
         block = cargs.enum("blockType", blockType, _CALLBACK_BLOCK_TYPES, "aclrtCallbackBlockType")
         target = stream_of(stream, for_work=True)
         limit = _P.config.task_timeout or None

@@ -358,6 +358,8 @@ def test_callback_errors(device):
     assert_rejected(acl.rt.subscribe_report(me, device.stream), acl.ACL_ERROR_REPEAT_SUBSCRIBE, "stream")
     assert_rejected(acl.rt.process_report(1), acl.ACL_ERROR_WAIT_CALLBACK_TIMEOUT, "timeout")
     assert_rejected(acl.rt.launch_callback("print", None, 0, device.stream), acl.ACL_ERROR_INVALID_PARAM, "fn")
+    assert_rejected(acl.rt.launch_callback(None, None, 0, device.stream), acl.ACL_ERROR_INVALID_PARAM,
+                    "fn: expected a callable, found null")
     assert_rejected(acl.rt.launch_callback(print, None, 2, device.stream), acl.ACL_ERROR_INVALID_PARAM, "blockType")
     assert_rejected(acl.rt.process_report(-2), acl.ACL_ERROR_INVALID_PARAM, "timeout")
     # processed by the thread itself: a non-blocking one runs when it asks for it
