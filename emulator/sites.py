@@ -132,45 +132,52 @@ def _walk(frame: Optional[object], depth: int) -> Site:
 
 # --------------------------------------------------------------------------------------------------
 # C callers: a program that calls npuemu through its C toolkit has no Python frame of its own; the
-# toolkit tells the return address of the C call in progress, which is named file:line when the
-# program was built with -g (addr2line), else module+offset.
+# toolkit tells the return addresses of the program's innermost frames of the C call in progress, which
+# are named file:line when the program was built with -g (addr2line), else module+offset.
 
-_native_caller: Optional[Callable[[], int]] = None
-_native_sites: dict = {}  # return address -> its NativeSite
+_native_caller: Optional[Callable[[], tuple]] = None
+_native_sites: dict = {}  # return addresses -> their NativeSite
 
 
-def set_native_caller(read: Callable[[], int]) -> None:
-    """`read()` gives the return address of the C call in progress on this thread (0 when none)."""
+def set_native_caller(read: Callable[[], tuple]) -> None:
+    """`read()` gives the return addresses of the C call in progress on this thread, innermost first
+    (empty when none)."""
     global _native_caller
     _native_caller = read
 
 
 def native_site() -> Site:
     """The site of the C call in progress, or UNKNOWN."""
-    address = _native_caller() if _native_caller is not None else 0
-    if not address:
+    addresses = _native_caller() if _native_caller is not None else ()
+    if not addresses:
         return UNKNOWN
-    site = _native_sites.get(address)
+    site = _native_sites.get(addresses)
     if site is None:
         if len(_native_sites) >= KNOWN_SITES:
             _native_sites.clear()
-        site = _native_sites[address] = NativeSite(address)
+        site = _native_sites[addresses] = NativeSite(addresses[:DEPTH])
     return site
 
 
 class NativeSite(Site):
-    """The C caller at a return address; resolved to its source line only when shown."""
+    """The C caller's frames at their return addresses; resolved to source lines only when shown."""
 
-    __slots__ = ("address",)
+    __slots__ = ("addresses",)
 
-    def __init__(self, address: int):
+    def __init__(self, addresses: tuple):
         super().__init__(())
-        self.address = address
+        self.addresses = addresses
 
     @property
     def frames(self) -> tuple:
         if self._frames is None:
-            self._frames = (_resolve(self.address),)
+            frames = []
+            for address in self.addresses:
+                module, frame = _resolve(address)
+                if frames and os.path.basename(module).startswith(_RUNTIME_LIBRARIES):
+                    break  # the C library's start-up code that called main: not the program's
+                frames.append(frame)
+            self._frames = tuple(frames)
         return self._frames
 
     @property
@@ -179,15 +186,19 @@ class NativeSite(Site):
         return "%s:%d" % (filename, line) if line else filename
 
     def __str__(self) -> str:
-        filename, line, function = self.frames[0]
-        where = "%s:%d" % (filename, line) if line else filename
-        return "%s in %s" % (where, function) if function else where
+        return " <- ".join(_shown(frame) for frame in self.frames)
 
     def __eq__(self, other: object) -> bool:  # by address: comparing must not resolve (a subprocess)
-        return isinstance(other, NativeSite) and other.address == self.address
+        return isinstance(other, NativeSite) and other.addresses == self.addresses
 
     def __hash__(self) -> int:
-        return hash(self.address)
+        return hash(self.addresses)
+
+
+def _shown(frame: tuple) -> str:
+    filename, line, function = frame
+    where = "%s:%d" % (filename, line) if line else filename
+    return "%s in %s" % (where, function) if function else where
 
 
 class _DlInfo(ctypes.Structure):
@@ -195,13 +206,16 @@ class _DlInfo(ctypes.Structure):
                 ("dli_sname", ctypes.c_char_p), ("dli_saddr", ctypes.c_void_p)]
 
 
+_RUNTIME_LIBRARIES = ("libc.so", "ld-linux")
+
+
 def _resolve(address: int) -> tuple:
-    """(file, line, function) of the instruction that made the call returning to `address`: the
-    source line when the module has debug information, else (module+0xoffset, 0, symbol or "")."""
+    """(module, (file, line, function)) of the instruction that made the call returning to `address`:
+    the source line when the module has debug information, else (module+0xoffset, 0, symbol or "")."""
     info = _DlInfo()
     libc = ctypes.CDLL(None)
     if not libc.dladdr(ctypes.c_void_p(address), ctypes.byref(info)) or not info.dli_fname:
-        return ("0x%x" % address, 0, "")
+        return "", ("0x%x" % address, 0, "")
     module = os.fsdecode(info.dli_fname) or sys.executable
     if module and not os.path.isabs(module):  # the main program, as the loader names it
         module = os.path.realpath("/proc/self/exe")
@@ -209,8 +223,8 @@ def _resolve(address: int) -> tuple:
     symbol = os.fsdecode(info.dli_sname) if info.dli_sname else ""
     line_info = _addr2line(module, offset - 1)  # the call instruction ends just before the return address
     if line_info is not None:
-        return line_info
-    return ("%s+0x%x" % (module, offset), 0, symbol)
+        return module, line_info
+    return module, ("%s+0x%x" % (module, offset), 0, symbol)
 
 
 def _is_relocatable(module: str) -> bool:
@@ -236,7 +250,7 @@ def _addr2line(module: str, offset: int) -> Optional[tuple]:
     line = line.split()[0] if line else ""
     if not line.isdigit() or line == "0":
         return None
-    function = lines[0] if lines[0] != "??" else ""
+    function = lines[0].split(" [clone ")[0] if lines[0] != "??" else ""  # not GCC's names of its copies
     return (filename, int(line), function)
 
 

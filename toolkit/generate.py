@@ -292,6 +292,15 @@ def render_export_list(library: str) -> str:
 
 
 MAX_PARAMETERS = 16  # kMaxParameters of toolkit/src/core.cpp
+SITE_FRAMES = 3      # kCallerFrames of toolkit/src/core.cpp
+
+
+def site_frames(fn: Function, header: Header) -> int:
+    """How many of the program's frames the call's site keeps: three for the calls that make a resource
+    (a helper of the program often makes them), so that a leak names the helper's callers as it does
+    for Python programs; one (the caller) for the others, whose stack walk the hot path cannot afford."""
+    makes = return_kind(fn) == "NR_HANDLE" or any(kind == "NK_OUT_PTR" for kind, _ in kinds(fn))
+    return SITE_FRAMES if makes and header not in surface.OPERATORS else 1
 
 
 def render_signatures() -> str:
@@ -308,9 +317,9 @@ def render_signatures() -> str:
         arrays.append("static const npuemu_param params_%d[] = {%s};\n"
                       "static const uint8_t outputs_%d[] = {%s};\n"
                       "static const char *const names_%d[] = {%s};" % (number, params, number, outputs, number, names))
-        rows.append('  {"%s", "%s", "%s", %s, %s, %d, params_%d, %d, outputs_%d, names_%d},'
+        rows.append('  {"%s", "%s", "%s", %s, %s, %d, params_%d, %d, outputs_%d, names_%d, %d},'
                     % (proto.name, module, attribute, layer(header), return_kind(fn), len(proto.params), number,
-                       len(fn.outputs), number, number))
+                       len(fn.outputs), number, number, site_frames(fn, header)))
     classes = ", ".join('"%s"' % name for name in OBJECT_CLASSES)
     return ("// The bridge's table of the C surface, generated from toolkit/npuemu_toolkit/surface.py. Do not edit.\n%s\n\n"
             "static const npuemu_signature NPUEMU_SIGNATURES[] = {\n%s\n};\n\n"

@@ -11,11 +11,13 @@
 // state. So a host thread Python did not create keeps one thread state for its whole life (Pin).
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <execinfo.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstdio>
+#include <algorithm>
 #include <cstring>
 #include <set>
 #include <string>
@@ -30,6 +32,7 @@ const int kRuntimeInvalid = 100000, kAclnnInvalid = 161002;    // ... ACLNN_ERR_
 const int kRuntimeInternal = 507000, kAclnnInternal = 561000;  // ACL_ERROR_RT_INTERNAL_ERROR, ACLNN_ERR_INNER
 const uint64_t kMaxArray = uint64_t(1) << 24;                  // elements of one array argument
 const int kMaxParameters = 16;                                 // toolkit/generate.py checks the table
+const int kCallerFrames = 3;  // the program's frames a site keeps, as for Python callers (emulator/sites.py)
 
 const npuemu_signature *signatures = nullptr;
 std::vector<PyObject *> targets;   // the Python callable of each function, by number
@@ -37,7 +40,9 @@ PyObject *record = nullptr;        // emulator.errors.record(code, api_name, mes
 PyObject *live_handles = nullptr;  // emulator.resource.HANDLES._live: handle -> live resource
 std::vector<PyObject *> object_classes;  // the aclnn classes of NK_OBJECT parameters, by number
 bool traceback_shown = false;
-thread_local const void *caller_address = nullptr;  // the C caller of the call in progress (sites.native)
+// The C program's innermost frames of the call in progress (emulator.sites.native_site asks for them).
+thread_local void *caller_stack[3];
+thread_local int caller_frames = 0;
 
 // One thread state for the life of a host thread that Python did not create (see the top).
 struct Pin {
@@ -373,7 +378,20 @@ npuemu_value invoke(int number, const npuemu_value *args) {
 // -------------------------------------------------------------------------------------------------
 // The module _npuemu_c: what the Python side of the toolkit asks of C
 
-PyObject *caller(PyObject *, PyObject *) { return PyLong_FromVoidPtr(const_cast<void *>(caller_address)); }
+// The C program's innermost frames of the call in progress on this thread: a tuple of up to
+// `kCallerFrames` return addresses, the forwarder's caller first (empty when no C call is in progress).
+PyObject *caller(PyObject *, PyObject *) {
+  PyObject *addresses = PyTuple_New(caller_frames);
+  for (int i = 0; addresses != nullptr && i < caller_frames; ++i) {
+    PyObject *address = PyLong_FromVoidPtr(caller_stack[i]);
+    if (address == nullptr) {
+      Py_CLEAR(addresses);
+      break;
+    }
+    PyTuple_SET_ITEM(addresses, i, address);
+  }
+  return addresses;
+}
 
 // call(function address, argument address): runs a C callback `void fn(void *)` without the GIL.
 PyObject *call(PyObject *, PyObject *args) {
@@ -389,7 +407,7 @@ PyObject *call(PyObject *, PyObject *args) {
 }
 
 PyMethodDef methods[] = {
-    {"caller", caller, METH_NOARGS, "The return address of the C call in progress on this thread (0: none)."},
+    {"caller", caller, METH_NOARGS, "The innermost return addresses of the C program's call in progress (a tuple)."},
     {"call", call, METH_VARARGS, "call(fn, data): run the C function void fn(void *data) without the GIL."},
     {nullptr, nullptr, 0, nullptr}};
 PyModuleDef module_definition = {PyModuleDef_HEAD_INIT, "_npuemu_c", "npuemu's C toolkit, seen from Python.", -1,
@@ -471,6 +489,22 @@ std::string import_targets(const npuemu_signature *table, int count) {
 
 }  // namespace
 
+// The program's frames of this call: the forwarder's caller, and for the calls that make resources
+// (which a helper of the program often makes: its leak report names the helper's callers too) two
+// more. The stack walk costs about a microsecond, so the launches' sites keep the caller only.
+void take_caller_stack(const npuemu_signature &sig, const void *caller) {
+  caller_stack[0] = const_cast<void *>(caller);
+  caller_frames = 1;
+  if (sig.site_frames <= 1) return;
+  void *frames[kCallerFrames + 3];  // this function, core_call and the bridge come first
+  const int walked = backtrace(frames, kCallerFrames + 3);
+  int first = 0;
+  while (first < walked && frames[first] != caller) ++first;  // the forwarder's frame may be gone (a tail call)
+  if (first == walked) return;
+  caller_frames = std::min<int>(std::min<int>(kCallerFrames, sig.site_frames), walked - first);
+  std::copy(frames + first, frames + first + caller_frames, caller_stack);
+}
+
 extern "C" __attribute__((visibility("default"))) int npuemu_core_boot(const npuemu_boot *boot, char *error,
                                                                         unsigned long error_size) {
   signatures = boot->signatures;
@@ -491,8 +525,10 @@ extern "C" __attribute__((visibility("default"))) npuemu_value npuemu_core_call(
                                                                                  const void *caller) {
   if (PyGILState_GetThisThreadState() == nullptr) pin.ensure();
   PyGILState_STATE gil = PyGILState_Ensure();
-  const void *outer = caller_address;
-  caller_address = caller;
+  void *outer[kCallerFrames];
+  const int outer_frames = caller_frames;
+  std::copy(caller_stack, caller_stack + kCallerFrames, outer);
+  take_caller_stack(signatures[number], caller);
   npuemu_value value;
   try {
     value = invoke(number, args);
@@ -501,7 +537,8 @@ extern "C" __attribute__((visibility("default"))) npuemu_value npuemu_core_call(
     leave_message(signatures[number], failure);
     value = failure_value(signatures[number], failure);
   }
-  caller_address = outer;
+  caller_frames = outer_frames;
+  std::copy(outer, outer + kCallerFrames, caller_stack);
   PyGILState_Release(gil);
   return value;
 }

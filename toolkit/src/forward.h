@@ -76,6 +76,7 @@ typedef struct npuemu_signature {
   uint8_t output_count;
   const uint8_t *outputs;     // slots of the out-parameters, in the order the Python call returns them
   const char *const *names;   // parameter names, for messages
+  uint8_t site_frames;        // the program's frames the call's site keeps (1: the caller only)
 } npuemu_signature;
 
 // The bridge's entry point: function `number` of the table with its packed arguments; `caller` is the
