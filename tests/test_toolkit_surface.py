@@ -19,6 +19,7 @@ import re
 import shutil
 import subprocess
 import sys
+import textwrap
 from typing import Optional, Sequence
 
 import pytest
@@ -727,3 +728,30 @@ def test_bad_setup_fails_every_call_with_one_clear_message(bad_setup_program, tm
     assert re.search(r"/\S*python", message), "the message names no interpreter or libpython: " + message
     assert any(advice in message for advice in ("NPUEMU_PYTHON", "--enable-shared", "pip install")), message
     assert done.stderr.count(message) == 1, done.stderr
+
+
+# ------------------------------------------------------------------------------------------------
+# A Python host: the toolkit joins the interpreter that loaded it
+
+def test_a_python_host_shares_its_interpreter_with_the_toolkit(tmp_path):
+    """A Python program that loads libascendcl.so with ctypes gets the same runtime it imports: a device
+    set through C is the current device of the Python thread, a C call's message is in the thread's
+    messages, and the leak report names the Python line that called C."""
+    program = tmp_path / "host.py"
+    program.write_text(textwrap.dedent('''
+        import ctypes, sys
+        lib = ctypes.CDLL(sys.argv[1] + "/lib64/libascendcl.so")
+        lib.aclGetRecentErrMsg.restype = ctypes.c_char_p
+        assert lib.aclInit(None) == 0 and lib.aclrtSetDevice(0) == 0
+        import acl
+        print("device", acl.rt.get_device())
+        print("bad", lib.aclrtSetDevice(99), acl.get_recent_err_msg().split(": ", 1)[1])
+        memory = ctypes.c_void_p()
+        print("malloc", lib.aclrtMalloc(ctypes.byref(memory), 64, 0))
+    '''))
+    done = subprocess.run([sys.executable, str(program), ctoolkit.toolkit_root()], capture_output=True, text=True,
+                          timeout=120, env=ctoolkit.toolkit_environment())
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [
+        "device (0, 0)", "bad 107001 aclrtSetDevice: deviceId: expected a device id in [0, 8), found 99", "malloc 0"]
+    assert "leak: device memory" in done.stderr and "host.py:10 in <module>" in done.stderr, done.stderr
