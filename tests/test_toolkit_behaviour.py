@@ -1256,6 +1256,11 @@ static aclTensor *make_tensor(void *memory) {  // a helper, as the documented sa
   return aclCreateTensor(dims, 1, ACL_FLOAT, nullptr, 0, ACL_FORMAT_ND, dims, 1, memory); // @helper-create
 }
 
+__attribute__((noinline)) static void make_in_a_helper(void *memory) {  // a helper's helper: three frames
+  make_tensor(memory); // @helper-inner-call
+  std::fflush(stdout);  // not a tail call
+}
+
 int main() {
   aclrtStream stream = nullptr;
   check(aclInit(nullptr), "aclInit");
@@ -1268,6 +1273,7 @@ int main() {
   if (tensor == nullptr) check(1, "aclCreateTensor");
   make_tensor(memory); // @helper-call-1
   make_tensor(memory); // @helper-call-2
+  make_in_a_helper(memory); // @helper-outer-call
   // Scalars left to the report, which describes each with the value read at its pointer
   const float f32 = 1.5f;
   const int32_t i32 = -7;
@@ -1685,7 +1691,7 @@ def test_leaks_of_a_c_program_are_reported_at_aclfinalize_with_the_c_lines(built
     path = built["leaks"] + ".cpp"
     source = read_text(path)
     assert done.returncode == 0 and "finalize 0" in done.stdout, done.stdout + done.stderr
-    assert "npuemu: 11 resource(s) never released at aclFinalize:" in done.stderr, done.stderr
+    assert "npuemu: 12 resource(s) never released at aclFinalize:" in done.stderr, done.stderr
     leaks = LEAK_LINE.findall(done.stderr)
     assert len(leaks) == 11, done.stderr
     assert any(re.fullmatch(r"device memory 0x[0-9a-f]+ \(64 bytes\) on device 0, made at %s "
@@ -1702,11 +1708,15 @@ def test_a_leak_made_in_a_c_helper_names_the_lines_that_called_the_helper(built)
     path = built["leaks"] + ".cpp"
     source = read_text(path)
     made = [leak for leak in LEAK_LINE.findall(done.stderr) if leak.startswith("aclTensor FLOAT[4] ")]
-    assert len(made) == 2, done.stderr
+    assert len(made) == 3, done.stderr
     helper = "%s:%d in make_tensor" % (path, line_of(source, "helper-create"))
     for leak, call in zip(made, ("helper-call-1", "helper-call-2")):
         assert re.search(r"made at %s\S* <- %s:%d in main\b" % (re.escape(helper), re.escape(path), line_of(source, call)),
                          leak), leak
+    # three frames, as Python sites keep: the helper, the helper's helper, main
+    assert re.search(r"made at %s\S* <- %s:%d in make_in_a_helper\S* <- %s:%d in main$"
+                     % (re.escape(helper), re.escape(path), line_of(source, "helper-inner-call"), re.escape(path),
+                        line_of(source, "helper-outer-call")), made[2]), made[2]
 
 
 def test_leaked_c_scalars_are_described_with_the_values_at_their_pointers(built):

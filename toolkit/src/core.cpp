@@ -487,8 +487,6 @@ std::string import_targets(const npuemu_signature *table, int count) {
   return record != nullptr ? "" : python_error();
 }
 
-}  // namespace
-
 // The program's frames of this call: the forwarder's caller, and for the calls that make resources
 // (which a helper of the program often makes: its leak report names the helper's callers too) two
 // more. The stack walk costs about a microsecond, so the launches' sites keep the caller only.
@@ -496,14 +494,16 @@ void take_caller_stack(const npuemu_signature &sig, const void *caller) {
   caller_stack[0] = const_cast<void *>(caller);
   caller_frames = 1;
   if (sig.site_frames <= 1) return;
-  void *frames[kCallerFrames + 3];  // this function, core_call and the bridge come first
-  const int walked = backtrace(frames, kCallerFrames + 3);
+  void *frames[kCallerFrames + 5];  // backtrace's caller (this function), core_call, the bridge, the forwarder first
+  const int walked = backtrace(frames, kCallerFrames + 5);
   int first = 0;
   while (first < walked && frames[first] != caller) ++first;  // the forwarder's frame may be gone (a tail call)
   if (first == walked) return;
   caller_frames = std::min<int>(std::min<int>(kCallerFrames, sig.site_frames), walked - first);
   std::copy(frames + first, frames + first + caller_frames, caller_stack);
 }
+
+}  // namespace
 
 extern "C" __attribute__((visibility("default"))) int npuemu_core_boot(const npuemu_boot *boot, char *error,
                                                                         unsigned long error_size) {
@@ -523,12 +523,12 @@ extern "C" __attribute__((visibility("default"))) int npuemu_core_boot(const npu
 
 extern "C" __attribute__((visibility("default"))) npuemu_value npuemu_core_call(int number, const npuemu_value *args,
                                                                                  const void *caller) {
-  if (PyGILState_GetThisThreadState() == nullptr) pin.ensure();
-  PyGILState_STATE gil = PyGILState_Ensure();
-  void *outer[kCallerFrames];
+  void *outer[kCallerFrames];  // a call from a callback of this thread's own call nests
   const int outer_frames = caller_frames;
   std::copy(caller_stack, caller_stack + kCallerFrames, outer);
-  take_caller_stack(signatures[number], caller);
+  take_caller_stack(signatures[number], caller);  // before the GIL: other threads go on meanwhile
+  if (PyGILState_GetThisThreadState() == nullptr) pin.ensure();
+  PyGILState_STATE gil = PyGILState_Ensure();
   npuemu_value value;
   try {
     value = invoke(number, args);
