@@ -214,16 +214,16 @@ def _resolve(address: int) -> tuple:
     the source line when the module has debug information, else (module+0xoffset, 0, symbol or "")."""
     info = _DlInfo()
     libc = ctypes.CDLL(None)
-    if not libc.dladdr(ctypes.c_void_p(address), ctypes.byref(info)) or not info.dli_fname:
+    if not libc.dladdr(ctypes.c_void_p(address), ctypes.byref(info)):
         return "", ("0x%x" % address, 0, "")
-    module = os.fsdecode(info.dli_fname) or sys.executable
-    if module and not os.path.isabs(module):  # the main program, as the loader names it
+    module = os.fsdecode(info.dli_fname or b"")
+    if not os.path.isabs(module):  # the main program, named as it was started ("" or argv[0])
         module = os.path.realpath("/proc/self/exe")
     offset = address - (info.dli_fbase or 0) if _is_relocatable(module) else address
-    symbol = os.fsdecode(info.dli_sname) if info.dli_sname else ""
-    line_info = _addr2line(module, offset - 1)  # the call instruction ends just before the return address
-    if line_info is not None:
-        return module, line_info
+    function, filename, line = _addr2line(module, offset - 1)  # the call instruction ends before the return address
+    if line:
+        return module, (filename, line, function)
+    symbol = function or (os.fsdecode(info.dli_sname) if info.dli_sname else "")
     return module, ("%s+0x%x" % (module, offset), 0, symbol)
 
 
@@ -237,21 +237,23 @@ def _is_relocatable(module: str) -> bool:
     return len(header) == 18 and header[16] == 3
 
 
-def _addr2line(module: str, offset: int) -> Optional[tuple]:
+def _addr2line(module: str, offset: int) -> tuple:
+    """(function, file, line) at `offset` of `module`: the line from its debug information, the function
+    from its symbol table; "" and 0 for what it does not have (or without binutils' addr2line)."""
     try:
         done = subprocess.run(["addr2line", "-f", "-C", "-e", module, "0x%x" % offset], capture_output=True,
                               text=True, timeout=30)
     except (OSError, subprocess.SubprocessError):
-        return None
+        return "", "", 0
     lines = done.stdout.splitlines()
-    if done.returncode != 0 or len(lines) < 2 or lines[1].startswith("??"):
-        return None
+    if done.returncode != 0 or len(lines) < 2:
+        return "", "", 0
+    function = lines[0].split(" [clone ")[0] if lines[0] != "??" else ""  # not GCC's names of its copies
     filename, _, line = lines[1].partition(":")
     line = line.split()[0] if line else ""
-    if not line.isdigit() or line == "0":
-        return None
-    function = lines[0].split(" [clone ")[0] if lines[0] != "??" else ""  # not GCC's names of its copies
-    return (filename, int(line), function)
+    if filename.startswith("??") or not line.isdigit():
+        return function, "", 0
+    return function, filename, int(line)
 
 
 def _line_of(code, offset: int) -> int:

@@ -57,8 +57,9 @@ FLOAT = nn.ACL_FLOAT
 
 PREFIX = re.compile(r"^\[PID:\d+\] \d{4}-\d\d-\d\d-\d\d:\d\d:\d\d\.\d{3} ", re.M)
 # A site: `file:line in function` (a demangled C++ name may have spaces in its parameter list), or
-# `module+0xoffset` for code without debug information, and up to two callers after ` <- `.
-_FRAME = r"(?:[^\s:]+:\d+ in (?:<\w+>|\w+(?:::~?\w+)*)(?:\([^()]*\))?|/[^\s:]+\+0x[0-9a-f]+)"
+# `module+0xoffset[ in function]` for code without debug information, and up to two callers after ` <- `.
+_FUNCTION = r"(?:<\w+>|\w+(?:::~?\w+)*)(?:\([^()]*\))?"
+_FRAME = r"(?:[^\s:]+:\d+ in %s|/[^\s:]+\+0x[0-9a-f]+(?: in %s)?)" % (_FUNCTION, _FUNCTION)
 SITE = re.compile(r"%s(?: <- %s)*" % (_FRAME, _FRAME))
 HEX = re.compile(r"0x[0-9a-fA-F]+")
 ALLOCATION = re.compile(r"allocation #\d+")
@@ -1661,7 +1662,7 @@ def test_without_debug_information_the_sites_are_the_executable_and_an_offset_in
     for case, count in (("overrun-sync", 3), ("freed-sync", 3)):  # launched at, made at (x2 / made, freed at)
         text = without_prefix(fault_runs["nodebug"][case].message)
         assert fault_runs["nodebug"][case].result == "507015", text
-        offsets = re.findall(r" at %s\+0x([0-9a-f]+)\b" % re.escape(executable), text)
+        offsets = re.findall(r" at %s\+0x([0-9a-f]+) in main\b" % re.escape(executable), text)
         assert len(offsets) == count, text
         for offset in offsets:
             assert start < int(offset, 16) <= end, (hex(start), hex(end), offset)
