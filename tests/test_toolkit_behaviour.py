@@ -1791,3 +1791,22 @@ def test_a_null_c_callback_is_rejected_and_named_null(built):
     assert null_fn.result == "100000", null_fn.message
     assert without_prefix(null_fn.message) == ("ACL_ERROR_INVALID_PARAM(100000): aclrtLaunchCallback: fn: "
                                                "expected a callable, found null"), null_fn.message
+
+
+def test_a_c_scalar_at_memory_the_process_cannot_read_is_refused_with_a_message(tmp_path):
+    """aclCreateScalar reads the value at its pointer: a wild pointer is NULL and a message, not a crash."""
+    executable = ctoolkit.compile_program(r"""
+#include <cstdio>
+#include "acl/acl.h"
+#include "aclnnop/aclnn_logsigmoid_backward.h"
+int main() {
+  aclScalar *wild = aclCreateScalar(reinterpret_cast<void *>(16), ACL_FLOAT);
+  std::printf("%d\n%s\n", wild == nullptr, aclGetRecentErrMsg());
+  return 0;
+}
+""", tmp_path)
+    done = ctoolkit.run_program(executable)
+    assert done.returncode == 0, done.stderr
+    assert without_prefix(done.stdout).splitlines() == [
+        "1", "AclNN_Parameter_Error(EZ1001): aclCreateScalar: value: expected 4 readable bytes at 0x10, found memory "
+             "the process cannot read"]

@@ -13,7 +13,7 @@ import numpy as np
 
 import _npuemu_c  # made by the bridge (toolkit/src/core.cpp) before it imports this module
 import aclnn_api
-from emulator import runtime, sites
+from emulator import errors, runtime, sites
 from emulator.dtypes import ACL_BF16, NUMPY_TYPES, aclDataTypeSize
 from emulator.memory import host_range_is_mapped
 
@@ -21,15 +21,20 @@ sites.register_package_dir(__file__)
 sites.set_native_caller(_npuemu_c.caller)
 
 
+class _Unreadable(Exception):
+    pass
+
+
 def _scalar_value(address: int, data_type: Any) -> Any:
     """The value a C caller's `void *value` holds for `data_type`; the address itself when the dtype is
-    one aclCreateScalar refuses anyway (it names the dtype), None for null or unreadable memory."""
+    one aclCreateScalar refuses anyway (it names the dtype)."""
     numpy_type = NUMPY_TYPES.get(data_type) if type(data_type) is int else None
     if numpy_type is None:
         return address
     size = aclDataTypeSize(data_type)
     if not host_range_is_mapped(address, size):
-        return None
+        raise _Unreadable("value: expected %d readable bytes at 0x%x, found memory the process cannot read"
+                          % (size, address))
     value = np.frombuffer(ctypes.string_at(address, size), numpy_type)[0]
     if data_type == ACL_BF16:  # the upper half of a float32
         return float(np.array([int(value) << 16], np.uint32).view(np.float32)[0])
@@ -38,7 +43,11 @@ def _scalar_value(address: int, data_type: Any) -> Any:
 
 def aclCreateScalar(value: Optional[int], dataType: int) -> Optional[aclnn_api.aclScalar]:
     """aclCreateScalar(void *value, aclDataType dataType): the value read at `value` as `dataType`."""
-    return aclnn_api.aclCreateScalar(None if value is None else _scalar_value(value, dataType), dataType)
+    try:
+        return aclnn_api.aclCreateScalar(None if value is None else _scalar_value(value, dataType), dataType)
+    except _Unreadable as error:
+        errors.record(aclnn_api.ACLNN_ERR_PARAM_INVALID, "aclCreateScalar", str(error))
+        return None
 
 
 def aclrtLaunchCallback(fn: Optional[int], userData: Optional[int], blockType: int, stream: Optional[int]) -> int:
