@@ -1793,8 +1793,9 @@ def test_a_null_c_callback_is_rejected_and_named_null(built):
                                                "expected a callable, found null"), null_fn.message
 
 
-def test_a_c_scalar_at_memory_the_process_cannot_read_is_refused_with_a_message(tmp_path):
-    """aclCreateScalar reads the value at its pointer: a wild pointer is NULL and a message, not a crash."""
+def test_c_values_at_memory_the_process_cannot_read_are_refused_with_a_message(tmp_path):
+    """aclCreateScalar reads the value at its pointer, aclCreateTensor its dims: a wild pointer is NULL and a
+    message, not a crash."""
     executable = ctoolkit.compile_program(r"""
 #include <cstdio>
 #include "acl/acl.h"
@@ -1802,6 +1803,9 @@ def test_a_c_scalar_at_memory_the_process_cannot_read_is_refused_with_a_message(
 int main() {
   aclScalar *wild = aclCreateScalar(reinterpret_cast<void *>(16), ACL_FLOAT);
   std::printf("%d\n%s\n", wild == nullptr, aclGetRecentErrMsg());
+  const int64_t *dims = reinterpret_cast<const int64_t *>(16);
+  aclTensor *tensor = aclCreateTensor(dims, 2, ACL_FLOAT, nullptr, 0, ACL_FORMAT_ND, dims, 2, nullptr);
+  std::printf("%d\n%s\n", tensor == nullptr, aclGetRecentErrMsg());
   return 0;
 }
 """, tmp_path)
@@ -1809,4 +1813,6 @@ int main() {
     assert done.returncode == 0, done.stderr
     assert without_prefix(done.stdout).splitlines() == [
         "1", "AclNN_Parameter_Error(EZ1001): aclCreateScalar: value: expected 4 readable bytes at 0x10, found memory "
-             "the process cannot read"]
+             "the process cannot read",
+        "1", "AclNN_Parameter_Error(EZ1001): aclCreateTensor: viewDims: expected 2 readable values at 0x10, found "
+             "memory the process cannot read"]
