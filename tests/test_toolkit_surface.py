@@ -40,7 +40,7 @@ HEADER_PATHS = [path for header in surface.HEADERS for path in (header.path,) + 
 HEADER_OF_PATH = {path: header for header in surface.HEADERS for path in (header.path,) + header.aliases}
 C_HEADERS = [path for path in HEADER_PATHS if path.startswith("acl/")]
 CPP_ONLY_HEADERS = [path for path in HEADER_PATHS if HEADER_OF_PATH[path].cpp_only]
-LIBRARIES = surface.LIBRARIES + tuple(name for name in surface.EMPTY_LIBRARIES if name not in surface.LIBRARIES)
+LIBRARIES = surface.LIBRARIES
 # Symbols a linker may define in any shared object besides its exports.
 LINKER_SYMBOLS = {"_init", "_fini", "_edata", "_end", "__bss_start"}
 LOG_SIGMOID_BACKWARD_VALUES = ["0.268941", "0.119203", "0.047426", "0.017986"]

@@ -206,7 +206,7 @@ def render_block(block, header: Header) -> str:
     if isinstance(block, Constants):
         if block.style == "define":
             return "\n".join("#define %s %s" % (name, c_literal(text)) for name, text in values(block.values))
-        return "\n".join("static const %s %s = %s;" % (block.ctype, name, text) for name, text in values(block.values))
+        return "\n".join("static const int %s = %s;" % (name, text) for name, text in values(block.values))
     if isinstance(block, Enum):
         members = "\n".join("    %s = %s," % (name, text) for name, text in values(block.values))
         return "typedef enum %s{\n%s\n} %s;" % (block.name + " " if block.tagged else "", members, block.name)
@@ -328,7 +328,7 @@ def render_signatures() -> str:
 
 def render_libraries_cmake() -> str:
     lines = ["# Generated from toolkit/npuemu_toolkit/surface.py: the public libraries, their dependencies, their headers."]
-    for library in surface.LIBRARIES + tuple(l for l in surface.EMPTY_LIBRARIES if l not in surface.LIBRARIES):
+    for library in surface.LIBRARIES:
         needs = " ".join(need[3:] for need in surface.LIBRARY_NEEDS.get(library, ()))
         lines.append("npuemu_public_library(%s \"%s\")" % (library[3:], needs))
     return "\n".join(lines) + "\n"
@@ -354,8 +354,7 @@ def main(argv: list) -> int:
         text = render_header(header)
         for path in (header.path,) + header.aliases:
             write(os.path.join(out, "include", path), text)
-    libraries = surface.LIBRARIES + tuple(l for l in surface.EMPTY_LIBRARIES if l not in surface.LIBRARIES)
-    for library in libraries:
+    for library in surface.LIBRARIES:
         write(os.path.join(out, "forward_%s.cpp" % library), render_forwarders(library))
         write(os.path.join(out, "%s.map" % library), render_export_list(library))
     write(os.path.join(out, "signatures.inc"), render_signatures())

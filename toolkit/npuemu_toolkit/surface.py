@@ -23,12 +23,12 @@ from typing import Optional
 RUNTIME_LIBRARIES = ("libascendcl", "libacl_rt")   # the same exports: the docs link either
 FRAMEWORK_LIBRARIES = ("libnnopbase",)
 OPERATOR_LIBRARIES = ("libopapi", "libopapi_nn")   # libopapi_nn: the nn operators; libopapi: all operators
-LIBRARIES = RUNTIME_LIBRARIES + FRAMEWORK_LIBRARIES + OPERATOR_LIBRARIES + ("libopapi_math",)
+# Empty libraries some build recipes link or load by name (no symbol of npuemu's lives there yet).
+EMPTY_LIBRARIES = ("libopapi_math", "libaclnn_ops_infer", "libaclnn_math", "libacl_op_compiler", "libhccl")
+LIBRARIES = RUNTIME_LIBRARIES + FRAMEWORK_LIBRARIES + OPERATOR_LIBRARIES + EMPTY_LIBRARIES  # every public one
 # A library's own dependencies besides the bridge, so that dlopen("libopapi.so") + dlsym("aclCreateTensor")
 # finds the framework, as it does on the card's toolkit.
 LIBRARY_NEEDS = {"libopapi": ("libnnopbase",), "libopapi_nn": ("libnnopbase",), "libopapi_math": ("libnnopbase",)}
-# Empty libraries some build recipes link or load by name (no symbol of npuemu's lives there yet).
-EMPTY_LIBRARIES = ("libopapi_math", "libaclnn_ops_infer", "libaclnn_math", "libacl_op_compiler", "libhccl")
 
 
 @dataclass(frozen=True)
@@ -50,9 +50,8 @@ class Enum:
 
 @dataclass(frozen=True)
 class Constants:
-    """`static const <ctype> NAME = value;` (style "static") or `#define NAME value` (style "define")."""
+    """`static const int NAME = value;` (style "static") or `#define NAME value` (style "define")."""
     values: Values
-    ctype: str = "int"
     style: str = "static"
 
 
@@ -163,8 +162,8 @@ ACL_RT = Header("acl/acl_rt.h", includes=("<stdint.h>", "<stddef.h>", "<stdbool.
     Enum("aclrtTsId", Values(STATUS, "ACL_TS_ID_AICORE", "ACL_TS_ID_AIVECTOR"), tagged=True),
     Enum("aclrtFloatOverflowMode", Values(STATUS, "ACL_RT_OVERFLOW_MODE_SATURATION", "ACL_RT_OVERFLOW_MODE_INFNAN"), tagged=True),
     Enum("aclrtLastErrLevel", Values(STATUS, "ACL_RT_THREAD_LEVEL", "ACL_RT_THREAD_LEVEL"), tagged=True),
-    Constants(Values(STATUS, "ACL_EVENT_SYNC", "ACL_EVENT_IPC"), ctype="uint32_t", style="define"),
-    Constants(Values(STATUS, "ACL_STREAM_FAST_LAUNCH", "ACL_STREAM_DEVICE_USE_ONLY"), ctype="uint32_t", style="define"),
+    Constants(Values(STATUS, "ACL_EVENT_SYNC", "ACL_EVENT_IPC"), style="define"),
+    Constants(Values(STATUS, "ACL_STREAM_FAST_LAUNCH", "ACL_STREAM_DEVICE_USE_ONLY"), style="define"),
     Text("typedef void (*aclrtCallback)(void *userData);"),
     # initialisation
     Function("aclError aclInit(const char *configPath)", RT + ":aclInit"),

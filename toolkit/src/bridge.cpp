@@ -115,21 +115,24 @@ std::string load_libpython(const std::string &executable) {
   return "";
 }
 
+// Why `executable` cannot be embedded, or "" once its libpython is loaded.
+std::string embeddable(const std::string &executable) {
+  if (access(executable.c_str(), X_OK) != 0) {
+    return "the Python interpreter npuemu was installed with, " + executable +
+           ", does not exist (a moved or deleted virtual environment?): " + advice();
+  }
+  const std::string standard_library = standard_library_of(executable);
+  if (!is_file(standard_library)) {
+    return executable + " is no Python " NPUEMU_PYTHON_VERSION " installation (no " + standard_library + "): " + advice();
+  }
+  return load_libpython(executable);
+}
+
 void boot() {
   const std::string executable = setting("NPUEMU_PYTHON", NPUEMU_PYTHON_EXECUTABLE);
   std::string error;
   const bool hosted = host_runs_python(&error);
-  if (error.empty() && !hosted) {
-    if (access(executable.c_str(), X_OK) != 0) {
-      error = "the Python interpreter npuemu was installed with, " + executable +
-              ", does not exist (a moved or deleted virtual environment?): " + advice();
-    } else if (!is_file(standard_library_of(executable))) {
-      error = executable + " is no Python " NPUEMU_PYTHON_VERSION " installation (no " +
-              standard_library_of(executable) + "): " + advice();
-    } else {
-      error = load_libpython(executable);
-    }
-  }
+  if (error.empty() && !hosted) error = embeddable(executable);
   void *core = nullptr;
   if (error.empty()) {
     const std::string path = own_directory() + "/libnpuemu_python.so";
