@@ -15,9 +15,9 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
-#include <algorithm>
 #include <cstring>
 #include <set>
 #include <string>
@@ -41,7 +41,7 @@ PyObject *live_handles = nullptr;  // emulator.resource.HANDLES._live: handle ->
 std::vector<PyObject *> object_classes;  // the aclnn classes of NK_OBJECT parameters, by number
 bool traceback_shown = false;
 // The C program's innermost frames of the call in progress (emulator.sites.native_site asks for them).
-thread_local void *caller_stack[3];
+thread_local void *caller_stack[kCallerFrames];
 thread_local int caller_frames = 0;
 
 // One thread state for the life of a host thread that Python did not create (see the top).
@@ -317,6 +317,11 @@ bool convert_result(const npuemu_signature &sig, PyObject *result, const npuemu_
   switch (sig.returns) {
     case NR_STATUS: {
       PyObject *status = result;
+      if (sig.output_count > 0 && !PyTuple_Check(result)) {
+        PyErr_Format(PyExc_TypeError, "%s returned no tuple of its %d outputs and a status", sig.name,
+                     sig.output_count);
+        return false;
+      }
       if (PyTuple_Check(result)) {
         const Py_ssize_t size = PyTuple_GET_SIZE(result);
         if (size != sig.output_count + 1) {
