@@ -127,6 +127,14 @@ class KernelLaunch:
             writes.append((workspace, self.workspace_size))
         return reads, writes
 
+    def details(self) -> dict:
+        """Each tensor's dtype and shape and the workspace size, by parameter name (for the trace)."""
+        found = {arg.name: "%s%s" % (dtype_name(arg.data_type), list(arg.shape))
+                 for arg in self.args if type(arg) is TensorView}
+        if self.workspace_size:
+            found["workspace"] = "%d bytes" % self.workspace_size
+        return found
+
     def _moved(self) -> "KernelLaunch":
         args = tuple(arg.at(arg.tensor.data) if type(arg) is TensorView else arg for arg in self.args)
         return KernelLaunch(self.kernel, args, self.workspace_size, self.outputs)
@@ -260,7 +268,7 @@ def _launch(op: str, workspace: Any, workspace_size: Any, plan: aclOpExecutor, s
     if plan.launch is not None:
         work = plan.launch = plan.launch.queued()  # a repeatable executor moved by aclSetRawTensorAddr & co. stays moved
         interface.launch(target, op, functools.partial(_execute, op, work, device_id, workspace), site=site,
-                         ranges=functools.partial(work.ranges, workspace))
+                         ranges=functools.partial(work.ranges, workspace), details=work.details)
     if not plan.repeatable:
         plan.consume(site)
 

@@ -16,6 +16,15 @@
 | NPUEMU_VECTOR_ISA    | vector_isa     | widest vector instructions the kernels may use: | auto (the machine's  |
 |                      |                | `auto`, `avx512_bf16`, `avx512`, `avx2`,        | widest)              |
 |                      |                | `baseline`                                      |                      |
+| NPUEMU_SANITIZE      | sanitize       | `off`, `memcheck` (faults of device accesses,   | full                 |
+|                      |                | padding, alignment, stale tensors) or `full`    |                      |
+|                      |                | (also races, missing synchronisation and        |                      |
+|                      |                | uninitialised reads; docs/sanitizer.md)         |                      |
+| NPUEMU_SANITIZE_EXITCODE | sanitize_exitcode | exit code of a process that reported    | none (the program's  |
+|                      |                | anything (leaks included), as               | own)                 |
+|                      |                | compute-sanitizer's --error-exitcode        |                      |
+| NPUEMU_TRACE         | trace          | write a Chrome/Perfetto trace to this file      | none                 |
+| NPUEMU_FAULTS        | faults         | make named calls or tasks fail (docs/faults.md) | none                 |
 
 Values are read without regard to case. Every vector_isa gives bit-identical results; a narrower one only runs slower (it is there to
 reproduce another machine's path and to test them all on one machine).
@@ -26,11 +35,14 @@ import functools
 import os
 import re
 from dataclasses import dataclass, replace
+from typing import Optional
 
 from . import soc as soc_profiles
 
 
 VECTOR_ISAS = ("auto", "avx512_bf16", "avx512", "avx2", "baseline")
+SANITIZE_LEVELS = ("off", "memcheck", "full")  # each level checks everything the one before does
+DEFAULT_SANITIZE = "full"
 DEFAULT_TASK_TIMEOUT = 60.0  # seconds: far beyond any kernel of a size a device could hold
 _TRUE, _FALSE = ("1", "true", "on", "yes"), ("0", "false", "off", "no")
 
@@ -49,6 +61,20 @@ class Config:
     leak_check: bool
     vector_isa: str = "auto"
     task_timeout: float = DEFAULT_TASK_TIMEOUT
+    sanitize: str = DEFAULT_SANITIZE
+    sanitize_exitcode: Optional[int] = None
+    trace: str = ""
+    faults: str = ""
+
+    @property
+    def checks_hazards(self) -> bool:
+        """Whether races, missing synchronisation and uninitialised reads are tracked (`full`)."""
+        return self.sanitize == "full"
+
+    @property
+    def checks_memory(self) -> bool:
+        """Whether memcheck's reports are made (`memcheck` and `full`)."""
+        return self.sanitize != "off"
 
     @functools.cached_property
     def profile(self) -> soc_profiles.SocProfile:
@@ -85,6 +111,10 @@ def _validated(config: Config) -> Config:
         raise ConfigError("NPUEMU_EXECUTION: expected 'async' or 'eager', found %r" % config.execution)
     if config.vector_isa not in VECTOR_ISAS:
         raise ConfigError("NPUEMU_VECTOR_ISA: expected one of %s, found %r" % (", ".join(VECTOR_ISAS), config.vector_isa))
+    if config.sanitize not in SANITIZE_LEVELS:
+        raise ConfigError("NPUEMU_SANITIZE: expected one of %s, found %r" % (", ".join(SANITIZE_LEVELS), config.sanitize))
+    if config.sanitize_exitcode is not None and not 0 <= config.sanitize_exitcode <= 255:
+        raise ConfigError("NPUEMU_SANITIZE_EXITCODE: expected an exit code in [0, 255], found %d" % config.sanitize_exitcode)
     if not 0 <= config.task_timeout < float("inf"):
         raise ConfigError("NPUEMU_TASK_TIMEOUT: expected seconds >= 0 (0: no limit), found %r" % config.task_timeout)
     return config
@@ -101,7 +131,7 @@ def _env(name: str, default, parse, expected: str):
         raise ConfigError("%s: expected %s, found %r" % (name, expected, text)) from None
 
 
-def _int_env(name: str, default: int) -> int:
+def _int_env(name: str, default: Optional[int]) -> Optional[int]:
     return _env(name, default, int, "an integer")
 
 
@@ -136,6 +166,10 @@ def from_environment() -> Config:
         leak_check=_bool_env("NPUEMU_LEAK_CHECK", True),
         vector_isa=(os.environ.get("NPUEMU_VECTOR_ISA") or "auto").lower(),
         task_timeout=_float_env("NPUEMU_TASK_TIMEOUT", DEFAULT_TASK_TIMEOUT),
+        sanitize=(os.environ.get("NPUEMU_SANITIZE") or DEFAULT_SANITIZE).strip().lower(),
+        sanitize_exitcode=_int_env("NPUEMU_SANITIZE_EXITCODE", None),
+        trace=os.environ.get("NPUEMU_TRACE") or "",
+        faults=os.environ.get("NPUEMU_FAULTS") or "",
     ))
 
 

@@ -14,7 +14,7 @@ import time
 import traceback
 from typing import Any, Callable, Optional
 
-from . import status
+from . import hooks, status
 from .config import ConfigError
 
 
@@ -63,6 +63,8 @@ def record(code: int, api_name: str, message: str) -> None:
         messages = _local.messages = []
     messages.append(line)
     del messages[:-32]  # keep the newest few, as the real error manager does
+    for observer in hooks.MESSAGES:
+        observer.recorded(code, api_name, message)
 
 
 def last_error(clear: bool) -> int:
@@ -115,7 +117,10 @@ def api(name: str, failure: tuple = (), internal_code: int = status.ACL_ERROR_RT
     def wrap(fn: Callable) -> Callable:
         @functools.wraps(fn)
         def call(*args: Any, **kwargs: Any):
+            afters = [] if hooks.CALLS else None
             try:
+                if afters is not None:
+                    _observe(name, args, kwargs, afters)
                 outputs = fn(*args, **kwargs)
                 code = 0  # ACL_SUCCESS
             except AclError as error:
@@ -134,6 +139,9 @@ def api(name: str, failure: tuple = (), internal_code: int = status.ACL_ERROR_RT
                     detail = "".join(traceback.format_exception_only(type(error), error)).strip()
                     record(internal_code, name, "internal error of the emulator (please report): " + detail)
                     code = internal_code
+            if afters:
+                for after in afters:
+                    after(code)
             if not failure:
                 return code
             if code:
@@ -145,6 +153,15 @@ def api(name: str, failure: tuple = (), internal_code: int = status.ACL_ERROR_RT
         call.__signature__ = _pyacl_signature(fn, failure, returns_status)
         return call
     return wrap
+
+
+def _observe(name: str, args: tuple, kwargs: dict, afters: list) -> None:
+    """Tell the call observers (emulator.hooks) that `name` starts; what each wants to hear at the end
+    goes into `afters`, also when a later one makes the call fail (an AclError, raised on)."""
+    for observer in hooks.CALLS:
+        after = observer.before(name, args, kwargs)
+        if after is not None:
+            afters.append(after)
 
 
 def _annotation_text(annotation: Any) -> str:

@@ -51,14 +51,14 @@ def work_stream(handle: Optional[int]) -> Stream:
 
 def launch(stream: Stream, name: str, run: Callable[[], None],
            reads: Sequence[tuple] = (), writes: Sequence[tuple] = (), site: Optional[Site] = None,
-           ranges: Optional[Callable[[], tuple]] = None) -> None:
+           ranges: Optional[Callable[[], tuple]] = None, details: Optional[Callable[[], dict]] = None) -> None:
     """Queue `run` on `stream` under `name`, with the user's launch site (named by its faults).
     `reads`/`writes` are the (address, nbytes) device ranges it touches. `run` raises DeviceFault where
     the hardware would fault, TimeoutError past the task timeout; anything else it raises is an
     internal error (507000) reported by the next synchronisation. `site`: the user's, if the caller
     has already taken it. `ranges`, instead of reads and writes: what makes (reads, writes) when a
-    checker first asks for them."""
-    task = Task(name, run, site or user_site(), reads, writes, ranges)
+    checker first asks for them. `details`: what makes a dict of what the task works on (for the trace)."""
+    task = Task(name, run, site or user_site(), reads, writes, ranges, details)
     with _P.lock:
         if not stream.alive:  # destroyed by another thread since work_stream() gave it
             raise AclError(status.ACL_ERROR_RT_INVALID_HANDLE,

@@ -7,6 +7,8 @@ import sys
 import threading
 from typing import Callable, Union
 
+from . import report as report_channel
+
 Description = Union[str, Callable[[], str]]
 
 _lock = threading.Lock()
@@ -72,6 +74,8 @@ def report(when: str) -> list[str]:
         for _, forget_source in _sources:
             forget_source()
     if lines and enabled:
+        for line in lines:
+            report_channel.publish("leak", "leakcheck", line, show=False)
         sys.stderr.write("npuemu: %d resource(s) never released at %s:\n" % (len(lines), when))
         for line in lines[:SHOWN]:
             sys.stderr.write("npuemu: leak: %s\n" % line)

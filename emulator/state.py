@@ -6,7 +6,7 @@ import threading
 from typing import Optional
 
 from . import config as config_module
-from . import leaks
+from . import leaks, report
 from .device import Device
 from .memory import AddressSpace
 
@@ -35,6 +35,9 @@ class Process:
     def config(self, value: config_module.Config) -> None:
         self._config = value
         leaks.enabled = value.leak_check
+        report.set_exit_code(value.sanitize_exitcode)
+        from . import tools  # not at import: the tools import the runtime's modules
+        tools.apply(value)
 
     def address_space(self) -> AddressSpace:
         """Reserved on first use, so that configure() can still change the device count and size."""

@@ -13,7 +13,7 @@ import time
 from typing import Callable, Optional, Sequence
 
 from . import faults as faults_module
-from . import status
+from . import hooks, status
 from .errors import AclError
 from .faults import Fault
 from .resource import Resource
@@ -27,12 +27,13 @@ class Task:
     device ranges it reads and writes (for a checker of races). `run()` raises DeviceFault where
     the hardware would fault and TimeoutError when it runs past the task timeout."""
 
-    __slots__ = ("name", "run", "issued_at", "done", "stream", "site", "_ranges")
+    __slots__ = ("name", "run", "issued_at", "done", "stream", "site", "_ranges", "_details")
 
     def __init__(self, name: str, run: Optional[Callable[[], None]], site: Optional[Site] = None,
                  reads: Sequence[tuple] = (), writes: Sequence[tuple] = (),
-                 ranges: Optional[Callable[[], tuple]] = None):
+                 ranges: Optional[Callable[[], tuple]] = None, details: Optional[Callable[[], dict]] = None):
         self.name = name
+        self._details = details
         self.run = run
         self.site = site if site is not None else user_site()
         # (reads, writes), or what makes them when first asked: most launches are never asked
@@ -46,6 +47,10 @@ class Task:
         if callable(self._ranges):
             self._ranges = self._ranges()
         return self._ranges
+
+    def details(self) -> dict:
+        """What the task works on, for tools (the trace): e.g. each tensor's dtype and shape."""
+        return self._details() if self._details is not None else {}
 
     @property
     def reads(self) -> Sequence[tuple]:
@@ -105,6 +110,8 @@ class Stream(Resource):
     def enqueue(self, task: Task, eager: bool = False) -> None:
         """Queue work; `eager` (NPUEMU_EXECUTION=eager) runs it at once (faults surface at the next sync)."""
         task.stream = self
+        for observer in hooks.TASKS:
+            observer.enqueued(self, task)
         self.queue.append(task)
         if eager:
             self.drain()
@@ -124,8 +131,8 @@ class Stream(Resource):
     def _execute(self, task: Task) -> None:
         start = max(self.clock, task.issued_at)
         run = task.run
+        begin = _clock()
         if run is not None:  # work (the common case: records and waits have no run)
-            begin = _clock()
             try:
                 run()
             except KeyboardInterrupt:
@@ -143,6 +150,8 @@ class Stream(Resource):
             task.timestamp = start
         self.clock = start
         task.done = True
+        for observer in hooks.TASKS:
+            observer.executed(self, task, begin, _clock())
 
     def take_faults(self) -> list[Fault]:
         """The faults not reported yet; they are reported once."""

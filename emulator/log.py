@@ -1,0 +1,5 @@
+"""(being written)"""
+
+
+def apply(config) -> None:
+    pass
