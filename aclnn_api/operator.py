@@ -122,9 +122,9 @@ class KernelLaunch:
         reads, writes, written = [], [], self.outputs or ()
         for arg in self.args:
             if type(arg) is TensorView and arg.nbytes:
-                (writes if arg.name in written else reads).append((arg.start, arg.nbytes))
+                (writes if arg.name in written else reads).append((arg.start, arg.nbytes, arg))
         if self.workspace_size:
-            writes.append((workspace, self.workspace_size))
+            writes.append((workspace, self.workspace_size, "the workspace"))
         return reads, writes
 
     def details(self) -> dict:
@@ -265,6 +265,8 @@ def _launch(op: str, workspace: Any, workspace_size: Any, plan: aclOpExecutor, s
     device_id = target.device_id
     if plan.workspace_size:
         _check_workspace(workspace, plan.workspace_size, device_id)
+    if interface.checks_memory():
+        interface.launch_checks(op, plan.tensors(), site)
     if plan.launch is not None:
         work = plan.launch = plan.launch.queued()  # a repeatable executor moved by aclSetRawTensorAddr & co. stays moved
         interface.launch(target, op, functools.partial(_execute, op, work, device_id, workspace), site=site,

@@ -47,6 +47,7 @@ class Context(Resource):
         """aclrtDestroyContext: its queued work runs, its streams and events go with it, and the device
         reference it held is given back. Returns the faults of the work, for the call to report."""
         for stream in self.all_streams:
+            stream.forget_order("aclrtDestroyContext", site)
             stream.drain()
         found = [fault for stream in self.all_streams for fault in stream.take_faults()]
         self.release(site)

@@ -8,6 +8,7 @@ from typing import Optional
 from . import leaks
 from .context import Context
 from .faults import Fault
+from .sanitizer import TRACKER
 from .sites import Site
 
 
@@ -52,12 +53,23 @@ class Device:
         """Run the queued work of every stream; False if the deadline passed with work left."""
         return all([stream.drain(deadline=deadline) for stream in self.streams()])
 
+    def synchronize(self, deadline: Optional[float] = None) -> bool:
+        """aclrtSynchronizeDevice: `drain`, and the host has seen every stream's work complete."""
+        if not self.drain(deadline):
+            return False
+        if TRACKER.hazards:
+            for stream in self.streams():
+                TRACKER.host_saw_stream(stream)
+        return True
+
     def take_faults(self) -> list[Fault]:
         return [fault for stream in self.streams() for fault in stream.take_faults()]
 
     def close(self, how: str) -> list[Fault]:
         """Release everything of the device (`how`: the reset or finalize): queued work runs first, and
         its faults are returned for the closing call to report."""
+        for stream in self.streams():
+            stream.forget_order(how.split("(")[0], None)
         self.drain()
         found = self.take_faults()
         for context in self.contexts:

@@ -7,6 +7,7 @@ from typing import Optional
 from . import faults, status
 from .errors import AclError
 from .resource import Resource
+from .sanitizer import TRACKER
 from .sites import Site
 from .stream import RecordTask, Stream, WaitTask
 
@@ -34,18 +35,25 @@ class Event(Resource):
     def record(self, stream: Stream, eager: bool = False) -> None:
         self.last_record = RecordTask(self.handle)
         stream.enqueue(self.last_record, eager)
+        if TRACKER.hazards:
+            TRACKER.recorded(self, stream)
 
     def reset(self) -> None:
         self.last_record = None
+        TRACKER.reset_event(self)
 
     def make_wait(self, stream: Stream, eager: bool = False) -> None:
         """aclrtStreamWaitEvent: `stream` does not go past this point before the latest record ran."""
         stream.enqueue(WaitTask(self.handle, self.last_record), eager)
+        if TRACKER.hazards:
+            TRACKER.waited(stream, self)
 
     def query(self) -> bool:
         """Whether complete. As with aclrtStreamQuery, the device makes progress while polled: the work
         before the record runs after a "not yet" answer."""
         if self.complete:
+            if TRACKER.hazards:
+                TRACKER.host_saw_event(self)
             return True
         self.last_record.stream.drain(upto=self.last_record)
         return False
@@ -53,13 +61,19 @@ class Event(Resource):
     def synchronize(self, deadline: Optional[float] = None) -> None:
         """Run the recording stream's work up to the record; its faults, or 507047 if the deadline passes."""
         record = self.last_record
-        if record is None or record.done:
+        if record is None:
+            return
+        if record.done:
+            if TRACKER.hazards:
+                TRACKER.host_saw_event(self)
             return
         stream = record.stream
         if not stream.drain(upto=record, deadline=deadline):
             raise AclError(status.ACL_ERROR_RT_EVENT_SYNC_TIMEOUT,
                            "timeout: expected event %s to complete in time, found work before its record still "
                            "queued on stream %s" % (self.describe(), stream.describe()))
+        if TRACKER.hazards:
+            TRACKER.host_saw_event(self)
         faults.raise_faults(stream.take_faults())
 
     def _completed_record(self, name: str) -> RecordTask:

@@ -19,6 +19,7 @@ from . import runtime as _runtime, status
 from .context import current as current_context
 from .errors import AclError
 from .resource import HANDLES
+from .sanitizer import TRACKER as _TRACKER
 from .config import Config
 from .faults import DeviceFault  # noqa: F401  (re-exported for the layers above)
 from .memory import host_range_is_mapped  # noqa: F401
@@ -65,6 +66,17 @@ def launch(stream: Stream, name: str, run: Callable[[], None],
                            "stream: expected a live stream, found stream %s destroyed while %s was being queued"
                            % (stream.describe(), name))
         stream.enqueue(task, _runtime.eager())
+
+
+def checks_memory() -> bool:
+    """Whether memcheck's reports are on (NPUEMU_SANITIZE memcheck or full)."""
+    return _TRACKER.memory
+
+
+def launch_checks(op: str, tensors: Sequence[tuple], site: Site) -> None:
+    """The second phase of `op` with its (parameter name, aclTensor) pairs: a tensor destroyed since the
+    first phase, or one whose data address is misaligned, is reported (memcheck); the launch goes on."""
+    _TRACKER.launch_checks(op, tensors, site)
 
 
 def current_stream() -> Stream:

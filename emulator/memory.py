@@ -18,6 +18,7 @@ from typing import Callable, Optional, Union
 from . import status
 from .errors import AclError
 from .faults import DeviceFault
+from .sanitizer import TRACKER, Written
 from .sites import Site
 
 _libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
@@ -89,9 +90,13 @@ class Allocation:
     site: Site
     freed_site: Optional[Union[Site, str]] = None   # the user's site, or the reset that released it
     end: int = field(init=False)                    # address + padded: read by every range check
+    user_end: int = field(init=False)               # address + size: beyond it, the padding
+    written: Written = field(init=False)            # what was written (initcheck)
 
     def __post_init__(self) -> None:
         self.end = self.address + self.padded
+        self.user_end = self.address + self.size
+        self.written = Written()
 
     def describe(self) -> str:
         state = "freed at %s" % self.freed_site if self.freed_site else "live"
@@ -290,6 +295,8 @@ class AddressSpace:
         `what` may be a callable, so that hot paths only build the description when there is a fault."""
         allocation = self._holding(address if base is None else base, device_id)
         if allocation is not None and allocation.address <= address and address + nbytes <= allocation.end:
+            if address + nbytes > allocation.user_end and TRACKER.memory:
+                TRACKER.padding_overrun(allocation, address, nbytes, what)
             return allocation, allocation.backing + (address - allocation.address)
         self._fault(address, nbytes, device_id, _text(what), address if base is None else base)
 
@@ -298,6 +305,8 @@ class AddressSpace:
         """`resolve()`'s host address alone: what a kernel launch asks for each of its tensors."""
         allocation = self._holding(address if base is None else base, device_id)
         if allocation is not None and allocation.address <= address and address + nbytes <= allocation.end:
+            if address + nbytes > allocation.user_end and TRACKER.memory:
+                TRACKER.padding_overrun(allocation, address, nbytes, what)
             return allocation.backing + (address - allocation.address)
         self._fault(address, nbytes, device_id, _text(what), address if base is None else base)
 
@@ -408,6 +417,22 @@ class Copy:
     def involves_device(self) -> bool:
         return self.dst.on_device or self.src.on_device
 
+    @property
+    def involves_host(self) -> bool:
+        return not (self.dst.on_device and self.src.on_device)
+
+    def device_reads(self) -> list:
+        """(address, nbytes, name) of the device bytes the copy reads: a row each for a 2-D copy."""
+        return self._rows(self.src, self.spitch) if self.src.on_device else []
+
+    def device_writes(self) -> list:
+        return self._rows(self.dst, self.dpitch) if self.dst.on_device else []
+
+    def _rows(self, span: Span, pitch: int) -> list:
+        if self.height == 1 or pitch == self.width:
+            return [(span.address, span.nbytes, span.name)]
+        return [(span.address + row * pitch, self.width, span.name) for row in range(self.height)]
+
     def run(self, space: "AddressSpace", device_id: int, now: bool = False) -> None:
         """Copy: checked now (AclError) or, for queued work, when it runs (DeviceFault)."""
         target = self.dst.pointer_now(space, device_id) if now else self.dst.pointer(space, device_id)
@@ -429,6 +454,10 @@ class Fill:
     def plan(cls, space: "AddressSpace", address: int, value: int, count: int, pinned: bool) -> "Fill":
         """The value is used as a byte, as memset does."""
         return cls(Span("devPtr", address, count, space.is_device(address), pinned), value & 0xFF)
+
+    def device_writes(self) -> list:
+        span = self.span
+        return [(span.address, span.nbytes, span.name)] if span.on_device else []
 
     def run(self, space: "AddressSpace", device_id: int, now: bool = False) -> None:
         target = self.span.pointer_now(space, device_id) if now else self.span.pointer(space, device_id)

@@ -15,7 +15,7 @@ import json
 import struct
 import threading
 import time
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 
@@ -31,6 +31,7 @@ from .memory import MEMCPY_KINDS, Copy, Fill
 from .resource import HANDLES, live, optional
 from .sites import user_site
 from .state import PROCESS
+from .sanitizer import TRACKER
 from .stream import Stream, Task
 
 _P = PROCESS
@@ -292,7 +293,7 @@ def aclrtSynchronizeDevice() -> None:
     """-> ret: runs the queued work of every stream of the current device; its faults are the status."""
     with _P.lock:
         device = current_context().device
-        device.drain()
+        device.synchronize()
         faults.raise_faults(device.take_faults())
 
 
@@ -302,7 +303,7 @@ def aclrtSynchronizeDeviceWithTimeout(timeout: int) -> None:
     with _P.lock:
         deadline = _deadline(timeout)
         device = current_context().device
-        if not device.drain(deadline):
+        if not device.synchronize(deadline):
             raise AclError(status.ACL_ERROR_RT_STREAM_SYNC_TIMEOUT,
                            "timeout: expected device %d to finish its work within %d ms, found work still queued"
                            % (device.id, timeout))
@@ -423,6 +424,8 @@ def aclrtStreamQuery(stream: Optional[int] = None) -> int:
     with _P.lock:
         target = stream_of(stream)
         if not target.queue:
+            if TRACKER.hazards:
+                TRACKER.host_saw_stream(target)
             return status.ACL_STREAM_STATUS_COMPLETE
         target.drain()
         return status.ACL_STREAM_STATUS_NOT_READY
@@ -601,7 +604,12 @@ def aclrtFree(devPtr: int) -> None:
         if not space.is_device(address):
             raise AclError(status.ACL_ERROR_RT_PARAM_INVALID,
                            "devPtr: expected a device address from aclrtMalloc, found host address 0x%x" % address)
-        allocation = space.heap_of(address).free(address, user_site())
+        heap, site = space.heap_of(address), user_site()
+        if TRACKER.hazards:
+            allocation = heap.find(address)
+            if allocation is not None and allocation.address == address:
+                TRACKER.freeing(allocation, "aclrtFree", site)
+        allocation = heap.free(address, site)
         leaks.untrack(allocation)
 
 
@@ -623,6 +631,8 @@ def aclrtFreeHost(hostPtr: int) -> None:
         address = cargs.pointer("hostPtr", hostPtr)
         space = _P.address_space()
         host = space.host.get(address)
+        if TRACKER.hazards and host is not None:
+            TRACKER.host_freeing(host.address, host.address + host.size, "aclrtFreeHost", user_site())
         space.free_host(address)
         leaks.untrack(host)
 
@@ -671,6 +681,7 @@ def aclrtMemcpy(dst: int, destMax: int, src: int, count: int, kind: int) -> None
         planned = _copy_of(dst, destMax, src, count, kind)
         if planned is not None and planned[0].dst.address != planned[0].src.address:
             copy, device_id = planned
+            _host_access("aclrtMemcpy", copy.device_reads(), copy.device_writes())
             copy.run(_P.address_space(), device_id, now=True)
 
 
@@ -684,9 +695,30 @@ def _enqueue_copy(copy: Copy, device_id: int, stream: Stream, name: str) -> None
     copy.dst.pointer_now(space, device_id)
     copy.src.pointer_now(space, device_id)
     nbytes = copy.width * copy.height
-    enqueue(stream, Task("%s(%d bytes)" % (name, nbytes), lambda: copy.run(space, device_id),
-                         reads=[(copy.src.address, copy.src.nbytes)] if copy.src.on_device else (),
-                         writes=[(copy.dst.address, copy.dst.nbytes)] if copy.dst.on_device else ()))
+    task = Task("%s(%d bytes)" % (name, nbytes), None, reads=copy.device_reads(), writes=copy.device_writes())
+    if TRACKER.hazards and copy.involves_host:
+        _hand_host_memory(task, copy, space, device_id)
+    else:
+        task.run = lambda: copy.run(space, device_id)
+    enqueue(stream, task)
+
+
+def _hand_host_memory(task: Task, copy: Copy, space, device_id: int) -> None:
+    """The host side of an async copy must stay as it is until the copy runs (synccheck)."""
+    for span, role in ((copy.src, "reads"), (copy.dst, "writes")):
+        if not span.on_device:
+            TRACKER.handed_to_copy(task, span.address, span.nbytes, role)
+
+    def run() -> None:
+        TRACKER.copy_running(task)
+        copy.run(space, device_id)
+    task.run = run
+
+
+def _host_access(call: str, reads: Sequence[tuple], writes: Sequence[tuple]) -> None:
+    """A synchronous call touches device memory now (synccheck and initcheck)."""
+    if TRACKER.hazards and (reads or writes):
+        TRACKER.host_access(call, user_site(skip=1), reads, writes)
 
 
 @api("aclrtMemcpyAsync")
@@ -725,6 +757,7 @@ def aclrtMemcpy2d(dst: int, dpitch: int, src: int, spitch: int, width: int, heig
     """-> ret. Copies `height` rows of `width` bytes now (no wait for queued stream work)."""
     with _P.lock:
         copy, device_id = _copy_2d_of(dst, dpitch, src, spitch, width, height, kind)
+        _host_access("aclrtMemcpy2d", copy.device_reads(), copy.device_writes())
         copy.run(_P.address_space(), device_id, now=True)
 
 
@@ -758,6 +791,7 @@ def aclrtMemset(devPtr: int, maxCount: int, value: int, count: int) -> None:
         planned = _fill_of(devPtr, maxCount, value, count, pinned=False)
         if planned is not None:
             fill, device_id = planned
+            _host_access("aclrtMemset", (), fill.device_writes())
             fill.run(_P.address_space(), device_id, now=True)
 
 
@@ -775,7 +809,7 @@ def aclrtMemsetAsync(devPtr: int, maxCount: int, value: int, count: int, stream:
         fill.span.pointer_now(space, device_id)
         span = fill.span
         enqueue(target, Task("aclrtMemsetAsync(%d bytes)" % span.nbytes, lambda: fill.run(space, device_id),
-                             writes=[(span.address, span.nbytes)] if span.on_device else ()))
+                             writes=fill.device_writes()))
 
 
 # ---------------------------------------------------------------------------------------------

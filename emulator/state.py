@@ -6,7 +6,7 @@ import threading
 from typing import Optional
 
 from . import config as config_module
-from . import leaks, report
+from . import leaks, report, sanitizer
 from .device import Device
 from .memory import AddressSpace
 
@@ -36,6 +36,7 @@ class Process:
         self._config = value
         leaks.enabled = value.leak_check
         report.set_exit_code(value.sanitize_exitcode)
+        sanitizer.TRACKER.configure(value)
         from . import tools  # not at import: the tools import the runtime's modules
         tools.apply(value)
 

@@ -17,6 +17,7 @@ from . import hooks, status
 from .errors import AclError
 from .faults import Fault
 from .resource import Resource
+from .sanitizer import TRACKER
 from .sites import Site, user_site
 
 _clock = time.perf_counter  # read three times per task: bound once
@@ -110,6 +111,8 @@ class Stream(Resource):
     def enqueue(self, task: Task, eager: bool = False) -> None:
         """Queue work; `eager` (NPUEMU_EXECUTION=eager) runs it at once (faults surface at the next sync)."""
         task.stream = self
+        if TRACKER.hazards:
+            TRACKER.enqueued(self, task)
         for observer in hooks.TASKS:
             observer.enqueued(self, task)
         self.queue.append(task)
@@ -133,12 +136,23 @@ class Stream(Resource):
         run = task.run
         begin = _clock()
         if run is not None:  # work (the common case: records and waits have no run)
+            checked = TRACKER.hazards
+            if checked:
+                TRACKER.task_running(task)
+            TRACKER.running = task
             try:
                 run()
             except KeyboardInterrupt:
                 raise
             except Exception as error:  # a fault of the work, never of the stream: record it and go on
-                self.faults.append(faults_module.from_exception(error, task.name, "stream " + self.describe(), task.site))
+                fault = faults_module.from_exception(error, task.name, "stream " + self.describe(), task.site)
+                self.faults.append(fault)
+                if TRACKER.memory:
+                    TRACKER.fault(fault)
+            finally:
+                TRACKER.running = None
+            if checked:
+                TRACKER.task_ran(task)
             start += _clock() - begin
         elif isinstance(task, WaitTask):
             record = task.record
@@ -153,6 +167,11 @@ class Stream(Resource):
         for observer in hooks.TASKS:
             observer.executed(self, task, begin, _clock())
 
+    def forget_order(self, call: str, site: Optional[Site]) -> None:
+        """The stream goes: work on it that the host never synchronised is reported (synccheck)."""
+        if TRACKER.hazards:
+            TRACKER.destroying_stream(self, call, site or user_site())
+
     def take_faults(self) -> list[Fault]:
         """The faults not reported yet; they are reported once."""
         taken, self.faults = self.faults, []
@@ -164,6 +183,8 @@ class Stream(Resource):
             raise AclError(status.ACL_ERROR_RT_STREAM_SYNC_TIMEOUT,
                            "timeout: expected stream %s to finish in time, found %d task(s) still queued"
                            % (self.describe(), len(self.queue)))
+        if TRACKER.hazards:
+            TRACKER.host_saw_stream(self)
         if self.faults:
             faults_module.raise_faults(self.take_faults())
 
@@ -172,6 +193,7 @@ class Stream(Resource):
     def destroy(self, site: Optional[Site] = None, force: bool = False) -> None:
         """aclrtDestroyStream: queued work runs first (its faults are reported here); with `force`
         (aclrtDestroyStreamForce) it is dropped instead."""
+        self.forget_order("aclrtDestroyStream%s" % ("Force" if force else ""), site)
         if force:
             self.queue.clear()
         else:

@@ -5,15 +5,26 @@ import pytest
 
 import acl
 import emulator
-from emulator import leaks
+from emulator import leaks, report
 from emulator.state import PROCESS
+
+# Findings a test meets without saying so: a fault of queued work is also the status the test checks,
+# and leaks are checked below on their own.
+UNDECLARED_KINDS = {"invalid device access", "leak"}
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "sanitizer_reports(*kinds): the test does on purpose what the sanitizer "
+                            "reports as these kinds (emulator.report); any other finding fails it")
 
 
 @pytest.fixture(autouse=True)
-def clean_runtime():
-    """Fail a test that leaves resources behind. Afterwards close every device, finalize, restore
-    the settings and forget the test's messages, so that the next test starts from scratch."""
+def clean_runtime(request):
+    """Fail a test that leaves resources behind, or that made the sanitizer report what it did not
+    declare (marker sanitizer_reports). Afterwards close every device, finalize, restore the settings
+    and forget the test's messages and findings, so that the next test starts from scratch."""
     saved = dataclasses.asdict(emulator.settings())
+    report.clear()
     yield
     left = leaks.outstanding()
     for device in PROCESS.devices:
@@ -23,4 +34,13 @@ def clean_runtime():
     acl.get_recent_err_msg()
     leaks.forget()
     emulator.configure(**saved)
+    found = _undeclared_findings(request)
+    report.clear()
     assert not left, "the test leaked:\n" + "\n".join(left)
+    assert not found, "the sanitizer reported:\n" + "\n".join(str(finding) for finding in found)
+
+
+def _undeclared_findings(request) -> list:
+    marker = request.node.get_closest_marker("sanitizer_reports")
+    declared = UNDECLARED_KINDS | set(marker.args if marker else ())
+    return [finding for finding in emulator.reports() if finding.kind not in declared]

@@ -106,6 +106,7 @@ def random_arguments(rng: random.Random, declaration, buffer: int) -> list:
     return args
 
 
+@pytest.mark.sanitizer_reports("uninitialised read")
 @pytest.mark.parametrize("soc", ["Ascend910B", "Ascend910", "Ascend310P"])
 def test_operators_answer_random_descriptors_with_a_code_and_run_what_they_accept(soc):
     rng = random.Random(soc)

@@ -51,6 +51,7 @@ def download(address, size) -> bytes:
 # aclrtMalloc: padding, capacity, lazy backing, bad sizes
 
 
+@pytest.mark.sanitizer_reports("padding overrun")
 @pytest.mark.parametrize("size", [1, 31, 32, 33, 100, 4096, 5000])
 def test_padding_is_usable_and_one_byte_beyond_is_an_overrun(device, size):
     free_before = acl.rt.get_mem_info(acl.ACL_HBM_MEM)[0]
@@ -267,6 +268,7 @@ def test_freed_foreign_and_unmapped_pointers_are_107000(device):
     assert_rejected(ret, acl.ACL_ERROR_RT_PARAM_INVALID, "src", "unmapped")
 
 
+@pytest.mark.sanitizer_reports("uninitialised read")
 def test_pointer_of_another_device_is_107000(device):
     assert acl.rt.set_device(1) == 0
     other, _ = acl.rt.malloc(64, 0)
@@ -280,6 +282,7 @@ def test_pointer_of_another_device_is_107000(device):
     acl.rt.reset_device(1)
 
 
+@pytest.mark.sanitizer_reports("missing synchronisation")
 def test_async_copy_runs_at_the_sync_and_checks_its_stream(device):
     stream, _ = acl.rt.create_stream()
     address = device(128)
@@ -300,6 +303,7 @@ def test_async_copy_runs_at_the_sync_and_checks_its_stream(device):
     assert acl.rt.destroy_stream(stream) == 0
 
 
+@pytest.mark.sanitizer_reports("host memory in flight", "memory freed while in use")
 def test_async_copy_rejects_unusable_memory_now_and_faults_on_memory_freed_before_it_runs(device):
     address, freed = device(64), device(64)
     host = np.zeros(64, np.uint8)
@@ -332,6 +336,7 @@ def test_memset_uses_the_value_as_a_byte_on_device_and_host_memory(device, value
     assert acl.rt.free_host(host) == 0
 
 
+@pytest.mark.sanitizer_reports("missing synchronisation")
 def test_memset_async_on_device_and_pinned_host_memory_runs_at_the_sync(device):
     stream, _ = acl.rt.create_stream()
     address = device(64)

@@ -104,6 +104,7 @@ def test_last_error_level_other_than_thread_is_100000():
 # -- allocation -----------------------------------------------------------------------------------
 
 
+@pytest.mark.sanitizer_reports("padding overrun", "uninitialised read")
 def test_malloc_align32_has_no_extra_padding(device):
     address = device.malloc(40, acl.rt.malloc_align32)
     host = np.zeros(64, np.uint8)
@@ -198,6 +199,7 @@ def test_create_stream_with_config_rejects_bad_priority_and_flags(device, priori
     assert_rejected(ret, acl.ACL_ERROR_INVALID_PARAM, word)
 
 
+@pytest.mark.sanitizer_reports("pending work destroyed")
 def test_destroy_stream_force_drops_queued_work(device):
     stream, _ = acl.rt.create_stream()
     address = device.malloc(64)
@@ -314,6 +316,7 @@ class ReportThread:
         self.thread.join()
 
 
+@pytest.mark.sanitizer_reports("missing synchronisation")
 def test_blocking_callback_runs_on_the_report_thread_before_later_work(device):
     context, _ = acl.rt.get_context()
     reporter = ReportThread(context)

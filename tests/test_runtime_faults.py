@@ -55,6 +55,7 @@ BAD_VIEWS = {
 }
 
 
+@pytest.mark.sanitizer_reports("uninitialised read")
 @pytest.mark.parametrize("case", BAD_VIEWS)
 @pytest.mark.parametrize("sync", ["stream", "device", "event"])
 def test_view_outside_its_allocation_faults_without_writing(case, sync):
@@ -80,6 +81,7 @@ def test_view_outside_its_allocation_faults_without_writing(case, sync):
         assert nn.aclDestroyTensor(bad) == 0
 
 
+@pytest.mark.sanitizer_reports("memory freed while in use")
 def test_memory_freed_before_the_work_ran_faults_and_names_where_it_was_freed():
     with npu() as device:
         grad = device.tensor(np.ones(8), FLOAT)
@@ -121,6 +123,7 @@ def test_null_tensor_data_faults_when_the_work_runs():
         assert nn.aclDestroyTensor(out) == 0
 
 
+@pytest.mark.sanitizer_reports("pending work destroyed")
 def test_destroy_stream_reports_a_fault_of_its_queued_work():
     with npu() as device:
         stream, _ = acl.rt.create_stream()
@@ -225,6 +228,7 @@ def test_the_summary_of_faults_counts_what_it_does_not_show():
     assert text.count("AI Core exception in") == fault_records.SHOWN and text.endswith("and 7 more")
 
 
+@pytest.mark.sanitizer_reports("pending work destroyed")
 @pytest.mark.parametrize("closing", ["reset_device", "finalize", "destroy_context"])
 def test_closing_calls_run_the_queued_work_and_report_its_faults(closing):
     assert acl.init() == 0

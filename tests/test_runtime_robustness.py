@@ -146,6 +146,7 @@ def each_parameter_replaced(world, fn, values):
             yield param, label, args
 
 
+@pytest.mark.sanitizer_reports("race", "uninitialised read")
 @pytest.mark.parametrize("name", sorted(FUNCTIONS))
 def test_wrong_python_types_in_each_parameter_give_a_status_and_a_message(world, name):
     fn = FUNCTIONS[name]
@@ -198,6 +199,7 @@ RT_FUNCTIONS = sorted(name for name in FUNCTIONS if name.startswith("acl.rt."))
 DOUBLED_WORD = re.compile(r"\b([A-Za-z]{2,}) \1\b")
 
 
+@pytest.mark.sanitizer_reports("race")
 @pytest.mark.parametrize("name", RT_FUNCTIONS)
 def test_every_runtime_call_answers_odd_values_with_a_documented_code_and_a_message(world, name):
     fn = FUNCTIONS[name]

@@ -41,6 +41,7 @@ def peek(t) -> np.ndarray:
     return host.astype(np.float64)
 
 
+@pytest.mark.sanitizer_reports("missing synchronisation")
 def test_memcpy_without_synchronize_reads_stale_data():
     with npu() as device:
         out, expected, _ = launch(device, device.stream)
@@ -49,6 +50,7 @@ def test_memcpy_without_synchronize_reads_stale_data():
         np.testing.assert_allclose(peek(out), expected, rtol=1e-6)
 
 
+@pytest.mark.sanitizer_reports("missing synchronisation")
 def test_synchronize_event_runs_work_up_to_the_event_only():
     with npu() as device:
         event, _ = acl.rt.create_event()
@@ -91,6 +93,7 @@ def test_work_of_one_stream_runs_in_order():
         assert (host[:128] == 2).all() and (host[128:] == 1).all()
 
 
+@pytest.mark.sanitizer_reports("race")
 @pytest.mark.parametrize("wait", [True, False])
 def test_stream_wait_event_orders_a_copy_after_a_kernel_of_another_stream(wait):
     """Stream B copies the kernel's output of stream A: with aclrtStreamWaitEvent on an event recorded
@@ -202,6 +205,7 @@ def test_event_elapsed_time_errors():
         assert_rejected(acl.rt.event_elapsed_time(recorded, recorded)[1], acl.ACL_ERROR_RT_INVALID_HANDLE, "startEvent")
 
 
+@pytest.mark.sanitizer_reports("missing synchronisation")
 def test_eager_execution_runs_work_at_once():
     emulator.configure(execution="eager")
     with npu() as device:

@@ -212,6 +212,7 @@ def test_large_outputs_are_streamed_with_the_same_bits(dtype):
     check_values(streamed, grad, y, mask, 0.125, dtype)
 
 
+@pytest.mark.sanitizer_reports("memory freed while in use", "pending work destroyed")
 def test_no_workspace_is_needed():
     with npu() as device:
         t = device.empty((1, 1, 2, 8), F).tensor

@@ -1477,6 +1477,7 @@ def test_each_error_input_gives_from_c_the_code_and_message_python_gets(case, er
     assert normalised(c.message) == normalised(message), "C:      %s\nPython: %s" % (c.message, message)
 
 
+@pytest.mark.sanitizer_reports("uninitialised read")
 @pytest.mark.parametrize("case", BAD_CALLS, ids=[case.id for case in BAD_CALLS])
 def test_each_bad_call_gives_from_c_the_code_and_message_python_gets(case, bad_call_run):
     """A runtime or framework bad call: the same result and message from C and from Python (or, for a null

@@ -1,0 +1,447 @@
+"""The sanitizer: what the card would silently get wrong, reported with both sites (docs/sanitizer.md).
+
+Levels (NPUEMU_SANITIZE): `off`; `memcheck`: faults of queued work, overruns into an allocation's
+padding, misaligned tensors, tensors destroyed between the two phases; `full`: also
+
+- racecheck: two tasks on different streams, not ordered, where one writes what the other touches;
+- synccheck: a synchronous host call (aclrtMemcpy, aclrtMemset, ...) touching memory that queued,
+  unsynchronised work touches; host memory changed or freed while an async copy still needs it;
+  memory freed, a stream destroyed or a device reset while work queued on it was never synchronised;
+- initcheck: a kernel or a copy reading device bytes that nothing ever wrote. Such bytes read as the
+  poison pattern 0xFF (a NaN in every floating type), as fresh memory on the card is garbage.
+
+Order is tracked with vector clocks, as the happens-before checkers of ThreadSanitizer do: each
+stream counts its tasks; a task's clock says, for every stream, how many of its tasks are ordered
+before it. A stream's clock takes in what the host has seen complete (a synchronisation) at each
+enqueue, and an event's clock (at aclrtRecordEvent) at each aclrtStreamWaitEvent. The checks follow
+the program's order of calls, not the emulator's order of running, so eager and queued execution
+report alike. Device memory is tracked as byte ranges (a strided view counts as the whole range from
+its first element to its last).
+"""
+from __future__ import annotations
+
+import bisect
+import ctypes
+import zlib
+from typing import Callable, Optional, Sequence
+
+from . import report, status
+from .sites import Site, user_site
+
+ALIGNMENT = 32   # tensorData must be 32-byte aligned (the aclCreateTensor documentation)
+POISON = 0xFF    # a NaN in fp32/fp16/bf16/fp64, -1 in every integer type
+
+
+class Access:
+    """A byte range [start, end) of device memory that a task reads or writes."""
+
+    __slots__ = ("start", "end", "write", "label", "task", "epoch")
+
+    def __init__(self, start: int, end: int, write: bool, label, task, epoch: int):
+        self.start, self.end, self.write, self.label, self.task, self.epoch = start, end, write, label, task, epoch
+
+    def verb(self) -> str:
+        return "write" if self.write else "read"
+
+    def what(self) -> str:
+        label = " of %s" % self.label if self.label else ""
+        return "[0x%x, 0x%x)%s" % (self.start, self.end, label)
+
+
+class StreamClock:
+    """A stream's vector clock (stream handle -> tasks of that stream ordered before its next task) and
+    the accesses of its tasks that the host has not yet seen complete, in the order queued."""
+
+    __slots__ = ("handle", "clock", "pending", "epochs", "host_version", "last_task")
+
+    def __init__(self, handle: int):
+        self.handle = handle
+        self.clock: dict = {}
+        self.pending: list[Access] = []
+        self.epochs: list[int] = []          # the pending accesses' epochs, for bisect
+        self.host_version = -1
+        self.last_task = None
+
+    @property
+    def count(self) -> int:
+        return self.clock.get(self.handle, 0)
+
+
+def _join(into: dict, other: dict) -> None:
+    for key, value in other.items():
+        if into.get(key, 0) < value:
+            into[key] = value
+
+
+def _ranges(accesses: Sequence[tuple], write: bool, task, epoch: int) -> list[Access]:
+    return [Access(r[0], r[0] + r[1], write, r[2] if len(r) > 2 else None, task, epoch) for r in accesses if r[1] > 0]
+
+
+def _task_role(access: Access, stream_name: str) -> str:
+    return "%s by %s on stream %s, launched" % (access.verb(), access.task.name, stream_name)
+
+
+class HostCopy:
+    """Host memory an async copy will read or write when it runs, with a checksum taken when queued."""
+
+    __slots__ = ("task", "start", "end", "checksum", "role")
+
+    def __init__(self, task, start: int, end: int, role: str):
+        self.task, self.start, self.end, self.role = task, start, end, role
+        self.checksum = _checksum(start, end - start)
+
+
+def _checksum(address: int, nbytes: int) -> int:
+    return zlib.crc32((ctypes.c_char * nbytes).from_address(address))
+
+
+class Tracker:
+    """The sanitizer's state for the whole process."""
+
+    def __init__(self) -> None:
+        self.memory = True       # memcheck's reports
+        self.hazards = True      # racecheck, synccheck, initcheck
+        self.clocks: dict[int, StreamClock] = {}   # stream handle -> its clock
+        self.events: dict[int, dict] = {}          # event handle -> the clock of its latest record
+        self.host: dict = {}                       # what the host has seen complete
+        self.host_version = 0
+        self.host_copies: list[HostCopy] = []
+        self.running = None                        # the task running now, if any (whose site an access has)
+
+    def configure(self, config) -> None:
+        self.memory = config.checks_memory
+        self.hazards = config.checks_hazards
+
+    # -- order ----------------------------------------------------------------------------------
+
+    def _clock_of(self, stream) -> StreamClock:
+        state = self.clocks.get(stream.handle)
+        if state is None:
+            state = self.clocks[stream.handle] = StreamClock(stream.handle)
+        return state
+
+    def enqueued(self, stream, task) -> None:
+        """A task was queued on `stream`: check its accesses against unordered work of other streams."""
+        state = self._clock_of(stream)
+        if state.host_version != self.host_version:
+            _join(state.clock, self.host)
+            state.host_version = self.host_version
+        epoch = state.clock[state.handle] = state.clock.get(state.handle, 0) + 1
+        state.last_task = task
+        reads, writes = task.ranges()
+        if not reads and not writes:
+            return
+        accesses = _ranges(writes, True, task, epoch) + _ranges(reads, False, task, epoch)
+        for other in self.clocks.values():
+            if other is not state and other.pending:
+                self._check_race(stream, state, other, accesses)
+        state.pending.extend(accesses)
+        state.epochs.extend(access.epoch for access in accesses)
+
+    def _check_race(self, stream, state: StreamClock, other: StreamClock, accesses: list[Access]) -> None:
+        ordered = state.clock.get(other.handle, 0)
+        first = bisect.bisect_right(other.epochs, ordered)
+        for access in accesses:
+            for earlier in other.pending[first:]:
+                if earlier.start < access.end and access.start < earlier.end and (earlier.write or access.write):
+                    self._report_race(stream, other, earlier, access)
+                    break
+
+    def _report_race(self, stream, other: StreamClock, earlier: Access, access: Access) -> None:
+        from .resource import HANDLES
+        other_stream = HANDLES.get(other.handle) or HANDLES.retired(other.handle)
+        other_name = other_stream.describe() if other_stream is not None else "0x%x" % other.handle
+        kind = "write/write" if earlier.write and access.write else "read/write"
+        report.publish(
+            "race", "racecheck",
+            "%s on stream %s %ss %s, which %s on stream %s %ss (%s), and nothing orders them (no event recorded "
+            "after one and waited for before the other, no synchronisation between them): a %s race"
+            % (access.task.name, stream.describe(), access.verb(), access.what(), earlier.task.name, other_name,
+               earlier.verb(), earlier.what(), kind),
+            (( _task_role(earlier, other_name), earlier.task.site), (_task_role(access, stream.describe()), access.task.site)),
+            _allocations(earlier.start, access.start))
+
+    def recorded(self, event, stream) -> None:
+        """aclrtRecordEvent: the event stands for everything queued on `stream` so far."""
+        self.events[event.handle] = dict(self._clock_of(stream).clock)
+
+    def reset_event(self, event) -> None:
+        self.events.pop(event.handle, None)
+
+    def waited(self, stream, event) -> None:
+        """aclrtStreamWaitEvent: `stream`'s later work comes after the event's record."""
+        recorded = self.events.get(event.handle)
+        if recorded:
+            _join(self._clock_of(stream).clock, recorded)
+
+    def host_saw_stream(self, stream) -> None:
+        """The host saw everything queued on `stream` complete (a synchronisation)."""
+        state = self.clocks.get(stream.handle)
+        if state is not None:
+            self._host_saw(state.clock)
+
+    def host_saw_event(self, event) -> None:
+        recorded = self.events.get(event.handle)
+        if recorded:
+            self._host_saw(recorded)
+
+    def _host_saw(self, clock: dict) -> None:
+        _join(self.host, clock)
+        self.host_version += 1
+        for state in self.clocks.values():
+            seen = self.host.get(state.handle, 0)
+            if state.epochs and state.epochs[0] <= seen:
+                cut = bisect.bisect_right(state.epochs, seen)
+                del state.pending[:cut], state.epochs[:cut]
+
+    def _unsynchronised(self, start: int, end: int, write: bool):
+        """(stream handle, access) of queued work the host has not seen complete that conflicts with a
+        host access of [start, end) (any access if `write`, writes only if not)."""
+        for state in self.clocks.values():
+            for access in state.pending:  # only unseen work is pending
+                if access.start < end and start < access.end and (write or access.write):
+                    yield state.handle, access
+
+    # -- the host's own accesses ----------------------------------------------------------------------
+
+    def host_access(self, call: str, site: Site, reads: Sequence[tuple], writes: Sequence[tuple]) -> None:
+        """A synchronous host call reads and writes device ranges now: conflicts with unsynchronised
+        queued work are missing synchronisations; reads of never-written bytes are uninitialised."""
+        for ranges, write in ((reads, False), (writes, True)):
+            for start, nbytes, label in ranges:
+                for handle, access in self._unsynchronised(start, start + nbytes, write):
+                    self._report_missing_sync(call, site, start, nbytes, label, write, handle, access)
+                    break
+        for start, nbytes, label in reads:
+            self.check_initialised(start, nbytes, label, "%s, called" % call, site)
+        for start, nbytes, _ in writes:
+            self.mark_written(start, nbytes)
+
+    def _report_missing_sync(self, call: str, site: Site, start: int, nbytes: int, label: str, write: bool,
+                             handle: int, access: Access) -> None:
+        stream_name = _stream_name(handle)
+        report.publish(
+            "missing synchronisation", "synccheck",
+            "%s %s [0x%x, 0x%x) (%s) now, while %s, queued on stream %s and not synchronised, %ss %s: the host call "
+            "does not wait for queued work (call aclrtSynchronizeStream or aclrtSynchronizeEvent first)"
+            % (call, "writes" if write else "reads", start, start + nbytes, label, access.task.name, stream_name,
+               access.verb(), access.what()),
+            (("host call %s" % call, site), (_task_role(access, stream_name), access.task.site)),
+            _allocations(start))
+
+    # -- lifecycle -----------------------------------------------------------------------------------
+
+    def freeing(self, allocation, call: str, site: Site) -> None:
+        """aclrtFree: unsynchronised work that uses the allocation will read freed memory."""
+        for handle, access in self._unsynchronised(allocation.address, allocation.end, True):
+            stream_name = _stream_name(handle)
+            report.publish(
+                "memory freed while in use", "synccheck",
+                "%s frees allocation #%d while %s, queued on stream %s and not synchronised, %ss %s"
+                % (call, allocation.serial, access.task.name, stream_name, access.verb(), access.what()),
+                (("host call %s" % call, site), (_task_role(access, stream_name), access.task.site),
+                 ("allocation made", allocation.site)),
+                (allocation.describe(),))
+            break
+
+    def destroying_stream(self, stream, call: str, site: Site) -> None:
+        """A stream goes (aclrtDestroyStream, a reset, aclFinalize) with work never synchronised."""
+        state = self.clocks.pop(stream.handle, None)
+        if state is None:
+            return
+        unseen = state.count - self.host.get(state.handle, 0)
+        if unseen > 0 and state.last_task is not None:
+            report.publish(
+                "pending work destroyed", "synccheck",
+                "%s with %d task(s) queued on stream %s that the program never synchronised (the last one: %s); "
+                "synchronise the stream before destroying it" % (call, unseen, stream.describe(), state.last_task.name),
+                (("host call %s" % call, site), ("last unsynchronised task %s, launched" % state.last_task.name,
+                                                 state.last_task.site)),
+                ("stream %s, made at %s" % (stream.describe(), stream.site),))
+
+    def host_freeing(self, start: int, end: int, call: str, site: Site) -> None:
+        """aclrtFreeHost: an async copy not yet run still needs the memory."""
+        for copy in self.host_copies:
+            if copy.start < end and start < copy.end and not copy.task.done:
+                report.publish(
+                    "host memory in flight", "synccheck",
+                    "%s frees host memory [0x%x, 0x%x) that %s, not yet run, %s" % (call, start, end, copy.task.name,
+                                                                               copy.role),
+                    (("host call %s" % call, site), ("%s, launched" % copy.task.name, copy.task.site)), ())
+                break
+
+    def handed_to_copy(self, task, start: int, nbytes: int, role: str) -> None:
+        """An async copy will read (`role` "reads") or write host memory [start, start+nbytes) when it runs."""
+        if nbytes > 0:
+            self.host_copies.append(HostCopy(task, start, start + nbytes, role))
+
+    def copy_running(self, task) -> None:
+        """The copy runs now: the host memory it was handed must be as it was when queued."""
+        kept = []
+        for copy in self.host_copies:
+            if copy.task is not task:
+                kept.append(copy)
+            elif _checksum(copy.start, copy.end - copy.start) != copy.checksum:
+                report.publish(
+                    "host memory in flight", "synccheck",
+                    "the host changed memory [0x%x, 0x%x) after handing it to %s, which %s it, and before the copy "
+                    "ran: the copy sees the new bytes here, and either on the card (keep the memory unchanged until "
+                    "the stream is synchronised)" % (copy.start, copy.end, task.name, copy.role),
+                    (("%s, launched" % task.name, task.site), ("copy run by the synchronisation", user_site())), ())
+        self.host_copies = kept
+
+    # -- initcheck ----------------------------------------------------------------------------------
+
+    def check_initialised(self, start: int, nbytes: int, label, reader: str, site: Site) -> None:
+        """Report a read of never-written bytes, and fill them with the poison pattern."""
+        allocation = _allocation(start)
+        if allocation is None or nbytes <= 0:
+            return
+        gaps = allocation.written.gaps(start, start + nbytes)
+        if not gaps:
+            return
+        for gap_start, gap_end in gaps:
+            offset = gap_start - allocation.address
+            ctypes.memset(allocation.backing + offset, POISON, gap_end - gap_start)
+        first, last = gaps[0][0], gaps[-1][1]
+        unwritten = sum(end - begin for begin, end in gaps)
+        report.publish(
+            "uninitialised read", "initcheck",
+            "%s reads %s [0x%x, 0x%x), of which %d byte(s) from offset %d of allocation #%d were never written "
+            "(by a copy, a memset or a kernel); they read as the poison pattern 0x%02X"
+            % (reader.split(",")[0], label, start, start + nbytes, unwritten, first - allocation.address,
+               allocation.serial, POISON),
+            (("read by %s" % reader, site), ("allocation made", allocation.site)),
+            (allocation.describe(),))
+
+    def mark_written(self, start: int, nbytes: int) -> None:
+        allocation = _allocation(start)
+        if allocation is not None and nbytes > 0:
+            allocation.written.add(start, min(start + nbytes, allocation.end))
+
+    def task_running(self, task) -> None:
+        """Before a task runs: its device reads must be of written bytes."""
+        reads, _ = task.ranges()
+        for entry in reads:
+            self.check_initialised(entry[0], entry[1], entry[2] if len(entry) > 2 else "", "%s, launched" % task.name,
+                                   task.site)
+
+    def task_ran(self, task) -> None:
+        _, writes = task.ranges()
+        for entry in writes:
+            self.mark_written(entry[0], entry[1])
+
+    # -- memcheck ------------------------------------------------------------------------------------
+
+    def fault(self, fault) -> None:
+        """A queued task faulted (the synchronisation returns it too): an access the card faults on is a
+        memcheck report (a timeout or an internal error is not a finding of the program's memory use)."""
+        if fault.code != status.ACL_ERROR_RT_AICORE_EXCEPTION:
+            return
+        allocation = fault.allocation
+        sites = [("%s on stream %s, launched" % (fault.task, fault.stream.replace("stream ", "")), fault.launch_site)]
+        if allocation is not None:
+            sites.append(("allocation made", allocation.site))
+            if isinstance(allocation.freed_site, Site):
+                sites.append(("allocation freed", allocation.freed_site))
+        report.publish("invalid device access", "memcheck", "%s: %s" % (fault.kind, fault.message), sites,
+                       (allocation.describe(),) if allocation is not None else ())
+
+    def padding_overrun(self, allocation, address: int, nbytes: int, what) -> None:
+        """An access within the allocation's padding: no fault on the card, but never the program's bytes."""
+        text = what() if callable(what) else str(what)
+        task = self.running
+        role, site = ("%s, launched" % task.name, task.site) if task is not None else ("host call", user_site())
+        report.publish(
+            "padding overrun", "memcheck",
+            "%s [0x%x, 0x%x) goes %d byte(s) past the %d bytes requested of allocation #%d, into its padding: the "
+            "card does not fault there, but those bytes were never the program's"
+            % (text, address, address + nbytes, address + nbytes - allocation.address - allocation.size,
+               allocation.size, allocation.serial),
+            ((role, site), ("allocation made", allocation.site)),
+            (allocation.describe(),))
+
+    def launch_checks(self, op: str, tensors: Sequence[tuple], site: Site) -> None:
+        """The second phase of `op`: each (parameter name, aclTensor) must be live and 32-byte aligned."""
+        for name, tensor in tensors:
+            if not tensor.alive:
+                report.publish(
+                    "destroyed tensor", "memcheck",
+                    "%s is launched with its %s tensor %s destroyed after its first phase: the executor reads a "
+                    "freed descriptor on the card" % (op, name, tensor.describe()),
+                    (("launch of %s" % op, site), ("tensor destroyed", tensor.released_site), ("tensor made", tensor.site)),
+                    ())
+            elif tensor.data % ALIGNMENT and tensor.view_nbytes:
+                report.publish(
+                    "misaligned tensor", "memcheck",
+                    "%s's %s tensor has data address 0x%x, which is not %d-byte aligned as aclCreateTensor requires "
+                    "(offset %d bytes)" % (op, name, tensor.data, ALIGNMENT, tensor.data % ALIGNMENT),
+                    (("launch of %s" % op, site), ("tensor made", tensor.site)), ())
+
+
+class Written:
+    """The byte ranges of one allocation that something wrote: sorted, disjoint [start, end) pairs kept
+    flat in one list ([s0, e0, s1, e1, ...]), merged as they are added."""
+
+    __slots__ = ("bounds",)
+
+    def __init__(self) -> None:
+        self.bounds: list[int] = []
+
+    def add(self, start: int, end: int) -> None:
+        bounds = self.bounds
+        if bounds and bounds[0] <= start and end <= bounds[-1] and len(bounds) == 2:
+            return  # the common case: inside the one range written so far
+        i = bisect.bisect_left(bounds, start)
+        j = bisect.bisect_right(bounds, end)
+        if i % 2:        # start falls inside a range: extend from that range's start
+            i -= 1
+            start = bounds[i]
+        if j % 2:        # end falls inside a range: extend to its end
+            end = bounds[j]
+            j += 1
+        bounds[i:j] = [start, end]
+
+    def gaps(self, start: int, end: int) -> list[tuple]:
+        """The parts of [start, end) never written."""
+        bounds, found, cursor = self.bounds, [], start
+        i = bisect.bisect_right(bounds, start)
+        if i % 2:   # start is inside a written range
+            cursor = bounds[i]
+            i += 1
+        while cursor < end:
+            if i >= len(bounds) or bounds[i] >= end:
+                found.append((cursor, end))
+                break
+            if bounds[i] > cursor:
+                found.append((cursor, bounds[i]))
+            cursor = bounds[i + 1]
+            i += 2
+        return found
+
+
+def _allocation(address: int):
+    """The live allocation holding a device address, or None."""
+    from .state import PROCESS
+    space = PROCESS.space
+    if space is None or not space.is_device(address):
+        return None
+    return space.heap_of(address).find(address)
+
+
+def _allocations(*addresses: int) -> tuple:
+    found = []
+    for address in addresses:
+        allocation = _allocation(address)
+        if allocation is not None and allocation.describe() not in found:
+            found.append(allocation.describe())
+    return tuple(found)
+
+
+def _stream_name(handle: int) -> str:
+    from .resource import HANDLES
+    stream = HANDLES.get(handle) or HANDLES.retired(handle)
+    return stream.describe() if stream is not None else "0x%x" % handle
+
+
+TRACKER = Tracker()
