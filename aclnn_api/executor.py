@@ -69,17 +69,6 @@ class aclOpExecutor(Resource):
         inputs, outputs = self.parameters.slots(*self.arguments) if self.parameters is not None else ((), ())
         return inputs if role == INPUTS else outputs if role == OUTPUTS else inputs + outputs
 
-    def tensors(self) -> list:
-        """(parameter name, aclTensor) of every tensor it was planned with, lists' members included."""
-        found = []
-        for name, value in self.slots(ALL):
-            if isinstance(value, aclTensor):
-                found.append((name, value))
-            elif isinstance(value, aclTensorList):
-                found.extend(("%s[%d]" % (name, i), tensor) for i, tensor in enumerate(value.values)
-                             if isinstance(tensor, aclTensor))
-        return found
-
     def slot(self, role: str, index: Any, holds: type) -> Slot:
         """The `index`-th slot of `role`, which must hold a `holds` (a tensor, or a list)."""
         slots = self.slots(role)

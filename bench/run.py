@@ -23,6 +23,7 @@ import emulator
 from aclnn_api import _kernels
 
 import c_path
+import sanitizer_cost
 from cases import LOG_SIGMOID, OPERATORS, Case, Operator, Size
 from data import DTYPE_LABEL, FLOAT_DTYPES, TOLERANCE, BenchDevice, decode
 from memory import run_child
@@ -193,18 +194,22 @@ class CaseRunner:
             return "unchecked (no PyTorch)"
         return compare(raw, self.dtype, expected)
 
+    def npuemu_call(self, device: BenchDevice) -> tuple:
+        """(the whole two-phase call on `device`, its output) with the case's data uploaded."""
+        tensors = {name: device.upload(raw.shape, self.case.inputs[name].dtype, [(0, raw)]).tensor
+                   for name, raw in self.host.items()}
+        out_name, shape = self.case.output
+        out = device.output(shape, self.dtype)
+        tensors[out_name] = out.tensor
+        attrs = {k: device.int_array(v) if isinstance(v, list) else v for k, v in self.case.attrs.items()}
+        return NpuemuCall(device, self.op.first_phase(), self.op.second_phase(), self.op.npuemu_args(tensors, attrs)), out
+
     def run(self, threads: int) -> tuple[Optional[Result], str]:
         """(result, '') or (None, why the case was skipped)."""
         emulator.configure(threads=threads)
         device = BenchDevice()
         try:
-            tensors = {name: device.upload(raw.shape, self.case.inputs[name].dtype, [(0, raw)]).tensor
-                       for name, raw in self.host.items()}
-            out_name, shape = self.case.output
-            out = device.output(shape, self.dtype)
-            tensors[out_name] = out.tensor
-            attrs = {k: device.int_array(v) if isinstance(v, list) else v for k, v in self.case.attrs.items()}
-            call = NpuemuCall(device, self.op.first_phase(), self.op.second_phase(), self.op.npuemu_args(tensors, attrs))
+            call, out = self.npuemu_call(device)
             if call.status != 0:
                 return None, "npuemu returns %d: %s" % (call.status, call.message)
             check = self.check(device.read_raw(out))
@@ -225,6 +230,29 @@ class CaseRunner:
                           self.dtype in self.op.torch_upcasts), ""
         finally:
             device.close()
+
+
+def sanitizer_costs(ops: list, sizes: list, quick: bool) -> list:
+    """(operator, shape, dtype, {level: median seconds}) of float32 cases at each sanitizer level, 2 threads."""
+    rows = []
+    emulator.configure(threads=max(THREADS))
+    for op in ops:
+        for size in op.sizes:
+            if size.label not in sizes or size.label not in sanitizer_cost.SIZES or not op.available():
+                continue
+            runner = CaseRunner(op, size, nn.ACL_FLOAT, None, QUICK if quick else BUDGETS[size.label])
+            device = BenchDevice()
+            try:
+                call, _ = runner.npuemu_call(device)
+                if call.status == 0:
+                    medians, _ = interleaved_medians(sanitizer_cost.contenders(call), runner.budget)
+                    rows.append((op.name, size.shape, "float32", medians))
+                    log("  %s %s: %s" % (op.name, size.shape, ", ".join(
+                        "%s %.1f µs" % (level, seconds * 1e6) for level, seconds in medians.items())))
+            finally:
+                sanitizer_cost.restore(emulator.settings())
+                device.close()
+    return rows
 
 
 def flag_stalls(case_results: list) -> None:
@@ -292,6 +320,7 @@ def parse_args(argv: Optional[list]) -> argparse.Namespace:
     parser.add_argument("--no-torch", action="store_true", help="npuemu and triad only")
     parser.add_argument("--no-memory", action="store_true", help="skip the peak-memory subprocesses")
     parser.add_argument("--no-c-path", action="store_true", help="skip the C path (the toolkit from C++ vs Python)")
+    parser.add_argument("--no-sanitizer-cost", action="store_true", help="skip timing each NPUEMU_SANITIZE level")
     parser.add_argument("--quick", action="store_true", help="2 rounds per case: a smoke test, not a measurement")
     parser.add_argument("--output", default=os.path.join(HERE, "RESULTS.md"), help="'-' to write no file")
     return parser.parse_args(argv)
@@ -341,6 +370,11 @@ def main(argv: Optional[list] = None) -> int:
         for line in c_path_lines:
             log("  " + line)
 
+    sanitizer_lines = None
+    if not args.no_sanitizer_cost:
+        log("== sanitizer cost (float32, %d threads, each level in interleaved rounds)" % max(THREADS))
+        sanitizer_lines = sanitizer_cost.table_lines(sanitizer_costs(ops, sizes, args.quick))
+
     for op in ops:
         if not op.available():
             skips.append("%s: aclnn_api has no %s yet, skipped" % (op.name, op.first_phase_name))
@@ -389,7 +423,7 @@ def main(argv: Optional[list] = None) -> int:
     notes.append("Whole run: %.0f s; load average (1, 5, 15 min) at the end: %.2f %.2f %.2f on %d cores."
                  % ((time.perf_counter() - started,) + os.getloadavg() + (os.cpu_count(),)))
     text = render(info, notes, validations, profile, results, skips, memory, threads,
-                  {op.name: op.torch_path for op in ops}, c_path_lines)
+                  {op.name: op.torch_path for op in ops}, c_path_lines, sanitizer_lines)
     if args.output != "-":
         with open(args.output, "w") as f:
             f.write(text)

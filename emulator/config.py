@@ -115,6 +115,9 @@ def _validated(config: Config) -> Config:
         raise ConfigError("NPUEMU_SANITIZE: expected one of %s, found %r" % (", ".join(SANITIZE_LEVELS), config.sanitize))
     if config.sanitize_exitcode is not None and not 0 <= config.sanitize_exitcode <= 255:
         raise ConfigError("NPUEMU_SANITIZE_EXITCODE: expected an exit code in [0, 255], found %d" % config.sanitize_exitcode)
+    if config.faults:
+        from . import injection  # not at import: it names the public calls of the runtime's modules
+        injection.parse(config.faults)  # ConfigError naming NPUEMU_FAULTS
     if not 0 <= config.task_timeout < float("inf"):
         raise ConfigError("NPUEMU_TASK_TIMEOUT: expected seconds >= 0 (0: no limit), found %r" % config.task_timeout)
     return config

@@ -712,6 +712,7 @@ def _hand_host_memory(task: Task, copy: Copy, space, device_id: int) -> None:
     def run() -> None:
         TRACKER.copy_running(task)
         copy.run(space, device_id)
+        TRACKER.copy_ran(task)
     task.run = run
 
 

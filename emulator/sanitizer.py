@@ -33,7 +33,7 @@ POISON = 0xFF    # a NaN in fp32/fp16/bf16/fp64, -1 in every integer type
 
 
 class Access:
-    """A byte range [start, end) of device memory that a task reads or writes."""
+    """A byte range [start, end) of device memory that a task reads or writes, as a report names it."""
 
     __slots__ = ("start", "end", "write", "label", "task", "epoch")
 
@@ -50,21 +50,19 @@ class Access:
 
 class StreamClock:
     """A stream's vector clock (stream handle -> tasks of that stream ordered before its next task) and
-    the accesses of its tasks that the host has not yet seen complete, in the order queued."""
+    its tasks that the host has not yet seen complete, in the order queued: (epoch, task); a task's
+    ranges (Task.ranges()) are only asked for when something is checked against them."""
 
-    __slots__ = ("handle", "clock", "pending", "epochs", "host_version", "last_task")
+    __slots__ = ("handle", "clock", "count", "pending", "epochs", "host_version", "last_task")
 
     def __init__(self, handle: int):
         self.handle = handle
+        self.count = 0                       # tasks queued on the stream
         self.clock: dict = {}
-        self.pending: list[Access] = []
-        self.epochs: list[int] = []          # the pending accesses' epochs, for bisect
+        self.pending: list[tuple] = []
+        self.epochs: list[int] = []          # the pending tasks' epochs, for bisect
         self.host_version = -1
         self.last_task = None
-
-    @property
-    def count(self) -> int:
-        return self.clock.get(self.handle, 0)
 
 
 def _join(into: dict, other: dict) -> None:
@@ -73,8 +71,16 @@ def _join(into: dict, other: dict) -> None:
             into[key] = value
 
 
-def _ranges(accesses: Sequence[tuple], write: bool, task, epoch: int) -> list[Access]:
-    return [Access(r[0], r[0] + r[1], write, r[2] if len(r) > 2 else None, task, epoch) for r in accesses if r[1] > 0]
+def _conflict(ranges: Sequence[tuple], start: int, end: int) -> Optional[tuple]:
+    """The first of `ranges` ((address, nbytes[, label]), ...) that overlaps [start, end)."""
+    for entry in ranges:
+        if entry[0] < end and start < entry[0] + entry[1]:
+            return entry
+    return None
+
+
+def _access(entry: tuple, write: bool, task, epoch: int) -> Access:
+    return Access(entry[0], entry[0] + entry[1], write, entry[2] if len(entry) > 2 else None, task, epoch)
 
 
 def _task_role(access: Access, stream_name: str) -> str:
@@ -82,13 +88,26 @@ def _task_role(access: Access, stream_name: str) -> str:
 
 
 class HostCopy:
-    """Host memory an async copy will read or write when it runs, with a checksum taken when queued."""
+    """Host memory an async copy reads or writes, from its aclrtMemcpyAsync until the host has seen the
+    copy complete, with a checksum of what the memory should hold: taken when queued, and again after
+    the copy wrote it."""
 
-    __slots__ = ("task", "start", "end", "checksum", "role")
+    __slots__ = ("task", "start", "end", "checksum", "role", "reported")
 
     def __init__(self, task, start: int, end: int, role: str):
         self.task, self.start, self.end, self.role = task, start, end, role
         self.checksum = _checksum(start, end - start)
+        self.reported = False
+
+    def changed(self) -> bool:
+        """Whether the memory (still mapped) no longer holds what it should."""
+        nbytes = self.end - self.start
+        return _mapped(self.start, nbytes) and _checksum(self.start, nbytes) != self.checksum
+
+
+def _mapped(address: int, nbytes: int) -> bool:
+    from .memory import host_range_is_mapped  # memory imports this module
+    return host_range_is_mapped(address, nbytes)
 
 
 def _checksum(address: int, nbytes: int) -> int:
@@ -122,30 +141,40 @@ class Tracker:
 
     def enqueued(self, stream, task) -> None:
         """A task was queued on `stream`: check its accesses against unordered work of other streams."""
-        state = self._clock_of(stream)
+        state = self.clocks.get(stream.handle) or self._clock_of(stream)
         if state.host_version != self.host_version:
             _join(state.clock, self.host)
             state.host_version = self.host_version
-        epoch = state.clock[state.handle] = state.clock.get(state.handle, 0) + 1
+        epoch = state.count = state.clock[state.handle] = state.count + 1
         state.last_task = task
-        reads, writes = task.ranges()
-        if not reads and not writes:
-            return
-        accesses = _ranges(writes, True, task, epoch) + _ranges(reads, False, task, epoch)
-        for other in self.clocks.values():
-            if other is not state and other.pending:
-                self._check_race(stream, state, other, accesses)
-        state.pending.extend(accesses)
-        state.epochs.extend(access.epoch for access in accesses)
+        if len(self.clocks) > 1:
+            for other in self.clocks.values():
+                if other is not state and other.pending:
+                    self._check_race(stream, state, other, epoch, task)
+        state.pending.append((epoch, task))
+        state.epochs.append(epoch)
 
-    def _check_race(self, stream, state: StreamClock, other: StreamClock, accesses: list[Access]) -> None:
-        ordered = state.clock.get(other.handle, 0)
-        first = bisect.bisect_right(other.epochs, ordered)
-        for access in accesses:
-            for earlier in other.pending[first:]:
-                if earlier.start < access.end and access.start < earlier.end and (earlier.write or access.write):
-                    self._report_race(stream, other, earlier, access)
-                    break
+    def _check_race(self, stream, state: StreamClock, other: StreamClock, epoch: int, task) -> None:
+        """The new task against the pending tasks of `other` that it is not ordered after."""
+        first = bisect.bisect_right(other.epochs, state.clock.get(other.handle, 0))
+        if first == len(other.epochs):
+            return
+        reads, writes = task.ranges()
+        for earlier_epoch, earlier_task in other.pending[first:]:
+            earlier_reads, earlier_writes = earlier_task.ranges()
+            for entry in writes:
+                start, end = entry[0], entry[0] + entry[1]
+                hit, hit_write = _conflict(earlier_writes, start, end), True
+                if hit is None:
+                    hit, hit_write = _conflict(earlier_reads, start, end), False
+                if hit is not None:
+                    return self._report_race(stream, other, _access(hit, hit_write, earlier_task, earlier_epoch),
+                                             _access(entry, True, task, epoch))
+            for entry in reads:
+                hit = _conflict(earlier_writes, entry[0], entry[0] + entry[1])
+                if hit is not None:
+                    return self._report_race(stream, other, _access(hit, True, earlier_task, earlier_epoch),
+                                             _access(entry, False, task, epoch))
 
     def _report_race(self, stream, other: StreamClock, earlier: Access, access: Access) -> None:
         from .resource import HANDLES
@@ -193,14 +222,22 @@ class Tracker:
             if state.epochs and state.epochs[0] <= seen:
                 cut = bisect.bisect_right(state.epochs, seen)
                 del state.pending[:cut], state.epochs[:cut]
+        if self.host_copies:
+            self._settle_host_copies()
 
     def _unsynchronised(self, start: int, end: int, write: bool):
         """(stream handle, access) of queued work the host has not seen complete that conflicts with a
         host access of [start, end) (any access if `write`, writes only if not)."""
         for state in self.clocks.values():
-            for access in state.pending:  # only unseen work is pending
-                if access.start < end and start < access.end and (write or access.write):
-                    yield state.handle, access
+            for epoch, task in state.pending:  # only unseen work is pending
+                reads, writes = task.ranges()
+                hit = _conflict(writes, start, end)
+                if hit is not None:
+                    yield state.handle, _access(hit, True, task, epoch)
+                elif write:
+                    hit = _conflict(reads, start, end)
+                    if hit is not None:
+                        yield state.handle, _access(hit, False, task, epoch)
 
     # -- the host's own accesses ----------------------------------------------------------------------
 
@@ -260,14 +297,15 @@ class Tracker:
                 ("stream %s, made at %s" % (stream.describe(), stream.site),))
 
     def host_freeing(self, start: int, end: int, call: str, site: Site) -> None:
-        """aclrtFreeHost: an async copy not yet run still needs the memory."""
+        """aclrtFreeHost: an async copy the host has not seen complete still needs the memory."""
         for copy in self.host_copies:
-            if copy.start < end and start < copy.end and not copy.task.done:
+            if copy.start < end and start < copy.end:
                 report.publish(
                     "host memory in flight", "synccheck",
-                    "%s frees host memory [0x%x, 0x%x) that %s, not yet run, %s" % (call, start, end, copy.task.name,
-                                                                               copy.role),
+                    "%s frees host memory [0x%x, 0x%x) that %s %s, and the program has not synchronised with the "
+                    "copy: on the card it may not have run yet" % (call, start, end, copy.task.name, copy.role),
                     (("host call %s" % call, site), ("%s, launched" % copy.task.name, copy.task.site)), ())
+                copy.reported = True
                 break
 
     def handed_to_copy(self, task, start: int, nbytes: int, role: str) -> None:
@@ -277,17 +315,36 @@ class Tracker:
 
     def copy_running(self, task) -> None:
         """The copy runs now: the host memory it was handed must be as it was when queued."""
+        for copy in self.host_copies:
+            if copy.task is task:
+                self._check_host_copy(copy, "when the copy ran, at", user_site())
+
+    def copy_ran(self, task) -> None:
+        """The copy wrote the host memory it was handed: that is what it must hold until synchronised."""
+        for copy in self.host_copies:
+            if copy.task is task and copy.role == "writes" and _mapped(copy.start, copy.end - copy.start):
+                copy.checksum = _checksum(copy.start, copy.end - copy.start)
+
+    def _check_host_copy(self, copy: HostCopy, when: str, site: Site) -> None:
+        if copy.reported or not copy.changed():
+            return
+        copy.reported = True
+        report.publish(
+            "host memory in flight", "synccheck",
+            "the host changed memory [0x%x, 0x%x) that %s %s before the program synchronised with the copy: on "
+            "the card the copy may see (or overwrite) the change, or not; keep the memory as it is until the stream "
+            "is synchronised" % (copy.start, copy.end, copy.task.name, copy.role),
+            (("%s, launched" % copy.task.name, copy.task.site), ("found changed %s" % when, site)), ())
+
+    def _settle_host_copies(self) -> None:
+        """The copies the host has now seen complete: a last check, then they are forgotten."""
         kept = []
         for copy in self.host_copies:
-            if copy.task is not task:
+            state = self.clocks.get(copy.task.stream.handle) if copy.task.stream is not None else None
+            if state is not None and any(task is copy.task for _, task in state.pending):
                 kept.append(copy)
-            elif _checksum(copy.start, copy.end - copy.start) != copy.checksum:
-                report.publish(
-                    "host memory in flight", "synccheck",
-                    "the host changed memory [0x%x, 0x%x) after handing it to %s, which %s it, and before the copy "
-                    "ran: the copy sees the new bytes here, and either on the card (keep the memory unchanged until "
-                    "the stream is synchronised)" % (copy.start, copy.end, task.name, copy.role),
-                    (("%s, launched" % task.name, task.site), ("copy run by the synchronisation", user_site())), ())
+            else:
+                self._check_host_copy(copy, "at the synchronisation", user_site())
         self.host_copies = kept
 
     # -- initcheck ----------------------------------------------------------------------------------
@@ -321,22 +378,29 @@ class Tracker:
 
     def task_running(self, task) -> None:
         """Before a task runs: its device reads must be of written bytes."""
-        reads, _ = task.ranges()
-        for entry in reads:
-            self.check_initialised(entry[0], entry[1], entry[2] if len(entry) > 2 else "", "%s, launched" % task.name,
-                                   task.site)
+        for entry in task.ranges()[0]:
+            start, nbytes = entry[0], entry[1]
+            allocation = _allocation(start)
+            if allocation is not None:
+                bounds = allocation.written.bounds  # the common case inline: inside the one range written
+                if len(bounds) == 2 and bounds[0] <= start and start + nbytes <= bounds[1]:
+                    continue
+                self.check_initialised(start, nbytes, entry[2] if len(entry) > 2 else "",
+                                       "%s, launched" % task.name, task.site)
 
     def task_ran(self, task) -> None:
-        _, writes = task.ranges()
-        for entry in writes:
-            self.mark_written(entry[0], entry[1])
+        """After a task ran: what it wrote is initialised."""
+        for entry in task.ranges()[1]:
+            allocation = _allocation(entry[0])
+            if allocation is not None and entry[1] > 0:
+                allocation.written.add(entry[0], min(entry[0] + entry[1], allocation.end))
 
     # -- memcheck ------------------------------------------------------------------------------------
 
     def fault(self, fault) -> None:
         """A queued task faulted (the synchronisation returns it too): an access the card faults on is a
         memcheck report (a timeout or an internal error is not a finding of the program's memory use)."""
-        if fault.code != status.ACL_ERROR_RT_AICORE_EXCEPTION:
+        if fault.code != status.ACL_ERROR_RT_AICORE_EXCEPTION or fault.kind == "injected fault":
             return
         allocation = fault.allocation
         sites = [("%s on stream %s, launched" % (fault.task, fault.stream.replace("stream ", "")), fault.launch_site)]
@@ -364,6 +428,8 @@ class Tracker:
     def launch_checks(self, op: str, tensors: Sequence[tuple], site: Site) -> None:
         """The second phase of `op`: each (parameter name, aclTensor) must be live and 32-byte aligned."""
         for name, tensor in tensors:
+            if tensor.alive and not tensor.data % ALIGNMENT:
+                continue
             if not tensor.alive:
                 report.publish(
                     "destroyed tensor", "memcheck",
@@ -404,7 +470,10 @@ class Written:
 
     def gaps(self, start: int, end: int) -> list[tuple]:
         """The parts of [start, end) never written."""
-        bounds, found, cursor = self.bounds, [], start
+        bounds = self.bounds
+        if len(bounds) == 2 and bounds[0] <= start and end <= bounds[1]:
+            return []  # the common case: inside the one range written so far
+        found, cursor = [], start
         i = bisect.bisect_right(bounds, start)
         if i % 2:   # start is inside a written range
             cursor = bounds[i]
@@ -420,13 +489,19 @@ class Written:
         return found
 
 
+_process: list = []  # emulator.state.PROCESS, once imported (it imports this module)
+
+
 def _allocation(address: int):
     """The live allocation holding a device address, or None."""
-    from .state import PROCESS
-    space = PROCESS.space
-    if space is None or not space.is_device(address):
+    if not _process:
+        from .state import PROCESS
+        _process.append(PROCESS)
+    space = _process[0].space
+    if space is None or not space.base <= address < space.base + space.total:
         return None
-    return space.heap_of(address).find(address)
+    heap = space.heaps[(address - space.base) // space.span]
+    return heap.live.get(address) or heap.find(address)
 
 
 def _allocations(*addresses: int) -> tuple:

@@ -142,6 +142,8 @@ class Stream(Resource):
             TRACKER.running = task
             try:
                 run()
+                if checked:
+                    TRACKER.task_ran(task)
             except KeyboardInterrupt:
                 raise
             except Exception as error:  # a fault of the work, never of the stream: record it and go on
@@ -151,8 +153,6 @@ class Stream(Resource):
                     TRACKER.fault(fault)
             finally:
                 TRACKER.running = None
-            if checked:
-                TRACKER.task_ran(task)
             start += _clock() - begin
         elif isinstance(task, WaitTask):
             record = task.record

@@ -1,0 +1,422 @@
+"""The sanitizer (docs/sanitizer.md): each scenario is a small client program, run in-process at every
+level and in both execution modes; what it must report follows from the level (`memcheck` kinds from
+memcheck up, the others at `full` only), never from the execution mode. Correct twins report nothing."""
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+import acl
+import aclnn_api as nn
+import emulator
+from emulator import report
+from emulator.sanitizer import POISON, Written
+
+MEMCHECK_KINDS = {"invalid device access", "padding overrun", "misaligned tensor", "destroyed tensor"}
+H2D, D2H, D2D = acl.ACL_MEMCPY_HOST_TO_DEVICE, acl.ACL_MEMCPY_DEVICE_TO_HOST, acl.ACL_MEMCPY_DEVICE_TO_DEVICE
+N = 256  # bytes of every buffer: 64 float32
+
+
+class Program:
+    """A device, two streams and buffers, released at the end whatever the scenario did."""
+
+    def __init__(self):
+        assert acl.init() == 0 and acl.rt.set_device(0) == 0
+        self.s1, _ = acl.rt.create_stream()
+        self.s2, _ = acl.rt.create_stream()
+        self.buffers, self.events, self.tensors = [], [], []
+        self.host = np.arange(N // 4, dtype=np.float32)
+        self.out = np.zeros(N // 4, np.float32)
+
+    def malloc(self, size=N, written=True):
+        address, ret = acl.rt.malloc(size, 0)
+        assert ret == 0
+        if written:
+            assert acl.rt.memset(address, size, 0, size) == 0
+            assert acl.rt.memcpy(address, size, acl.util.numpy_to_ptr(self.host), min(size, N), H2D) == 0
+        self.buffers.append(address)
+        return address
+
+    def event(self):
+        event, _ = acl.rt.create_event()
+        self.events.append(event)
+        return event
+
+    def tensor(self, address, shape=(N // 4,)):
+        tensor = nn.aclCreateTensor(list(shape), nn.ACL_FLOAT, None, 0, nn.ACL_FORMAT_ND, None, address)
+        self.tensors.append(tensor)
+        return tensor
+
+    def log_sigmoid_backward(self, grad, x, out, stream):
+        """out = LogSigmoidBackward(grad, x) queued on `stream`; the tensors are destroyed after the launch."""
+        tensors = [self.tensor(a) for a in (grad, x, x, out)]
+        _, executor, ret = nn.aclnnLogSigmoidBackwardGetWorkspaceSize(*tensors)
+        assert ret == 0
+        assert nn.aclnnLogSigmoidBackward(None, 0, executor, stream) == 0
+
+    def read(self, address):
+        return acl.rt.memcpy(acl.util.numpy_to_ptr(self.out), N, address, N, D2H)
+
+    def close(self):
+        for stream in (self.s1, self.s2):
+            acl.rt.synchronize_stream(stream)
+        for tensor in self.tensors:
+            if tensor.alive:
+                nn.aclDestroyTensor(tensor)
+        for event in self.events:
+            acl.rt.destroy_event(event)
+        for address in self.buffers:
+            acl.rt.free(address)
+        acl.rt.destroy_stream(self.s1)
+        acl.rt.destroy_stream(self.s2)
+        acl.rt.reset_device(0)
+        acl.finalize()
+
+
+def race_two_streams_write_one_buffer(p):
+    a, b, out = p.malloc(), p.malloc(), p.malloc()
+    p.log_sigmoid_backward(a, b, out, p.s1)
+    p.log_sigmoid_backward(b, a, out, p.s2)
+
+
+def race_ordered_by_an_event(p):
+    a, b, out = p.malloc(), p.malloc(), p.malloc()
+    event = p.event()
+    p.log_sigmoid_backward(a, b, out, p.s1)
+    assert acl.rt.record_event(event, p.s1) == 0
+    assert acl.rt.stream_wait_event(p.s2, event) == 0
+    p.log_sigmoid_backward(b, a, out, p.s2)
+
+
+def race_ordered_by_a_host_synchronisation(p):
+    a, b, out = p.malloc(), p.malloc(), p.malloc()
+    p.log_sigmoid_backward(a, b, out, p.s1)
+    assert acl.rt.synchronize_stream(p.s1) == 0
+    p.log_sigmoid_backward(b, a, out, p.s2)
+
+
+def race_event_waited_before_it_is_recorded(p):
+    a, b, out = p.malloc(), p.malloc(), p.malloc()
+    event = p.event()
+    assert acl.rt.stream_wait_event(p.s2, event) == 0
+    p.log_sigmoid_backward(a, b, out, p.s1)
+    assert acl.rt.record_event(event, p.s1) == 0
+    p.log_sigmoid_backward(out, a, b, p.s2)  # reads out, which s1 writes
+
+
+def race_readers_only_do_not_race(p):
+    a, b, out1, out2 = p.malloc(), p.malloc(), p.malloc(), p.malloc()
+    p.log_sigmoid_backward(a, b, out1, p.s1)
+    p.log_sigmoid_backward(a, b, out2, p.s2)
+
+
+def sync_copy_without_synchronisation(p):
+    a, b, out = p.malloc(), p.malloc(), p.malloc()
+    p.log_sigmoid_backward(a, b, out, p.s1)
+    assert p.read(out) == 0
+
+
+def sync_copy_after_synchronisation(p):
+    a, b, out = p.malloc(), p.malloc(), p.malloc()
+    p.log_sigmoid_backward(a, b, out, p.s1)
+    assert acl.rt.synchronize_stream(p.s1) == 0
+    assert p.read(out) == 0
+
+
+def sync_copy_after_the_event_of_the_kernel(p):
+    a, b, out = p.malloc(), p.malloc(), p.malloc()
+    event = p.event()
+    p.log_sigmoid_backward(a, b, out, p.s1)
+    assert acl.rt.record_event(event, p.s1) == 0
+    assert acl.rt.synchronize_event(event) == 0
+    assert p.read(out) == 0
+
+
+def sync_event_recorded_before_the_kernel(p):
+    a, b, out = p.malloc(), p.malloc(), p.malloc()
+    event = p.event()
+    assert acl.rt.record_event(event, p.s1) == 0
+    p.log_sigmoid_backward(a, b, out, p.s1)
+    assert acl.rt.synchronize_event(event) == 0
+    assert p.read(out) == 0
+
+
+def sync_memset_over_an_input_of_queued_work(p):
+    a, b, out = p.malloc(), p.malloc(), p.malloc()
+    p.log_sigmoid_backward(a, b, out, p.s1)
+    assert acl.rt.memset(a, N, 0, N) == 0
+
+
+def sync_free_while_queued_work_reads(p):
+    a, b, out = p.malloc(), p.malloc(), p.malloc()
+    p.log_sigmoid_backward(a, b, out, p.s1)
+    p.buffers.remove(a)
+    assert acl.rt.free(a) == 0
+    assert acl.rt.synchronize_stream(p.s1) == _fault_if_queued()
+
+
+def _fault_if_queued() -> int:
+    """The code of a synchronisation after memory under queued work went: a fault, unless (eager) the
+    work ran before it went."""
+    return 0 if emulator.settings().execution == "eager" else 507015
+
+
+def sync_destroy_stream_with_queued_work(p):
+    a, b, out = p.malloc(), p.malloc(), p.malloc()
+    p.log_sigmoid_backward(a, b, out, p.s1)
+    assert acl.rt.destroy_stream(p.s1) == 0
+    p.s1, _ = acl.rt.create_stream()
+
+
+def sync_host_memory_changed_before_the_async_copy(p):
+    a = p.malloc(written=False)
+    host = np.ones(N // 4, np.float32)
+    assert acl.rt.memcpy_async(a, N, acl.util.numpy_to_ptr(host), N, H2D, p.s1) == 0
+    host[0] = 7.0  # the copy has not run: it will see the 7 (on the card, either)
+    assert acl.rt.synchronize_stream(p.s1) == 0
+
+
+def sync_pinned_memory_freed_before_the_async_copy(p):
+    a = p.malloc()
+    pinned, _ = acl.rt.malloc_host(N)
+    assert acl.rt.memcpy_async(pinned, N, a, N, D2H, p.s1) == 0
+    assert acl.rt.free_host(pinned) == 0
+    assert acl.rt.synchronize_stream(p.s1) == _fault_if_queued()  # the copy writes memory that is gone
+
+
+def init_kernel_reads_a_fresh_buffer(p):
+    a, b, out = p.malloc(written=False), p.malloc(), p.malloc(written=False)
+    p.log_sigmoid_backward(a, b, out, p.s1)
+    assert acl.rt.synchronize_stream(p.s1) == 0
+    assert p.read(out) == 0
+    if emulator.settings().sanitize == "full":  # below full, fresh memory is zeros
+        assert np.isnan(p.out).all(), "the poison pattern read as a NaN, which the kernel propagates"
+
+
+def init_half_written_buffer(p):
+    a = p.malloc(written=False)
+    assert acl.rt.memset(a, N, 0, N // 2) == 0
+    assert p.read(a) == 0
+
+
+def init_written_by_a_kernel_then_read(p):
+    a, b, out = p.malloc(), p.malloc(), p.malloc(written=False)
+    p.log_sigmoid_backward(a, b, out, p.s1)
+    assert acl.rt.synchronize_stream(p.s1) == 0
+    assert p.read(out) == 0
+    assert np.isfinite(p.out).all()
+
+
+def mem_view_into_the_padding(p):
+    a = p.malloc(N - 8)  # 62 floats requested, the tensors are 64 long: the last two are padding
+    b, out = p.malloc(), p.malloc()
+    assert acl.rt.memset(a, N, 0, N) == 0  # memset may write the padding: reading it is what is reported
+    p.log_sigmoid_backward(a, b, out, p.s1)
+    assert acl.rt.synchronize_stream(p.s1) == 0
+
+
+def mem_misaligned_tensor(p):
+    a, b, out = p.malloc(N + 64), p.malloc(), p.malloc()
+    p.log_sigmoid_backward(a + 4, b, out, p.s1)
+    assert acl.rt.synchronize_stream(p.s1) == 0
+
+
+def mem_input_destroyed_between_the_phases(p):
+    a, b, out = p.malloc(), p.malloc(), p.malloc()
+    tensors = [p.tensor(x) for x in (a, b, b, out)]
+    _, executor, ret = nn.aclnnLogSigmoidBackwardGetWorkspaceSize(*tensors)
+    assert ret == 0 and nn.aclDestroyTensor(tensors[0]) == 0
+    assert nn.aclnnLogSigmoidBackward(None, 0, executor, p.s1) == 0
+    assert acl.rt.synchronize_stream(p.s1) == 0
+
+
+def mem_kernel_on_freed_memory(p):
+    a, b, out = p.malloc(), p.malloc(), p.malloc()
+    p.buffers.remove(a)
+    assert acl.rt.free(a) == 0
+    p.log_sigmoid_backward(a, b, out, p.s1)
+    assert acl.rt.synchronize_stream(p.s1) == 507015
+
+
+SCENARIOS = {
+    race_two_streams_write_one_buffer: {"race"},
+    race_ordered_by_an_event: set(),
+    race_ordered_by_a_host_synchronisation: set(),
+    race_event_waited_before_it_is_recorded: {"race"},
+    race_readers_only_do_not_race: set(),
+    sync_copy_without_synchronisation: {"missing synchronisation"},
+    sync_copy_after_synchronisation: set(),
+    sync_copy_after_the_event_of_the_kernel: set(),
+    sync_event_recorded_before_the_kernel: {"missing synchronisation"},
+    sync_memset_over_an_input_of_queued_work: {"missing synchronisation"},
+    sync_free_while_queued_work_reads: {"memory freed while in use", "invalid device access"},
+    sync_destroy_stream_with_queued_work: {"pending work destroyed"},
+    sync_host_memory_changed_before_the_async_copy: {"host memory in flight"},
+    sync_pinned_memory_freed_before_the_async_copy: {"host memory in flight", "invalid device access"},
+    init_kernel_reads_a_fresh_buffer: {"uninitialised read"},
+    init_half_written_buffer: {"uninitialised read"},
+    init_written_by_a_kernel_then_read: set(),
+    mem_view_into_the_padding: {"padding overrun"},
+    mem_misaligned_tensor: {"misaligned tensor"},
+    mem_input_destroyed_between_the_phases: {"destroyed tensor"},
+    mem_kernel_on_freed_memory: {"invalid device access"},
+}
+
+
+def expected_at(kinds: set, level: str, execution: str) -> set:
+    """The hazards are judged on the program's order of calls, the same in both modes; a device fault
+    happens (or not) when the work really runs."""
+    if execution == "eager" and _fault_if_queued() == 0:
+        kinds = kinds - ({"invalid device access"} if "memory freed while in use" in kinds or
+                         "host memory in flight" in kinds else set())
+    if level == "off":
+        return set()
+    return set(kinds) if level == "full" else kinds & MEMCHECK_KINDS
+
+
+@pytest.mark.sanitizer_reports(*sorted({kind for kinds in SCENARIOS.values() for kind in kinds}))
+@pytest.mark.parametrize("execution", ["async", "eager"])
+@pytest.mark.parametrize("level", ["full", "memcheck", "off"])
+@pytest.mark.parametrize("scenario", list(SCENARIOS), ids=lambda f: f.__name__)
+def test_each_scenario_reports_what_its_level_checks_in_either_execution_mode(scenario, level, execution):
+    emulator.configure(sanitize=level, execution=execution)
+    program = Program()
+    try:
+        scenario(program)
+    finally:
+        program.close()
+    found = {finding.kind for finding in emulator.reports()}
+    assert found == expected_at(SCENARIOS[scenario], level, execution), "\n".join(map(str, emulator.reports()))
+
+
+@pytest.mark.sanitizer_reports("race")
+def test_a_race_names_both_tasks_with_their_launch_sites_and_the_allocation():
+    program = Program()
+    try:
+        race_two_streams_write_one_buffer(program)
+    finally:
+        program.close()
+    (race,) = emulator.reports()
+    assert race.tool == "racecheck" and "write/write race" in race.message
+    roles = [role for role, _ in race.sites]
+    assert roles[0].startswith("write by aclnnLogSigmoidBackward on stream") and roles[1].startswith("write by")
+    lines = [site.location for _, site in race.sites]
+    assert all(line.startswith(__file__) for line in lines) and len(set(lines)) == 1  # both from the helper...
+    assert all(" <- " in str(site) for _, site in race.sites)  # ...whose callers say which launch it was
+    assert race.resources and race.resources[0].startswith("allocation #")
+
+
+@pytest.mark.sanitizer_reports("missing synchronisation")
+def test_a_missing_synchronisation_names_the_host_call_and_the_queued_task():
+    program = Program()
+    try:
+        sync_copy_without_synchronisation(program)
+        stale = program.out.copy()
+    finally:
+        program.close()
+    (finding,) = emulator.reports()
+    assert finding.tool == "synccheck"
+    assert [role.split(" at ")[0] for role, _ in finding.sites] == [
+        "host call aclrtMemcpy", "write by aclnnLogSigmoidBackward on stream %s, launched"
+        % finding.sites[1][0].split("on stream ")[1].split(", launched")[0]]
+    assert "aclrtMemcpy reads" in finding.message and "not synchronised" in finding.message
+    assert (stale == program.host).all(), "the copy read the output as it was before the kernel ran"
+
+
+@pytest.mark.sanitizer_reports("uninitialised read")
+def test_uninitialised_bytes_read_as_the_poison_and_the_report_says_which():
+    program = Program()
+    try:
+        init_half_written_buffer(program)
+        raw = program.out.view(np.uint8)
+    finally:
+        program.close()
+    assert not raw[:N // 2].any() and (raw[N // 2:] == POISON).all()
+    (finding,) = emulator.reports()
+    assert "%d byte(s) from offset %d" % (N // 2, N // 2) in finding.message
+    assert [role for role, _ in finding.sites] == ["read by aclrtMemcpy, called", "allocation made"]
+
+
+@pytest.mark.sanitizer_reports("race")
+def test_a_finding_repeated_in_a_loop_is_printed_once_and_counted(capfd):
+    program = Program()
+    try:
+        a, b, out = program.malloc(), program.malloc(), program.malloc()
+        for _ in range(5):
+            program.log_sigmoid_backward(a, b, out, program.s1)
+            program.log_sigmoid_backward(b, a, out, program.s2)
+    finally:
+        program.close()
+    races = emulator.reports()
+    assert len(races) == 2 and sum(r.count for r in races) == report.count() >= 5
+    printed = capfd.readouterr().err
+    assert printed.count("npuemu: racecheck: race:") == 2
+
+
+def test_the_printed_form_is_the_documented_one():
+    finding = report.publish("race", "racecheck", "what happened", (("write by X, launched", "a.py:1 in f"),),
+                             ("allocation #1",))
+    report.clear()
+    assert finding.text().splitlines() == ["========= npuemu: racecheck: race: what happened",
+                                           "=========     write by X, launched at a.py:1 in f",
+                                           "=========     allocation #1"]
+
+
+@pytest.mark.parametrize("start,end,expected", [
+    (0, 10, [(0, 10)]), (100, 110, []), (95, 105, [(95, 100)]), (105, 215, [(150, 200)]),
+    (150, 160, [(150, 160)]), (199, 300, [(199, 200), (250, 300)]), (240, 400, [(250, 400)]),
+])
+def test_written_ranges_merge_and_tell_their_gaps(start, end, expected):
+    written = Written()
+    for range_ in ((100, 110), (200, 210), (205, 250), (108, 150), (0, 0)):
+        if range_[1] > range_[0]:
+            written.add(*range_)
+    assert written.bounds == [100, 150, 200, 250]
+    assert written.gaps(start, end) == expected
+
+
+def _run(source: str, **env) -> subprocess.CompletedProcess:
+    environment = dict(os.environ, **env)
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(source)], capture_output=True, text=True,
+                          env=environment, timeout=120)
+
+
+BUGGY = """
+    import acl, numpy as np
+    acl.init(); acl.rt.set_device(0)
+    a, _ = acl.rt.malloc(64, 0)
+    out = np.zeros(16, np.float32)
+    acl.rt.memcpy(out.ctypes.data, 64, a, 64, 2)
+    acl.rt.free(a); acl.rt.reset_device(0); acl.finalize()
+    print("done")
+"""
+
+
+@pytest.mark.parametrize("level,exitcode,expected", [("full", "7", 7), ("full", "", 0), ("off", "7", 0),
+                                                     ("memcheck", "7", 0)])
+def test_the_exit_code_is_the_sanitizers_when_something_was_reported(level, exitcode, expected):
+    done = _run(BUGGY, NPUEMU_SANITIZE=level, NPUEMU_SANITIZE_EXITCODE=exitcode)
+    assert done.returncode == expected, done.stderr
+    assert done.stdout == "done\n"
+    assert ("SUMMARY: 1 report(s) (1 uninitialised read)" in done.stderr) == (level == "full")
+
+
+def test_a_leak_alone_sets_the_exit_code():
+    done = _run("""
+        import acl
+        acl.init(); acl.rt.set_device(0)
+        acl.rt.malloc(64, 0)
+    """, NPUEMU_SANITIZE_EXITCODE="5")
+    assert done.returncode == 5 and "npuemu: leak: device memory" in done.stderr
+    assert "SUMMARY: 1 report(s) (1 leak)" in done.stderr
+
+
+def test_a_bad_level_is_the_first_calls_invalid_parameter_code():
+    done = _run("""
+        import acl
+        print(acl.init(), acl.rt.set_device(0), acl.get_recent_err_msg())
+    """, NPUEMU_SANITIZE="paranoid")
+    assert done.stdout.split()[1] == "100000" and "NPUEMU_SANITIZE: expected one of off, memcheck, full" in done.stdout
