@@ -12,12 +12,16 @@ from .soc import PROFILES
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0] == "run":  # `npuemu run [OPTIONS] [--] PROGRAM [ARGS...]` (emulator/launcher.py)
+        from .launcher import main as run
+        return run(argv[1:])
     commands = {entry.name: entry for entry in metadata.entry_points(group="npuemu.commands")}
     if argv and argv[0] in commands:  # a command of a package built on the runtime (`npuemu toolkit ...`)
         return commands[argv[0]].load()(argv[1:])
     parser = argparse.ArgumentParser(prog="npuemu", description="npuemu, a simulated Ascend NPU runtime")
-    parser.add_argument("command", nargs="?", default="info", choices=["info", "socs"] + sorted(commands),
-                        help="info: the settings in force (default); socs: the chips it can emulate; %s"
+    parser.add_argument("command", nargs="?", default="info", choices=["info", "socs", "run"] + sorted(commands),
+                        help="info: the settings in force (default); socs: the chips it can emulate; run: run a "
+                        "program under npuemu's settings (see `npuemu run --help`); %s"
                         % "; ".join("%s: see `npuemu %s --help`" % (name, name) for name in sorted(commands)))
     args = parser.parse_args(argv)
     if args.command == "socs":

@@ -1,0 +1,404 @@
+"""npuemu's pytest plugin (docs/pytest.md), installed as the `pytest11` entry point `npuemu`.
+
+A test that asks for the `npu` fixture (or carries the `npuemu` marker) runs on a fresh runtime:
+settings applied (marker > command line > ini file > environment), aclInit, aclrtSetDevice(0), a
+stream. Afterwards, whatever the test did (failed, raised, left devices set or the runtime
+initialised), the fixture synchronises, collects what the test left behind (the sanitizer's reports
+made during the test, unreleased resources, faults of queued work nobody synchronised), then resets
+every open device, calls aclFinalize, clears the thread's messages, forgets the leaks and restores
+the settings: the next test starts from scratch. The test itself fails (a failure, not a teardown
+error) with each finding in its failure text, unless the test said it expects them
+(`@pytest.mark.npuemu(expect_reports=("leak",))` or `npu.take_reports(...)`).
+
+Tests that use neither the fixture nor the marker are not touched: no import of the runtime, no
+autouse fixture, the default test protocol.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Optional
+
+import pytest
+
+MARKER = "npuemu"
+FIXTURE = "npu"
+# option suffix -> setting (emulator.config.Config field); marker keywords use the option's name
+OPTIONS = {"soc": "soc", "devices": "device_count", "execution": "execution", "sanitize": "sanitize"}
+HELP = {
+    "soc": "the emulated chip (NPUEMU_SOC), e.g. Ascend910B, Ascend310P",
+    "devices": "number of devices (NPUEMU_DEVICE_COUNT)",
+    "execution": "async or eager (NPUEMU_EXECUTION)",
+    "sanitize": "off, memcheck or full (NPUEMU_SANITIZE)",
+}
+# Kinds of the findings the fixture makes itself (the others are the kinds of emulator.reports()).
+LEAK = "leak"                   # a resource the test never released (emulator.leaks.outstanding())
+DEVICE_FAULT = "device fault"   # queued work that failed and that the test never synchronised
+
+_FINDINGS = pytest.StashKey[list]()
+_OWNED = pytest.StashKey[bool]()
+
+
+# --------------------------------------------------------------------------------------------------
+# options, marker
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("npuemu", "npuemu (tests that use the `npu` fixture or the `npuemu` marker)")
+    for name, text in HELP.items():
+        group.addoption("--npuemu-" + name, dest="npuemu_" + name, default=None, metavar=name.upper(),
+                        type=int if name == "devices" else str, help=text + "; a marker's value wins")
+        parser.addini("npuemu_" + name, text + " (--npuemu-%s wins)" % name, default="")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "npuemu(soc=None, devices=None, execution=None, sanitize=None, expect_reports=(), **settings): run the "
+        "test on a fresh npuemu runtime (the `npu` fixture) with these settings; expect_reports: kinds of "
+        "findings the test must make (docs/pytest.md)")
+    changes = _option_settings(config)
+    if changes:  # checked once, before any test: a typo fails the session at once
+        from .config import ConfigError, from_environment, with_changes
+        try:
+            with_changes(from_environment(), **changes)
+        except ConfigError as error:
+            raise pytest.UsageError("npuemu: %s" % error) from None
+
+
+def _option_settings(config: pytest.Config) -> dict:
+    """The settings of the command line, else of the ini file."""
+    changes = {}
+    for name, field in OPTIONS.items():
+        value = config.getoption("npuemu_" + name)
+        if value is None or value == "":
+            value = config.getini("npuemu_" + name) or None
+        if value is None:
+            continue
+        if field == "device_count":
+            try:
+                value = int(value)
+            except ValueError:
+                raise pytest.UsageError("npuemu: npuemu_devices: expected a device count, found %r" % value) from None
+        elif field in ("execution", "sanitize"):
+            value = str(value).strip().lower()
+        changes[field] = value
+    return changes
+
+
+def _marker_settings(item: pytest.Item) -> tuple[dict, tuple]:
+    """(settings, expected kinds) of the item's `npuemu` markers, the closest one winning."""
+    merged: dict = {}
+    for mark in reversed(list(item.iter_markers(MARKER))):  # iter_markers: closest first
+        if mark.args:
+            raise pytest.UsageError("%s: @pytest.mark.npuemu takes keywords only (soc=..., devices=..., ...), "
+                                    "found %r" % (item.nodeid, mark.args))
+        merged.update(mark.kwargs)
+    expected = merged.pop("expect_reports", ()) or ()
+    if isinstance(expected, str):
+        expected = (expected,)
+    if "devices" in merged:
+        merged["device_count"] = merged.pop("devices")
+    for field in ("execution", "sanitize"):
+        if isinstance(merged.get(field), str):
+            merged[field] = merged[field].strip().lower()
+    return merged, tuple(expected)
+
+
+def _uses_plugin(item: pytest.Item) -> bool:
+    return FIXTURE in getattr(item, "fixturenames", ())
+
+
+def pytest_collection_modifyitems(items: list) -> None:
+    """A test with the marker gets the fixture even when it does not ask for it by name."""
+    for item in items:
+        names = getattr(item, "fixturenames", None)
+        if names is not None and FIXTURE not in names and item.get_closest_marker(MARKER) is not None:
+            names.insert(0, FIXTURE)  # set up first, torn down last
+
+
+# --------------------------------------------------------------------------------------------------
+# the fixture
+
+
+@dataclasses.dataclass
+class NpuDevice:
+    """One device the fixture set: its id, its default context, a stream made on it."""
+    device_id: int
+    context: int
+    stream: int
+
+
+class Npu:
+    """What the `npu` fixture gives a test: device 0 set, its context current, a stream on it.
+
+    device_id, context, stream   of device 0 (`acl.rt.*` handles)
+    settings                     the emulator.config.Config in force (marker > command line > ini >
+                                 environment)
+    soc_name, device_count       of those settings
+    set_device(i)                sets device i (the first time: aclrtSetDevice and a stream), makes
+                                 its context current, returns its NpuDevice; the fixture releases it
+    reports(*kinds)              the reports made during the test so far, not taken (of these kinds)
+    take_reports(*kinds)         the same, and they no longer fail the test (the test checked them)
+    leaks()                      what is unreleased now (emulator.leaks.outstanding())
+    """
+
+    def __init__(self, start: dict) -> None:
+        self._start = start          # id(report) -> (report, count) when the test started
+        self._taken: dict = {}       # id(report) -> report
+        self._devices: dict = {}     # device id -> NpuDevice
+        self.device_id = 0
+        self.context = 0
+        self.stream = 0
+
+    # the test's view
+
+    @property
+    def settings(self):
+        from . import settings
+        return settings()
+
+    @property
+    def soc_name(self) -> str:
+        return self.settings.soc_name
+
+    @property
+    def device_count(self) -> int:
+        return self.settings.device_count
+
+    @property
+    def devices(self) -> dict:
+        """The devices the fixture set so far: {device id: NpuDevice}."""
+        return dict(self._devices)
+
+    def set_device(self, device_id: int) -> NpuDevice:
+        from . import runtime as rt
+        device = self._devices.get(device_id)
+        if device is not None:
+            _check("aclrtSetCurrentContext", rt.aclrtSetCurrentContext(device.context))
+            return device
+        _check("aclrtSetDevice(%d)" % device_id, rt.aclrtSetDevice(device_id))
+        context, ret = rt.aclrtGetCurrentContext()
+        _check("aclrtGetCurrentContext", ret)
+        stream, ret = rt.aclrtCreateStream()
+        _check("aclrtCreateStream", ret)
+        device = self._devices[device_id] = NpuDevice(device_id, context, stream)
+        return device
+
+    def reports(self, *kinds: str) -> list:
+        return [r for r in self._new_reports() if id(r) not in self._taken and (not kinds or r.kind in kinds)]
+
+    def take_reports(self, *kinds: str) -> list:
+        found = self.reports(*kinds)
+        self._taken.update((id(r), r) for r in found)
+        return found
+
+    def leaks(self) -> list:
+        from . import leaks
+        return leaks.outstanding()
+
+    # the fixture's side
+
+    def _new_reports(self) -> list:
+        from . import report
+        return [r for r in report.reports() if id(r) not in self._start or self._start[id(r)][1] < r.count]
+
+    def _open(self) -> None:
+        from . import runtime as rt
+        _check("aclInit", rt.aclInit())
+        device = self.set_device(0)
+        self.device_id, self.context, self.stream = device.device_id, device.context, device.stream
+
+    def _finish(self, expected: tuple) -> list:
+        """Synchronise every open device, release the fixture's streams, and return the findings
+        (kind, text) that fail the test."""
+        from . import runtime as rt
+        from . import report
+        from .state import PROCESS
+        findings = []
+        for device_id in [device.id for device in PROCESS.devices if device.is_open]:
+            mine = self._devices.get(device_id)
+            if (mine is None or rt.aclrtSetCurrentContext(mine.context) != 0) and rt.aclrtSetDevice(device_id) != 0:
+                rt.aclGetRecentErrMsg()
+                continue
+            before = len(report.reports())
+            ret = rt.aclrtSynchronizeDevice()
+            if ret != 0 and not any(r.tool == "memcheck" for r in report.reports()[before:]):  # memcheck said it
+                findings.append((DEVICE_FAULT, "%snpuemu: %s: queued work of device %d failed and the test never "
+                                 "synchronised it (aclrtSynchronizeDevice after the test returned %d): %s"
+                                 % (_prefix(), DEVICE_FAULT, device_id, ret, rt.aclGetRecentErrMsg())))
+        for mine in self._devices.values():
+            if rt.aclrtDestroyStream(mine.stream) != 0:
+                rt.aclGetRecentErrMsg()  # the test destroyed it, or reset its device
+        for found in self._new_reports():
+            if id(found) not in self._taken:
+                text = str(found)
+                repeats = found.count - self._start.get(id(found), (None, 0))[1]
+                if repeats > 1:
+                    text += "\n%s    (found %d times)" % (_prefix(), repeats)
+                findings.append((found.kind, text))
+        findings += [(LEAK, "%snpuemu: leakcheck: leak: %s" % (_prefix(), line)) for line in self.leaks()]
+        kinds = {kind for kind, _ in findings} | {taken.kind for taken in self._taken.values()}
+        findings = [(kind, text) for kind, text in findings if kind not in expected]
+        findings += [("missing " + kind, "npuemu: expected a report of kind %r (expect_reports), found none" % kind)
+                     for kind in expected if kind not in kinds]
+        return findings
+
+
+def _prefix() -> str:
+    from .report import PREFIX as prefix
+    return prefix
+
+
+def _check(what: str, ret: int) -> None:
+    if ret != 0:
+        from . import runtime as rt
+        pytest.fail("npuemu fixture: %s returned %d: %s" % (what, ret, rt.aclGetRecentErrMsg()), pytrace=False)
+
+
+def _close_everything(forget_leaks: bool) -> None:
+    """Every open device reset (all its references), aclFinalize, this thread's messages and last
+    error cleared: the runtime as a fresh process has it. `forget_leaks`: drop what is unreleased
+    before aclFinalize would report it (the fixture has collected it already)."""
+    from . import runtime as rt
+    from . import leaks
+    from .state import PROCESS
+    for device in list(PROCESS.devices):
+        while device.is_open:
+            before = device.ref_count
+            if rt.aclrtResetDevice(device.id) != 0 and device.is_open and device.ref_count == before:
+                rt.aclrtResetDeviceForce(device.id)
+                break
+    if forget_leaks:
+        leaks.forget()
+    if PROCESS.init_count > 0:
+        rt.aclFinalize()
+    rt.aclGetRecentErrMsg()
+    rt.aclrtGetLastError()
+    if forget_leaks:
+        leaks.forget()
+
+
+def _skip_pytest_frames() -> None:
+    """Sites (where a leak was made, a kernel launched) end at the test's frames, not in pytest's."""
+    import _pytest.python
+    import pluggy
+    from . import sites
+    sites.register_package_dir(_pytest.python.__file__)
+    sites.register_package_dir(pluggy.__file__)
+
+
+@pytest.fixture
+def npu(request: pytest.FixtureRequest):
+    """A fresh npuemu runtime for one test: device 0 set and current, a stream on it (an `Npu`).
+    Everything is released afterwards; leaks, the sanitizer's reports and unsynchronised faults of
+    the test fail it (docs/pytest.md)."""
+    import emulator
+    from . import report
+    from .config import ConfigError
+    from .state import PROCESS
+
+    item = request.node
+    _skip_pytest_frames()
+    changes = _option_settings(item.config)
+    marked, expected = _marker_settings(item)
+    changes.update(marked)
+    if PROCESS.init_count > 0 or any(device.is_open for device in PROCESS.devices):
+        _close_everything(forget_leaks=False)  # left by a test without the fixture: its leaks are reported now
+    try:
+        saved = dataclasses.asdict(emulator.settings())
+        emulator.configure(**changes)
+    except ConfigError as error:  # a bad marker value, or NPUEMU_* environment
+        pytest.fail("npuemu fixture: %s" % error, pytrace=False)
+    start = {id(r): (r, r.count) for r in report.reports()}
+    session = Npu(start)
+    findings: list = []
+    try:
+        session._open()
+        yield session
+        findings = session._finish(expected)
+    finally:
+        _close_everything(forget_leaks=True)
+        if not start:
+            report.clear()  # the test's reports are delivered with its result, not again at exit
+        emulator.configure(**saved)
+    if findings:
+        if item.stash.get(_OWNED, False):
+            item.stash[_FINDINGS] = findings  # the protocol below makes them the test's failure
+        else:  # the fixture was requested dynamically (request.getfixturevalue): a teardown error
+            pytest.fail(_failure_text(findings), pytrace=False)
+
+
+# --------------------------------------------------------------------------------------------------
+# the findings as the test's own failure
+
+
+def _failure_text(findings: list) -> str:
+    kinds: dict = {}
+    for kind, _ in findings:
+        kinds[kind] = kinds.get(kind, 0) + 1
+    head = "npuemu: %d finding(s) in this test (%s)" % (len(findings), ", ".join(
+        "%d %s" % (n, kind) for kind, n in kinds.items()))
+    return "\n".join([head] + [text for _, text in findings])
+
+
+class _Crash:
+    def __init__(self, message: str, original: Any = None) -> None:
+        self.message = message
+        self.path = getattr(original, "path", "")
+        self.lineno = getattr(original, "lineno", 0)
+
+
+class _FindingsRepr:
+    """The failure of a test with findings: the test's own failure (if any), then the findings."""
+
+    def __init__(self, text: str, original: Any = None) -> None:
+        self.text = text
+        self.original = original
+        crash = getattr(original, "reprcrash", None)
+        self.reprcrash = crash if crash is not None else _Crash(text.splitlines()[0])
+
+    def toterminal(self, out) -> None:
+        if self.original is not None:
+            if hasattr(self.original, "toterminal"):
+                self.original.toterminal(out)
+            else:
+                out.line(str(self.original))
+            out.sep("-", "npuemu")
+        for line in self.text.splitlines():
+            out.line(line, red=True)
+
+    def __str__(self) -> str:
+        if self.original is None:
+            return self.text
+        return "%s\n%s" % (self.original, self.text)
+
+
+def _apply_findings(reports: list, findings: list) -> None:
+    text = _failure_text(findings)
+    target = next((r for r in reports if r.when == "call"), reports[-1])
+    if target.passed and hasattr(target, "wasxfail"):  # an xfail test that failed by its findings: xfailed
+        target.outcome = "skipped"
+        return
+    if target.skipped:
+        return
+    target.longrepr = _FindingsRepr(text, None if target.passed else target.longrepr)
+    target.outcome = "failed"
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: Optional[pytest.Item]):
+    """For tests that use the fixture only: the phases run before their reports are logged, so that
+    what the fixture finds at teardown becomes the failure of the test itself."""
+    if not _uses_plugin(item):
+        return None
+    from _pytest.runner import runtestprotocol
+    item.stash[_OWNED] = True
+    item.ihook.pytest_runtest_logstart(nodeid=item.nodeid, location=item.location)
+    reports = runtestprotocol(item, nextitem=nextitem, log=False)
+    findings = item.stash.get(_FINDINGS, None)
+    if findings:
+        _apply_findings(reports, findings)
+    for report in reports:
+        item.ihook.pytest_runtest_logreport(report=report)
+    item.ihook.pytest_runtest_logfinish(nodeid=item.nodeid, location=item.location)
+    return True

@@ -1,0 +1,175 @@
+"""`npuemu run [OPTIONS] [--] PROGRAM ARGS` (emulator/launcher.py, docs/run.md): Python scripts and C programs
+run under the options' settings, in the toolkit's environment for executables; the exit status is the
+program's (or the sanitizer's), 128+N for a signal, 127 for a missing program, 2 for a bad option."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import ctoolkit
+
+
+def npuemu_run(*args: str, cwd=None, env=None) -> subprocess.CompletedProcess:
+    return subprocess.run([*ctoolkit.npuemu_command(), "run", *args], capture_output=True, text=True, timeout=120,
+                          cwd=None if cwd is None else str(cwd), env=clean_environment() if env is None else env)
+
+
+def clean_environment() -> dict:
+    """This environment without NPUEMU_* settings (the options under test set them)."""
+    return {key: value for key, value in os.environ.items() if not key.startswith("NPUEMU_")}
+
+
+def script(directory, text: str, name: str = "program.py") -> str:
+    path = os.path.join(str(directory), name)
+    with open(path, "w", encoding="utf-8") as file:
+        file.write(textwrap.dedent(text))
+    return path
+
+
+SETTINGS_SCRIPT = """
+    import os
+    import sys
+    import acl
+    import emulator
+    settings = emulator.settings()
+    print(acl.rt.get_soc_name(), settings.device_count, settings.execution, settings.sanitize, sys.argv[1:])
+    sys.exit(int(os.environ.get("EXIT_WITH", "0")))
+"""
+
+LEAKING_SCRIPT = """
+    import sys
+    import acl
+    acl.init()
+    acl.rt.set_device(0)
+    address, ret = acl.rt.malloc(64, 0)
+    assert ret == 0
+    if "--free" in sys.argv:
+        acl.rt.free(address)
+    acl.rt.reset_device(0)
+    acl.finalize()
+"""
+
+
+def test_a_script_runs_with_the_settings_and_its_exit_code(tmp_path):
+    path = script(tmp_path, SETTINGS_SCRIPT)
+    done = npuemu_run("--soc", "Ascend310P", "--devices", "2", "--execution", "eager", "--sanitize", "memcheck",
+                      "--", path, "-v", "--soc", "x", env={**clean_environment(), "EXIT_WITH": "3"})
+    assert done.returncode == 3, done.stderr
+    assert done.stdout.split("\n")[0] == "Ascend310P3 2 eager memcheck ['-v', '--soc', 'x']"
+    done = npuemu_run(path, cwd=tmp_path)  # no `--`, no option: the environment's settings
+    assert (done.returncode, done.stdout.split(" ")[0]) == (0, "Ascend910B3"), done.stderr
+
+
+def test_a_shebang_script_runs_with_this_interpreter(tmp_path):
+    path = script(tmp_path, "#!/usr/bin/env python3\n" + textwrap.dedent(SETTINGS_SCRIPT), name="tool")
+    done = npuemu_run("--soc", "Ascend910", "./tool", cwd=tmp_path)  # not executable: it is read as Python
+    assert (done.returncode, done.stdout.split(" ")[0]) == (0, "Ascend910A"), done.stderr
+
+
+def test_error_exitcode_is_the_status_of_a_program_that_reported(tmp_path):
+    path = script(tmp_path, LEAKING_SCRIPT)
+    done = npuemu_run("--error-exitcode", "9", path)
+    assert done.returncode == 9, done.stderr
+    assert "npuemu: leak: device memory" in done.stderr and "SUMMARY: 1 report(s) (1 leak)" in done.stderr
+    done = npuemu_run("--error-exitcode", "9", path, "--free")
+    assert (done.returncode, done.stderr) == (0, "")
+
+
+def test_faults_make_the_programs_call_fail(tmp_path):
+    path = script(tmp_path, """
+        import acl
+        acl.init()
+        acl.rt.set_device(0)
+        first, ret1 = acl.rt.malloc(64, 0)
+        second, ret2 = acl.rt.malloc(64, 0)
+        print(ret1, ret2)
+        acl.rt.free(second)
+        acl.rt.reset_device(0)
+        acl.finalize()
+    """)
+    done = npuemu_run("--faults", "aclrtMalloc#1=207001", path)
+    assert (done.returncode, done.stdout) == (0, "207001 0\n"), done.stderr
+
+
+def test_bad_options_stop_before_the_program_starts(tmp_path):
+    marker = tmp_path / "started"
+    path = script(tmp_path, "open(%r, 'w').close()\n" % str(marker))
+    for option, value, message in (
+            ("--sanitize", "bogus", "npuemu run: NPUEMU_SANITIZE: expected one of off, memcheck, full, found 'bogus'"),
+            ("--soc", "Ascend123", "npuemu run: NPUEMU_SOC: "),
+            ("--error-exitcode", "300", "npuemu run: NPUEMU_SANITIZE_EXITCODE: expected an exit code in [0, 255]"),
+            ("--devices", "two", "npuemu run: NPUEMU_DEVICE_COUNT: expected an integer, found 'two'"),
+            ("--faults", "aclrtMaloc#1=207001", "npuemu run: NPUEMU_FAULTS: ")):
+        done = npuemu_run(option, value, path)
+        assert done.returncode == 2 and done.stderr.startswith(message), (option, done.stderr)
+        assert not marker.exists()
+    done = npuemu_run("--sanitize", "full")
+    assert done.returncode == 2 and "expected a program to run" in done.stderr
+
+
+def test_missing_programs_signals_and_files_that_cannot_run(tmp_path):
+    done = npuemu_run(str(tmp_path / "missing.py"))
+    assert done.returncode == 127 and "missing.py: no such file or program" in done.stderr
+    done = npuemu_run("npuemu-no-such-program-anywhere")
+    assert done.returncode == 127 and "npuemu-no-such-program-anywhere: no such file or program" in done.stderr
+    data = tmp_path / "data.txt"
+    data.write_text("not a program\n")
+    done = npuemu_run(str(data))
+    assert done.returncode == 126 and "not executable" in done.stderr
+    done = npuemu_run("--", "sh", "-c", "kill -TERM $$")
+    assert done.returncode == 128 + 15, done.stderr
+
+
+def test_a_c_program_runs_without_sourcing_set_env(tmp_path):
+    ctoolkit.require_compilers()
+    program = ctoolkit.compile_program(r"""
+        #include <cstdio>
+        #include <cstdlib>
+        #include <cstring>
+        #include "acl/acl.h"
+
+        int main(int argc, char **argv)
+        {
+            if (aclInit(nullptr) != ACL_SUCCESS || aclrtSetDevice(0) != ACL_SUCCESS) {
+                return 10;
+            }
+            void *address = nullptr;
+            if (aclrtMalloc(&address, 64, ACL_MEM_MALLOC_HUGE_FIRST) != ACL_SUCCESS) {
+                return 11;
+            }
+            std::printf("%s %s\n", aclrtGetSocName(), std::getenv("ASCEND_CUSTOM_PATH") ? "toolkit" : "no toolkit");
+            if (argc < 2 || std::strcmp(argv[1], "leak") != 0) {
+                aclrtFree(address);
+            }
+            aclrtResetDevice(0);
+            aclFinalize();
+            return argc > 2 ? std::atoi(argv[2]) : 0;
+        }
+    """, tmp_path)
+    env = ctoolkit.untouched_environment()
+    env = {key: value for key, value in env.items() if not key.startswith("NPUEMU_")}
+    direct = subprocess.run([program], capture_output=True, text=True, timeout=120, env=env)
+    assert direct.returncode != 0, "the program should not find libascendcl.so without the toolkit's environment"
+    done = npuemu_run("--soc", "Ascend910_93", "--", program, "free", "5", env=env)
+    assert (done.returncode, done.stdout) == (5, "Ascend910_9391 toolkit\n"), done.stderr
+    done = npuemu_run("--error-exitcode", "9", program, "leak", env=env)
+    assert done.returncode == 9, done.stdout + done.stderr
+    assert "npuemu: leak: device memory" in done.stderr
+
+
+def test_the_toolkit_environment_is_what_set_env_gives():
+    from emulator import launcher
+    root = ctoolkit.toolkit_root()
+    env = launcher.toolkit_environment(ctoolkit.untouched_environment())
+    assert env["LD_LIBRARY_PATH"].split(":")[0] == os.path.join(root, "lib64")
+    assert env["ASCEND_CUSTOM_PATH"] == env["ASCEND_HOME_PATH"] == root
+
+
+def test_npuemu_help_names_run():
+    done = subprocess.run([*ctoolkit.npuemu_command(), "--help"], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and "{info,socs,run" in done.stdout
+    done = subprocess.run([sys.executable, "-m", "emulator", "run", "--help"], capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 0 and "npuemu run [OPTIONS] [--] PROGRAM [ARGS...]" in done.stdout

@@ -1,0 +1,279 @@
+"""npuemu's pytest plugin (emulator/pytest_plugin.py, docs/pytest.md): pytest runs small client test files
+in a subprocess (pytester) and the outcomes are checked: a clean test passes, a test with a leak, a
+report or an unsynchronised fault fails with it in the failure text, the next test starts fresh, the
+marker and the command-line options choose the settings, expected reports pass."""
+from __future__ import annotations
+
+import os
+import re
+import textwrap
+from importlib import metadata
+
+import pytest
+
+pytest_plugins = ["pytester"]
+
+PLUGIN = "emulator.pytest_plugin"
+
+
+def plugin_args() -> list:
+    """`-p emulator.pytest_plugin` unless pytest loads it by itself (its pytest11 entry point is
+    installed): the same module registered twice is an error."""
+    if os.environ.get("PYTEST_DISABLE_PLUGIN_AUTOLOAD"):
+        return ["-p", PLUGIN]
+    try:
+        entries = metadata.entry_points(group="pytest11")
+    except TypeError:  # Python 3.9: a dict of groups
+        entries = metadata.entry_points().get("pytest11", [])
+    return [] if any(entry.value.split(":")[0] == PLUGIN for entry in entries) else ["-p", PLUGIN]
+
+
+@pytest.fixture
+def client(pytester, monkeypatch):
+    """Runs pytest on a client test file (HEADER + the source given; a fresh process each time, without the
+    caller's NPUEMU_* settings)."""
+    for name in list(os.environ):
+        if name.startswith("NPUEMU_"):
+            monkeypatch.delenv(name)
+
+    def run(source: str, *args: str, name: str = "test_client"):
+        path = pytester.makepyfile(**{name: HEADER + textwrap.dedent(source)})
+        return pytester.runpytest_subprocess(*plugin_args(), "-p", "no:cacheprovider", "-rA", *args, str(path),
+                                             timeout=120)
+    return run
+
+
+HEADER = """
+import numpy as np
+import pytest
+
+import acl
+import aclnn_api as nn
+import emulator
+from emulator import leaks
+from emulator.state import PROCESS
+
+
+def open_devices():
+    return [device.id for device in PROCESS.devices if device.is_open]
+
+
+def launch_on_freed_memory(stream):
+    '''aclnnLogSigmoidBackward queued on `stream`, then its output freed: the kernel faults when it runs.'''
+    host = np.ones(4, np.float32)
+    buffers = [acl.rt.malloc(16, 0)[0] for _ in range(3)]
+    for buffer in buffers:
+        assert acl.rt.memcpy(buffer, 16, host.ctypes.data, 16, acl.ACL_MEMCPY_HOST_TO_DEVICE) == 0
+    tensors = [nn.aclCreateTensor([4], nn.ACL_FLOAT, None, 0, nn.ACL_FORMAT_ND, None, b) for b in buffers]
+    size, executor, ret = nn.aclnnLogSigmoidBackwardGetWorkspaceSize(tensors[0], tensors[1], tensors[1], tensors[2])
+    assert ret == 0
+    assert nn.aclnnLogSigmoidBackward(None, size, executor, stream) == 0
+    for buffer in buffers:
+        assert acl.rt.free(buffer) == 0
+    return tensors
+
+
+def destroy(tensors):
+    for tensor in tensors:
+        assert nn.aclDestroyTensor(tensor) == 0
+"""
+
+
+def failure_of(result, test: str) -> str:
+    """The failure section of `test` in pytest's output, without the output pytest captured."""
+    text = result.stdout.str()
+    match = re.search(r"_{3,} %s _{3,}\n(.*?)(?=\n_{3,} \S[^\n]* _{3,}\n|\n={3,} [^\n]* ={3,}\n)" % re.escape(test),
+                      text, re.S)
+    assert match, "no failure section for %s in:\n%s" % (test, text)
+    return re.split(r"\n-{3,} Captured ", match.group(1))[0]
+
+
+def test_clean_tests_pass_leaks_fail_and_the_next_test_starts_fresh(client):
+    result = client("""
+        def test_clean(npu):
+            assert acl.rt.get_device() == (0, 0) and acl.rt.get_context()[0] == npu.context
+            address, ret = acl.rt.malloc(64, 0)
+            assert ret == 0 and acl.rt.free(address) == 0
+            assert acl.rt.synchronize_stream(npu.stream) == 0
+
+        def test_leaks(npu):
+            address, ret = acl.rt.malloc(100, 0)
+            assert ret == 0
+
+        def test_raises_and_leaves_everything_open(npu):
+            assert acl.rt.set_device(1) == 0 and acl.rt.set_device(0) == 0
+            assert acl.init() == acl.ACL_ERROR_REPEAT_INITIALIZE
+            acl.rt.malloc(32, 0)
+            raise RuntimeError("boom")
+
+        def test_next_one_starts_fresh(npu):
+            assert PROCESS.init_count == 1 and open_devices() == [0]
+            assert acl.rt.get_device() == (0, 0)
+            assert acl.get_recent_err_msg() is None
+            assert npu.leaks() == [] or all("stream" in line for line in npu.leaks())
+            assert emulator.reports() == []
+
+        def test_plain_after_the_fixture():
+            assert acl.init() == 0, acl.get_recent_err_msg()   # no 100002: the fixture finalized
+            assert acl.rt.set_device(0) == 0                    # left set, the runtime initialised
+
+        def test_fixture_after_a_plain_test_that_left_everything_open(npu):
+            assert PROCESS.init_count == 1 and open_devices() == [0]
+    """)
+    result.assert_outcomes(passed=4, failed=2)
+    leak = failure_of(result, "test_leaks")
+    assert "npuemu: 1 finding(s) in this test (1 leak)" in leak
+    assert re.search(r"npuemu: leakcheck: leak: device memory 0x[0-9a-f]+ \(100 bytes\) on device 0, made at "
+                     r"\S*test_client.py:\d+ in test_leaks$", leak, re.M), leak
+    raised = failure_of(result, "test_raises_and_leaves_everything_open")
+    assert "RuntimeError: boom" in raised
+    assert re.search(r"leak: device memory 0x[0-9a-f]+ \(32 bytes\) on device 0, made at \S*test_client.py:\d+ in "
+                     r"test_raises_and_leaves_everything_open", raised), raised
+    assert "FAILED test_client.py::test_leaks - npuemu: 1 finding(s) in this test (1 leak)" in result.stdout.str()
+
+
+def test_a_fault_of_queued_work_fails_the_test_with_the_report(client):
+    result = client("""
+        @pytest.mark.npuemu(sanitize="off")
+        def test_never_synchronised(npu):
+            destroy(launch_on_freed_memory(npu.stream))
+
+        def test_never_synchronised_sanitized(npu):
+            destroy(launch_on_freed_memory(npu.stream))
+
+        @pytest.mark.npuemu(sanitize="off")
+        def test_synchronised_and_checked(npu):
+            tensors = launch_on_freed_memory(npu.stream)
+            assert acl.rt.synchronize_stream(npu.stream) == acl.ACL_ERROR_RT_AICORE_EXCEPTION
+            assert "aclnnLogSigmoidBackward" in acl.get_recent_err_msg()
+            destroy(tensors)
+    """)
+    result.assert_outcomes(passed=1, failed=2)
+    plain = failure_of(result, "test_never_synchronised")
+    assert "npuemu: device fault: queued work of device 0 failed and the test never synchronised it" in plain
+    assert "returned 507015" in plain and "AI Core exception in aclnnLogSigmoidBackward" in plain
+    sanitized = failure_of(result, "test_never_synchronised_sanitized")
+    assert "AI Core exception" in sanitized and "aclnnLogSigmoidBackward" in sanitized
+
+
+def test_reports_fail_the_test_unless_expected(client, monkeypatch):
+    result = client("""
+        def test_publishes(npu):
+            emulator.report.publish("race", "racecheck", "a race made up by the test")
+
+        def test_channel_is_empty_again(npu):
+            assert emulator.reports() == []
+
+        @pytest.mark.npuemu(expect_reports=("race",))
+        def test_expects_a_race(npu):
+            emulator.report.publish("race", "racecheck", "an expected race")
+
+        @pytest.mark.npuemu(expect_reports="race")
+        def test_expects_a_race_that_does_not_come(npu):
+            pass
+
+        @pytest.mark.npuemu(expect_reports=("race",))
+        def test_expects_a_race_and_gets_another_report(npu):
+            emulator.report.publish("race", "racecheck", "the expected race")
+            emulator.report.publish("uninitialised read", "initcheck", "an unexpected read")
+
+        def test_takes_the_reports(npu):
+            emulator.report.publish("race", "racecheck", "a race checked by the test")
+            emulator.report.publish("race", "racecheck", "a race checked by the test")
+            taken = npu.take_reports("race")
+            assert [(r.kind, r.message, r.count) for r in taken] == [("race", "a race checked by the test", 2)]
+            assert npu.reports() == []
+
+        @pytest.mark.npuemu(expect_reports=("leak",))
+        def test_expects_a_leak(npu):
+            acl.rt.malloc(64, 0)
+            assert len(npu.leaks()) == 2  # the fixture's stream and this
+
+        def test_plain_test_is_not_checked():
+            assert acl.init() == 0 and acl.rt.set_device(0) == 0
+            acl.rt.malloc(64, 0)  # a leak, but the plugin does not watch this test
+            emulator.report.publish("race", "racecheck", "outside the fixture")
+    """)
+    result.assert_outcomes(passed=5, failed=3)
+    assert "npuemu: racecheck: race: a race made up by the test" in failure_of(result, "test_publishes")
+    missing = failure_of(result, "test_expects_a_race_that_does_not_come")
+    assert "npuemu: expected a report of kind 'race' (expect_reports), found none" in missing
+    other = failure_of(result, "test_expects_a_race_and_gets_another_report")
+    assert "initcheck: uninitialised read: an unexpected read" in other and "the expected race" not in other
+
+    # the reports a passing test expected are not counted again at exit (NPUEMU_SANITIZE_EXITCODE)
+    monkeypatch.setenv("NPUEMU_SANITIZE_EXITCODE", "9")
+    result = client("""
+        @pytest.mark.npuemu(expect_reports=("race", "leak"))
+        def test_expected(npu):
+            emulator.report.publish("race", "racecheck", "an expected race")
+            acl.rt.malloc(64, 0)
+    """, name="test_exit")
+    result.assert_outcomes(passed=1)
+    assert result.ret == 0, result.stderr.str()
+
+
+def test_the_marker_chooses_the_settings_and_they_are_restored(client):
+    result = client("""
+        @pytest.mark.npuemu(soc="Ascend310P", devices=2, execution="eager", sanitize="memcheck")
+        def test_marker(npu):
+            assert acl.rt.get_soc_name() == "Ascend310P3" == npu.soc_name
+            assert acl.rt.get_device_count() == (2, 0) and npu.device_count == 2
+            assert (emulator.settings().execution, emulator.settings().sanitize) == ("eager", "memcheck")
+            second = npu.set_device(1)
+            assert second.device_id == 1 and acl.rt.get_device() == (1, 0)
+            assert acl.rt.get_context()[0] == second.context and second.context != npu.context
+            address, ret = acl.rt.malloc(64, 0)
+            assert ret == 0 and acl.rt.free(address) == 0
+            assert npu.set_device(0).stream == npu.stream and acl.rt.get_device() == (0, 0)
+
+        @pytest.mark.npuemu(devices=1)
+        def test_one_device(npu):
+            assert acl.rt.set_device(1) != 0
+            acl.get_recent_err_msg()
+
+        @pytest.mark.npuemu(soc="Ascend910")
+        def test_marker_without_the_fixture():
+            assert acl.rt.get_soc_name() == "Ascend910A"
+            assert acl.rt.get_device() == (0, 0)
+
+        @pytest.mark.npuemu(soc="Ascend910_93", execution="eager")
+        class TestClass:
+            def test_class_marker(self, npu):
+                assert npu.soc_name == "Ascend910_9391" and npu.settings.execution == "eager"
+
+            @pytest.mark.npuemu(soc="Ascend950")
+            def test_closest_marker_wins(self, npu):
+                assert npu.soc_name == "Ascend950PR" and npu.settings.execution == "eager"
+
+        @pytest.mark.npuemu(soc="NoSuchChip")
+        def test_bad_marker_value(npu):
+            pass
+
+        def test_plain_after():
+            settings = emulator.settings()
+            assert (settings.soc, settings.device_count, settings.execution, settings.sanitize) == (
+                "Ascend910B", 8, "async", "full")
+    """)
+    result.assert_outcomes(passed=6, errors=1)
+    assert re.search(r"ERROR at setup of test_bad_marker_value.*npuemu fixture: soc: .*NoSuchChip", result.stdout.str(),
+                     re.S)
+
+
+def test_command_line_and_ini_options(client, pytester):
+    pytester.makeini("[pytest]\nnpuemu_soc = Ascend310P\nnpuemu_execution = eager\n")
+    source = """
+        def test_options(npu):
+            settings = npu.settings
+            assert (npu.soc_name, settings.device_count, settings.execution, settings.sanitize) == (
+                "Ascend910_9391", 3, "eager", "off")
+
+        @pytest.mark.npuemu(soc="Ascend950", devices=2)
+        def test_marker_wins(npu):
+            assert (npu.soc_name, npu.device_count, npu.settings.sanitize) == ("Ascend950PR", 2, "off")
+    """
+    result = client(source, "--npuemu-soc", "Ascend910_93", "--npuemu-devices", "3", "--npuemu-sanitize", "OFF")
+    result.assert_outcomes(passed=2)
+    result = client(source, "--npuemu-sanitize", "bogus")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "npuemu: NPUEMU_SANITIZE: expected one of off, memcheck, full, found 'bogus'" in result.stderr.str()
