@@ -9,6 +9,7 @@ How an exception of `task.run()` becomes a fault:
 
     DeviceFault        an access the hardware would fault on        507015 ACL_ERROR_RT_AICORE_EXCEPTION
     TimeoutError       the task ran past NPUEMU_TASK_TIMEOUT          107020 ACL_ERROR_RT_TASK_TIMEOUT
+    CodedFault         a failure with its own code (fault injection)  its code
     KeyboardInterrupt  not a fault: it propagates, the program stops
     anything else      a broken internal contract of npuemu          507000 ACL_ERROR_RT_INTERNAL_ERROR
 """
@@ -39,6 +40,16 @@ class DeviceFault(Exception):
         self.allocation = allocation
 
 
+class CodedFault(Exception):
+    """A task failure with an explicit device code and kind (emulator.injection makes a task fail so)."""
+
+    def __init__(self, code: int, message: str, kind: str = "injected fault"):
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.kind = kind
+
+
 @dataclass
 class Fault:
     """One failed task: its kind and code, the task (an operator or a runtime call) and the stream it
@@ -64,6 +75,8 @@ def from_exception(error: BaseException, task: str, stream: str, launch_site: Op
     if isinstance(error, DeviceFault):
         return Fault("AI Core exception", status.ACL_ERROR_RT_AICORE_EXCEPTION, task, stream, error.message,
                      launch_site, error.tensor, error.address_range, error.allocation)
+    if isinstance(error, CodedFault):
+        return Fault(error.kind, error.code, task, stream, error.message, launch_site)
     if isinstance(error, TimeoutError):
         detail = str(error) or "it ran past its time limit"
         return Fault("task timeout", status.ACL_ERROR_RT_TASK_TIMEOUT, task, stream,
