@@ -43,6 +43,10 @@ def main(argv: list[str] | None = None) -> int:
     print("leak_check     %s" % ("on" if config.leak_check else "off"))
     print("vector_isa     %s" % config.vector_isa)
     print("task_timeout   %s" % ("%g s" % config.task_timeout if config.task_timeout else "none"))
+    print("sanitize       %s%s" % (config.sanitize, ", exit code %d if anything is reported" % config.sanitize_exitcode
+                                   if config.sanitize_exitcode is not None else ""))
+    print("trace          %s" % (config.trace or "none"))
+    print("faults         %s" % (config.faults or "none"))
     print("kernels        %s" % kernels_line(config))
     return 0
 

@@ -10,6 +10,8 @@ the runtime. They never touch the process state or its lock; everything they nee
     resolver()                      resolve, bound once for a launch of several tensors
     is_device_address(address)      whether an address is in the emulated device address space
     host_range_is_mapped(a, n)      whether host memory is mapped there
+    checks_memory()                 whether memcheck's reports are on (NPUEMU_SANITIZE)
+    launch_checks(op, tensors, ..)  a launch's tensors: destroyed since the first phase, misaligned
 """
 from __future__ import annotations
 
