@@ -105,5 +105,6 @@ class Event(Resource):
         return int(round((self._completed_record("event").timestamp - _CLOCK_ORIGIN) * 1e6))
 
     def destroy(self, site: Optional[Site] = None) -> None:
+        TRACKER.reset_event(self)
         self.release(site)
         self.context.events.remove(self)

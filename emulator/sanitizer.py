@@ -29,6 +29,8 @@ from . import report, status
 from .sites import Site, user_site
 
 ALIGNMENT = 32   # tensorData must be 32-byte aligned (the aclCreateTensor documentation)
+PENDING = 1 << 16  # unsynchronised tasks remembered per stream: a program that never synchronises
+                   # (eager mode) keeps the newest, and the memory they hold stays bounded
 POISON = 0xFF    # a NaN in fp32/fp16/bf16/fp64, -1 in every integer type
 
 
@@ -153,6 +155,8 @@ class Tracker:
                     self._check_race(stream, state, other, epoch, task)
         state.pending.append((epoch, task))
         state.epochs.append(epoch)
+        if len(state.epochs) > PENDING:
+            del state.pending[:PENDING // 2], state.epochs[:PENDING // 2]
 
     def _check_race(self, stream, state: StreamClock, other: StreamClock, epoch: int, task) -> None:
         """The new task against the pending tasks of `other` that it is not ordered after."""

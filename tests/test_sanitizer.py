@@ -420,3 +420,20 @@ def test_a_bad_level_is_the_first_calls_invalid_parameter_code():
         print(acl.init(), acl.rt.set_device(0), acl.get_recent_err_msg())
     """, NPUEMU_SANITIZE="paranoid")
     assert done.stdout.split()[1] == "100000" and "NPUEMU_SANITIZE: expected one of off, memcheck, full" in done.stdout
+
+
+def test_a_program_that_never_synchronises_keeps_the_tracker_bounded(monkeypatch):
+    from emulator import sanitizer
+    monkeypatch.setattr(sanitizer, "PENDING", 64)
+    emulator.configure(execution="eager")
+    program = Program()
+    try:
+        a = program.malloc()
+        for _ in range(200):
+            assert acl.rt.memset_async(a, N, 1, N, program.s1) == 0
+        state = sanitizer.TRACKER.clocks[program.s1]
+        assert len(state.pending) == len(state.epochs) <= 64
+        assert state.count == 200
+    finally:
+        program.close()
+    assert emulator.reports() == []
