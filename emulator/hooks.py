@@ -2,7 +2,10 @@
 calls and the stream tasks here, without the runtime knowing them. With no observer attached (the
 usual case) each hook costs one test of an empty tuple.
 
-A call observer has
+Observers are attached to one of four lists with `attach(KIND, observer)` and `detach(KIND, observer)`,
+KIND being CALLS, TASKS, MESSAGES or REPORTS.
+
+A call observer (CALLS) has
 
     before(name, args, kwargs) -> after or None
         called as a public call (runtime or aclnn, from Python or C) starts, on the caller's thread.
@@ -10,7 +13,7 @@ A call observer has
         without running (fault injection). `after(code)`, if returned, is called when the call ends
         with its status (0 for success).
 
-A task observer has
+A task observer (TASKS) has
 
     enqueued(stream, task)      the task was queued (task.site is the launch site); it may replace
                                 `task.run` (a task made to fail when it runs)
@@ -19,60 +22,30 @@ A task observer has
                                 host clock); `stream.clock` is then the device time it ended at.
                                 Records and waits (emulator.stream.RecordTask, WaitTask) are tasks
                                 too, with begin == end.
+
+A message observer (MESSAGES) has `recorded(code, api_name, message)`, for each failed call's message
+(those the C layer records itself included); a report observer (REPORTS) has `reported(report)`, for
+each new finding of the sanitizer (emulator.report.Report).
 """
 from __future__ import annotations
 
 from typing import Any
 
-CALLS: tuple = ()  # call observers, in the order attached
-TASKS: tuple = ()  # task observers
+CALLS: tuple = ()     # call observers, in the order attached
+TASKS: tuple = ()     # task observers
+MESSAGES: tuple = ()  # message observers
+REPORTS: tuple = ()   # report observers
+KINDS = ("CALLS", "TASKS", "MESSAGES", "REPORTS")
 
 
-def attach_calls(observer: Any) -> None:
-    global CALLS
-    if observer not in CALLS:
-        CALLS = CALLS + (observer,)
+def attach(kind: str, observer: Any) -> None:
+    """Add `observer` to the list `kind` (once). The lists are tuples, replaced whole, so the hot paths
+    read them without a lock."""
+    assert kind in KINDS, kind
+    if observer not in globals()[kind]:
+        globals()[kind] = globals()[kind] + (observer,)
 
 
-def detach_calls(observer: Any) -> None:
-    global CALLS
-    CALLS = tuple(o for o in CALLS if o is not observer)
-
-
-def attach_tasks(observer: Any) -> None:
-    global TASKS
-    if observer not in TASKS:
-        TASKS = TASKS + (observer,)
-
-
-def detach_tasks(observer: Any) -> None:
-    global TASKS
-    TASKS = tuple(o for o in TASKS if o is not observer)
-
-
-MESSAGES: tuple = ()  # message observers: recorded(code, api_name, message) for each failed call's message
-
-
-def attach_messages(observer: Any) -> None:
-    global MESSAGES
-    if observer not in MESSAGES:
-        MESSAGES = MESSAGES + (observer,)
-
-
-def detach_messages(observer: Any) -> None:
-    global MESSAGES
-    MESSAGES = tuple(o for o in MESSAGES if o is not observer)
-
-
-REPORTS: tuple = ()  # report observers: reported(report) for each new finding (emulator.report.Report)
-
-
-def attach_reports(observer: Any) -> None:
-    global REPORTS
-    if observer not in REPORTS:
-        REPORTS = REPORTS + (observer,)
-
-
-def detach_reports(observer: Any) -> None:
-    global REPORTS
-    REPORTS = tuple(o for o in REPORTS if o is not observer)
+def detach(kind: str, observer: Any) -> None:
+    assert kind in KINDS, kind
+    globals()[kind] = tuple(o for o in globals()[kind] if o is not observer)

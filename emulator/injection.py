@@ -282,13 +282,13 @@ def _reindex() -> None:
                 holders.append(plan)
     _call_index, _task_index = calls_index, tasks_index
     if calls_index or broken or _awaiting_settings:
-        hooks.attach_calls(OBSERVER)
+        hooks.attach("CALLS", OBSERVER)
     else:
-        hooks.detach_calls(OBSERVER)
+        hooks.detach("CALLS", OBSERVER)
     if tasks_index:
-        hooks.attach_tasks(OBSERVER)
+        hooks.attach("TASKS", OBSERVER)
     else:
-        hooks.detach_tasks(OBSERVER)
+        hooks.detach("TASKS", OBSERVER)
 
 
 def _matching(index: dict, name: str) -> Optional[list]:

@@ -317,20 +317,20 @@ def _attach(logger: Optional[Logger]) -> None:
     global LOGGER
     old = LOGGER
     if old is not None:
-        hooks.detach_calls(old)
-        hooks.detach_messages(old)
-        hooks.detach_reports(old)
-        hooks.detach_tasks(old)
+        hooks.detach("CALLS", old)
+        hooks.detach("MESSAGES", old)
+        hooks.detach("REPORTS", old)
+        hooks.detach("TASKS", old)
         if logger is None or old.sink is not logger.sink:
             old.sink.close()
     LOGGER = logger
     if logger is None:
         return
-    hooks.attach_messages(logger)
-    hooks.attach_reports(logger)  # at ERROR, leaks (WARNING) are left out in reported()
+    hooks.attach("MESSAGES", logger)
+    hooks.attach("REPORTS", logger)  # at ERROR, leaks (WARNING) are left out in reported()
     if logger.level <= DEBUG:
-        hooks.attach_calls(logger)
-        hooks.attach_tasks(logger)
+        hooks.attach("CALLS", logger)
+        hooks.attach("TASKS", logger)
 
 
 def apply(config=None) -> None:

@@ -543,17 +543,17 @@ def _follow(setting: str, soc: Optional[str], execution: Optional[str]) -> None:
         _trace = None
     if setting:
         _trace = Trace(_absolute(setting), setting, soc, execution)
-        hooks.attach_calls(_trace)
-        hooks.attach_messages(_trace)
-        hooks.attach_tasks(_trace)
-        hooks.attach_reports(_trace)
+        hooks.attach("CALLS", _trace)
+        hooks.attach("MESSAGES", _trace)
+        hooks.attach("TASKS", _trace)
+        hooks.attach("REPORTS", _trace)
 
 
 def _stop(trace: Trace) -> None:
-    hooks.detach_calls(trace)
-    hooks.detach_messages(trace)
-    hooks.detach_tasks(trace)
-    hooks.detach_reports(trace)
+    hooks.detach("CALLS", trace)
+    hooks.detach("MESSAGES", trace)
+    hooks.detach("TASKS", trace)
+    hooks.detach("REPORTS", trace)
     trace.close()
     trace.write()
 
