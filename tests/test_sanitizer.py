@@ -437,3 +437,37 @@ def test_a_program_that_never_synchronises_keeps_the_tracker_bounded(monkeypatch
     finally:
         program.close()
     assert emulator.reports() == []
+
+
+@pytest.mark.sanitizer_reports("uninitialised read")
+def test_a_pointer_kept_across_a_device_reset_is_named_as_freed_by_the_reset():
+    assert acl.init() == 0 and acl.rt.set_device(0) == 0
+    kept, _ = acl.rt.malloc(N, 0)
+    assert acl.rt.reset_device(0) == 0        # releases the memory: reported as a leak, then forgotten
+    emulator.leaks.forget()
+    report.clear()
+    assert acl.rt.set_device(0) == 0
+    try:
+        program_out = np.zeros(N // 4, np.float32)
+        stream, _ = acl.rt.create_stream()
+        assert acl.rt.memcpy_async(acl.util.numpy_to_ptr(program_out), N, kept, N, D2H, stream) == 107000
+        message = acl.get_recent_err_msg()
+        assert "freed at aclrtResetDevice(0)" in message, message
+        x, _ = acl.rt.malloc(N, 0)
+        tensors = [nn.aclCreateTensor([N // 4], nn.ACL_FLOAT, None, 0, nn.ACL_FORMAT_ND, None, a)
+                   for a in (kept, x, x, x)]
+        _, executor, ret = nn.aclnnLogSigmoidBackwardGetWorkspaceSize(*tensors)
+        assert ret == 0 and nn.aclnnLogSigmoidBackward(None, 0, executor, stream) == 0
+        assert acl.rt.synchronize_stream(stream) == 507015
+        (fault,) = [r for r in emulator.reports() if r.kind == "invalid device access"]
+        assert fault.tool == "memcheck" and "freed at aclrtResetDevice(0)" in fault.message
+        assert [role for role, _ in fault.sites][:2] == [
+            "aclnnLogSigmoidBackward on stream %s, launched" % fault.sites[0][0].split(" on stream ")[1].split(",")[0],
+            "allocation made"]
+        for tensor in tensors:
+            nn.aclDestroyTensor(tensor)
+        acl.rt.free(x)
+        acl.rt.destroy_stream(stream)
+    finally:
+        acl.rt.reset_device(0)
+        acl.finalize()
