@@ -77,6 +77,7 @@ def machine_info(torch) -> dict:
             "PyTorch": torch.__version__ if torch else "not installed",
             "NumPy": np.__version__, "Python": platform.python_version(),
             "emulated chip": emulator.settings().soc_name, "kernels": _kernels.build_info(),
+            "sanitizer (NPUEMU_SANITIZE) of the npuemu columns": emulator.settings().sanitize,
             "load average at start": "%.2f %.2f %.2f" % os.getloadavg()}
 
 
