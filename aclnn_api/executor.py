@@ -69,6 +69,22 @@ class aclOpExecutor(Resource):
         inputs, outputs = self.parameters.slots(*self.arguments) if self.parameters is not None else ((), ())
         return inputs if role == INPUTS else outputs if role == OUTPUTS else inputs + outputs
 
+    def tensors(self) -> list:
+        """(parameter name, aclTensor) of every tensor the first phase was given, lists' members included
+        (also those the kernel never reads: the card's executor holds their descriptors all the same)."""
+        if self.parameters is None:
+            return []
+        args, kwargs = self.arguments
+        found = []
+        for position, name, _ in self.parameters.tensors:
+            value = args[position] if position < len(args) else kwargs.get(name)
+            if type(value) is aclTensor:
+                found.append((name, value))
+            elif type(value) is aclTensorList:
+                found.extend(("%s[%d]" % (name, i), tensor) for i, tensor in enumerate(value.values)
+                             if type(tensor) is aclTensor)
+        return found
+
     def slot(self, role: str, index: Any, holds: type) -> Slot:
         """The `index`-th slot of `role`, which must hold a `holds` (a tensor, or a list)."""
         slots = self.slots(role)

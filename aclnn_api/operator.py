@@ -127,10 +127,6 @@ class KernelLaunch:
             writes.append((workspace, self.workspace_size, "the workspace"))
         return reads, writes
 
-    def tensors(self) -> list:
-        """(parameter name, aclTensor) of each tensor the kernel reads or writes."""
-        return [(arg.name, arg.tensor) for arg in self.args if type(arg) is TensorView]
-
     def details(self) -> dict:
         """Each tensor's dtype and shape and the workspace size, by parameter name (for the trace)."""
         found = {arg.name: "%s%s" % (dtype_name(arg.data_type), list(arg.shape))
@@ -270,7 +266,7 @@ def _launch(op: str, workspace: Any, workspace_size: Any, plan: aclOpExecutor, s
     if plan.workspace_size:
         _check_workspace(workspace, plan.workspace_size, device_id)
     if plan.launch is not None and interface.checks_memory():
-        interface.launch_checks(op, plan.launch.tensors(), site)
+        interface.launch_checks(op, plan.tensors(), site)
     if plan.launch is not None:
         work = plan.launch = plan.launch.queued()  # a repeatable executor moved by aclSetRawTensorAddr & co. stays moved
         interface.launch(target, op, functools.partial(_execute, op, work, device_id, workspace), site=site,

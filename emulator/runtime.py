@@ -681,8 +681,8 @@ def aclrtMemcpy(dst: int, destMax: int, src: int, count: int, kind: int) -> None
         planned = _copy_of(dst, destMax, src, count, kind)
         if planned is not None and planned[0].dst.address != planned[0].src.address:
             copy, device_id = planned
-            _host_access("aclrtMemcpy", copy.device_reads(), copy.device_writes())
-            copy.run(_P.address_space(), device_id, now=True)
+            with _host_call("aclrtMemcpy", copy.device_reads(), copy.device_writes()):
+                copy.run(_P.address_space(), device_id, now=True)
 
 
 def _enqueue_copy(copy: Copy, device_id: int, stream: Stream, name: str) -> None:
@@ -696,30 +696,41 @@ def _enqueue_copy(copy: Copy, device_id: int, stream: Stream, name: str) -> None
     copy.src.pointer_now(space, device_id)
     nbytes = copy.width * copy.height
     task = Task("%s(%d bytes)" % (name, nbytes), None, reads=copy.device_reads(), writes=copy.device_writes())
-    if TRACKER.hazards and copy.involves_host:
-        _hand_host_memory(task, copy, space, device_id)
-    else:
-        task.run = lambda: copy.run(space, device_id)
+    _set_run(task, lambda: copy.run(space, device_id), (copy.src, "reads"), (copy.dst, "writes"))
     enqueue(stream, task)
 
 
-def _hand_host_memory(task: Task, copy: Copy, space, device_id: int) -> None:
-    """The host side of an async copy must stay as it is until the copy runs (synccheck)."""
-    for span, role in ((copy.src, "reads"), (copy.dst, "writes")):
-        if not span.on_device:
-            TRACKER.handed_to_copy(task, span.address, span.nbytes, role)
+def _set_run(task: Task, run: Callable[[], None], *spans: tuple) -> None:
+    """The task's work: `run`. Host memory among the (Span, "reads" or "writes") it is handed must stay as it
+    is until the program synchronises with the task (synccheck)."""
+    handed = [(span, role) for span, role in spans if not span.on_device]
+    if not (TRACKER.hazards and handed):
+        task.run = run
+        return
+    for span, role in handed:
+        TRACKER.handed_to_copy(task, span.address, span.nbytes, role)
 
-    def run() -> None:
+    def checked_run() -> None:
         TRACKER.copy_running(task)
-        copy.run(space, device_id)
+        run()
         TRACKER.copy_ran(task)
-    task.run = run
+    task.run = checked_run
 
 
-def _host_access(call: str, reads: Sequence[tuple], writes: Sequence[tuple]) -> None:
-    """A synchronous call touches device memory now (synccheck and initcheck)."""
-    if TRACKER.hazards and (reads or writes):
-        TRACKER.host_access(call, user_site(skip=1), reads, writes)
+class _host_call:
+    """`with _host_call(call, reads, writes):` a synchronous call touches device memory now (synccheck and
+    initcheck), and memcheck's reports of what it touches name it."""
+
+    def __init__(self, call: str, reads: Sequence[tuple], writes: Sequence[tuple]):
+        self.call, self.reads, self.writes = call, reads, writes
+
+    def __enter__(self) -> None:
+        if TRACKER.hazards and (self.reads or self.writes):
+            TRACKER.host_access(self.call, user_site(), self.reads, self.writes)
+        TRACKER.calling = self.call
+
+    def __exit__(self, *exception) -> None:
+        TRACKER.calling = None
 
 
 @api("aclrtMemcpyAsync")
@@ -758,8 +769,8 @@ def aclrtMemcpy2d(dst: int, dpitch: int, src: int, spitch: int, width: int, heig
     """-> ret. Copies `height` rows of `width` bytes now (no wait for queued stream work)."""
     with _P.lock:
         copy, device_id = _copy_2d_of(dst, dpitch, src, spitch, width, height, kind)
-        _host_access("aclrtMemcpy2d", copy.device_reads(), copy.device_writes())
-        copy.run(_P.address_space(), device_id, now=True)
+        with _host_call("aclrtMemcpy2d", copy.device_reads(), copy.device_writes()):
+            copy.run(_P.address_space(), device_id, now=True)
 
 
 @api("aclrtMemcpy2dAsync")
@@ -792,8 +803,8 @@ def aclrtMemset(devPtr: int, maxCount: int, value: int, count: int) -> None:
         planned = _fill_of(devPtr, maxCount, value, count, pinned=False)
         if planned is not None:
             fill, device_id = planned
-            _host_access("aclrtMemset", (), fill.device_writes())
-            fill.run(_P.address_space(), device_id, now=True)
+            with _host_call("aclrtMemset", (), fill.device_writes()):
+                fill.run(_P.address_space(), device_id, now=True)
 
 
 @api("aclrtMemsetAsync")
@@ -808,9 +819,9 @@ def aclrtMemsetAsync(devPtr: int, maxCount: int, value: int, count: int, stream:
         fill, device_id = planned
         space = _P.address_space()
         fill.span.pointer_now(space, device_id)
-        span = fill.span
-        enqueue(target, Task("aclrtMemsetAsync(%d bytes)" % span.nbytes, lambda: fill.run(space, device_id),
-                             writes=fill.device_writes()))
+        task = Task("aclrtMemsetAsync(%d bytes)" % fill.span.nbytes, None, writes=fill.device_writes())
+        _set_run(task, lambda: fill.run(space, device_id), (fill.span, "writes"))
+        enqueue(target, task)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -128,6 +128,7 @@ class Tracker:
         self.host_version = 0
         self.host_copies: list[HostCopy] = []
         self.running = None                        # the task running now, if any (whose site an access has)
+        self.calling: Optional[str] = None         # the synchronous host call touching device memory now
 
     def configure(self, config) -> None:
         self.memory = config.checks_memory
@@ -288,6 +289,8 @@ class Tracker:
     def destroying_stream(self, stream, call: str, site: Site) -> None:
         """A stream goes (aclrtDestroyStream, a reset, aclFinalize) with work never synchronised."""
         state = self.clocks.pop(stream.handle, None)
+        # its work runs now (or is dropped, with Force): afterwards none of it needs host memory any more
+        self.host_copies = [copy for copy in self.host_copies if copy.task.stream is not stream]
         if state is None:
             return
         unseen = state.count - self.host.get(state.handle, 0)
@@ -313,7 +316,8 @@ class Tracker:
                 break
 
     def handed_to_copy(self, task, start: int, nbytes: int, role: str) -> None:
-        """An async copy will read (`role` "reads") or write host memory [start, start+nbytes) when it runs."""
+        """Queued work (an async copy or memset) will read (`role` "reads") or write host memory [start,
+        start+nbytes) when it runs."""
         if nbytes > 0:
             self.host_copies.append(HostCopy(task, start, start + nbytes, role))
 
@@ -321,7 +325,7 @@ class Tracker:
         """The copy runs now: the host memory it was handed must be as it was when queued."""
         for copy in self.host_copies:
             if copy.task is task:
-                self._check_host_copy(copy, "when the copy ran, at", user_site())
+                self._check_host_copy(copy, "when the copy ran, in the call", user_site())
 
     def copy_ran(self, task) -> None:
         """The copy wrote the host memory it was handed: that is what it must hold until synchronised."""
@@ -348,7 +352,7 @@ class Tracker:
             if state is not None and any(task is copy.task for _, task in state.pending):
                 kept.append(copy)
             else:
-                self._check_host_copy(copy, "at the synchronisation", user_site())
+                self._check_host_copy(copy, "by the synchronisation", user_site())
         self.host_copies = kept
 
     # -- initcheck ----------------------------------------------------------------------------------
@@ -419,7 +423,10 @@ class Tracker:
         """An access within the allocation's padding: no fault on the card, but never the program's bytes."""
         text = what() if callable(what) else str(what)
         task = self.running
-        role, site = ("%s, launched" % task.name, task.site) if task is not None else ("host call", user_site())
+        if task is not None:
+            role, site = "%s, launched" % task.name, task.site
+        else:
+            role, site = "host call %s" % (self.calling or "(a runtime call)"), user_site()
         report.publish(
             "padding overrun", "memcheck",
             "%s [0x%x, 0x%x) goes %d byte(s) past the %d bytes requested of allocation #%d, into its padding: the "

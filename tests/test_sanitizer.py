@@ -187,6 +187,24 @@ def sync_pinned_memory_freed_before_the_async_copy(p):
     assert acl.rt.synchronize_stream(p.s1) == _fault_if_queued()  # the copy writes memory that is gone
 
 
+def sync_pinned_memory_freed_under_a_queued_memset(p):
+    pinned, _ = acl.rt.malloc_host(N)
+    assert acl.rt.memset_async(pinned, N, 0, N, p.s1) == 0
+    assert acl.rt.free_host(pinned) == 0
+    assert acl.rt.synchronize_stream(p.s1) == _fault_if_queued()
+
+
+def mem_unread_parameter_misaligned_and_destroyed(p):
+    """KlDivBackward's kernel never reads `self` (the gradient is -target * gradOutput): its descriptor is
+    the executor's all the same."""
+    a, b, out = p.malloc(N + 64), p.malloc(), p.malloc()
+    grad, self_, target, result = (p.tensor(a), p.tensor(a + 8), p.tensor(b), p.tensor(out))
+    _, executor, ret = nn.aclnnKlDivBackwardGetWorkspaceSize(grad, self_, target, 0, False, result)
+    assert ret == 0 and nn.aclDestroyTensor(self_) == 0
+    assert nn.aclnnKlDivBackward(None, 0, executor, p.s1) == 0
+    assert acl.rt.synchronize_stream(p.s1) == 0
+
+
 def init_kernel_reads_a_fresh_buffer(p):
     a, b, out = p.malloc(written=False), p.malloc(), p.malloc(written=False)
     p.log_sigmoid_backward(a, b, out, p.s1)
@@ -256,6 +274,8 @@ SCENARIOS = {
     sync_destroy_stream_with_queued_work: {"pending work destroyed"},
     sync_host_memory_changed_before_the_async_copy: {"host memory in flight"},
     sync_pinned_memory_freed_before_the_async_copy: {"host memory in flight", "invalid device access"},
+    sync_pinned_memory_freed_under_a_queued_memset: {"host memory in flight", "invalid device access"},
+    mem_unread_parameter_misaligned_and_destroyed: {"destroyed tensor"},
     init_kernel_reads_a_fresh_buffer: {"uninitialised read"},
     init_half_written_buffer: {"uninitialised read"},
     init_written_by_a_kernel_then_read: set(),
