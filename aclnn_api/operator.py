@@ -270,7 +270,8 @@ def _launch(op: str, workspace: Any, workspace_size: Any, plan: aclOpExecutor, s
     if plan.launch is not None:
         work = plan.launch = plan.launch.queued()  # a repeatable executor moved by aclSetRawTensorAddr & co. stays moved
         interface.launch(target, op, functools.partial(_execute, op, work, device_id, workspace), site=site,
-                         ranges=functools.partial(work.ranges, workspace), details=work.details)
+                         ranges=functools.partial(work.ranges, workspace), details=work.details,
+                         resolves_itself=True)
     if not plan.repeatable:
         plan.consume(site)
 
@@ -301,15 +302,15 @@ def _execute(op: str, launch: KernelLaunch, device_id: int, workspace: Optional[
     """Runs on the stream: resolve every address now (faults name the tensor and the allocation)."""
     _apply_kernel_settings()
     resolve = interface.resolver()
-    args = []
+    args, outputs = [], launch.outputs or ()
     for arg in launch.args:
         if type(arg) is TensorView:
             pointer = 0
-            if arg.nbytes:
-                pointer = resolve(arg.start, arg.nbytes, device_id, arg, arg.data)  # str(arg) only for a fault
+            if arg.nbytes:  # str(arg) only for a fault; inputs first, so that an in-place output is read first
+                pointer = resolve(arg.start, arg.nbytes, device_id, arg, arg.data, arg.name in outputs)
             args.append((pointer, arg.data_type, arg.shape, arg.strides))
         elif isinstance(arg, Workspace):
-            args.append(resolve(workspace + arg.offset, arg.size, device_id, "%s workspace" % op, workspace))
+            args.append(resolve(workspace + arg.offset, arg.size, device_id, "%s workspace" % op, workspace, True))
         else:
             args.append(arg)
     # Only the data at fault is the AI core's exception (e.g. a label out of range). TimeoutError

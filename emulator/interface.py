@@ -54,14 +54,18 @@ def work_stream(handle: Optional[int]) -> Stream:
 
 def launch(stream: Stream, name: str, run: Callable[[], None],
            reads: Sequence[tuple] = (), writes: Sequence[tuple] = (), site: Optional[Site] = None,
-           ranges: Optional[Callable[[], tuple]] = None, details: Optional[Callable[[], dict]] = None) -> None:
+           ranges: Optional[Callable[[], tuple]] = None, details: Optional[Callable[[], dict]] = None,
+           resolves_itself: bool = False) -> None:
     """Queue `run` on `stream` under `name`, with the user's launch site (named by its faults).
     `reads`/`writes` are the (address, nbytes) device ranges it touches. `run` raises DeviceFault where
     the hardware would fault, TimeoutError past the task timeout; anything else it raises is an
     internal error (507000) reported by the next synchronisation. `site`: the user's, if the caller
     has already taken it. `ranges`, instead of reads and writes: what makes (reads, writes) when a
-    checker first asks for them. `details`: what makes a dict of what the task works on (for the trace)."""
+    checker first asks for them. `details`: what makes a dict of what the task works on (for the trace).
+    `resolves_itself`: `run` resolves every range it touches through `resolve` with its `write` flag (a
+    kernel launch), so the sanitizer checks them there rather than before and after the run."""
     task = Task(name, run, site or user_site(), reads, writes, ranges, details)
+    task.resolves_itself = resolves_itself
     with _P.lock:
         if not stream.alive:  # destroyed by another thread since work_stream() gave it
             raise AclError(status.ACL_ERROR_RT_INVALID_HANDLE,
@@ -87,13 +91,15 @@ def current_stream() -> Stream:
         return _runtime.current_context().default_stream
 
 
-def resolve(address: int, nbytes: int, device_id: int, what, base: Optional[int] = None) -> int:
+def resolve(address: int, nbytes: int, device_id: int, what, base: Optional[int] = None,
+            write: Optional[bool] = None) -> int:
     """The host address backing device range [address, address + nbytes) of device `device_id`, which
     must lie inside the live allocation holding `base` (default: `address`). If not: DeviceFault whose
     message names `what` (a string, or a callable that makes one only when needed) and the allocation,
     with `.tensor` = what, `.address_range` = (address, address + nbytes) and `.allocation` (if any),
-    which the stream keeps in its fault record."""
-    return (_P.space or _P.address_space()).pointer(address, nbytes, device_id, what, base)
+    which the stream keeps in its fault record. `write`: the task writes (True) or reads (False) the range;
+    None (a check, no access) for a caller that only validates it."""
+    return (_P.space or _P.address_space()).pointer(address, nbytes, device_id, what, base, write)
 
 
 def resolver() -> Callable[..., int]:

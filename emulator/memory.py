@@ -301,12 +301,16 @@ class AddressSpace:
         self._fault(address, nbytes, device_id, _text(what), address if base is None else base)
 
     def pointer(self, address: int, nbytes: int, device_id: int, what: Union[str, Callable[[], str]],
-                base: Optional[int] = None) -> int:
-        """`resolve()`'s host address alone: what a kernel launch asks for each of its tensors."""
+                base: Optional[int] = None, write: Optional[bool] = None) -> int:
+        """`resolve()`'s host address alone: what a kernel launch asks for each of its tensors. `write`:
+        whether the kernel writes the range (True) or reads it (False), for the sanitizer's initcheck;
+        None when the range is only checked, not accessed."""
         allocation = self._holding(address if base is None else base, device_id)
         if allocation is not None and allocation.address <= address and address + nbytes <= allocation.end:
             if address + nbytes > allocation.user_end and TRACKER.memory:
                 TRACKER.padding_overrun(allocation, address, nbytes, what)
+            if write is not None and TRACKER.hazards:
+                TRACKER.touched(allocation, address, nbytes, write, what)
             return allocation.backing + (address - allocation.address)
         self._fault(address, nbytes, device_id, _text(what), address if base is None else base)
 

@@ -357,11 +357,27 @@ class Tracker:
 
     # -- initcheck ----------------------------------------------------------------------------------
 
+    def touched(self, allocation, start: int, nbytes: int, write: bool, what) -> None:
+        """A running task resolves [start, start+nbytes) of `allocation` to write or read it (a kernel
+        resolves each tensor as it runs: the check costs no lookup of its own)."""
+        if write:
+            allocation.written.add(start, min(start + nbytes, allocation.end))
+            return
+        bounds = allocation.written.bounds
+        if len(bounds) == 2 and bounds[0] <= start and start + nbytes <= bounds[1]:
+            return  # the common case: inside the one range written so far
+        task = self.running
+        self._check_initialised(allocation, start, nbytes, what() if callable(what) else what,
+                                "%s, launched" % task.name if task is not None else "host call", 
+                                task.site if task is not None else user_site())
+
     def check_initialised(self, start: int, nbytes: int, label, reader: str, site: Site) -> None:
         """Report a read of never-written bytes, and fill them with the poison pattern."""
         allocation = _allocation(start)
-        if allocation is None or nbytes <= 0:
-            return
+        if allocation is not None and nbytes > 0:
+            self._check_initialised(allocation, start, nbytes, label, reader, site)
+
+    def _check_initialised(self, allocation, start: int, nbytes: int, label, reader: str, site: Site) -> None:
         gaps = allocation.written.gaps(start, start + nbytes)
         if not gaps:
             return

@@ -28,13 +28,14 @@ class Task:
     device ranges it reads and writes (for a checker of races). `run()` raises DeviceFault where
     the hardware would fault and TimeoutError when it runs past the task timeout."""
 
-    __slots__ = ("name", "run", "issued_at", "done", "stream", "site", "_ranges", "_details")
+    __slots__ = ("name", "run", "issued_at", "done", "stream", "site", "_ranges", "_details", "resolves_itself")
 
     def __init__(self, name: str, run: Optional[Callable[[], None]], site: Optional[Site] = None,
                  reads: Sequence[tuple] = (), writes: Sequence[tuple] = (),
                  ranges: Optional[Callable[[], tuple]] = None, details: Optional[Callable[[], dict]] = None):
         self.name = name
         self._details = details
+        self.resolves_itself = False  # whether run() tells the sanitizer what it reads and writes itself
         self.run = run
         self.site = site if site is not None else user_site()
         # (reads, writes), or what makes them when first asked: most launches are never asked
@@ -136,7 +137,7 @@ class Stream(Resource):
         run = task.run
         begin = _clock()
         if run is not None:  # work (the common case: records and waits have no run)
-            checked = TRACKER.hazards
+            checked = TRACKER.hazards and not task.resolves_itself
             if checked:
                 TRACKER.task_running(task)
             TRACKER.running = task

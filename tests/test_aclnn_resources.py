@@ -185,7 +185,7 @@ def test_the_launch_hands_the_runtime_the_ranges_it_reads_and_writes(monkeypatch
     seen = []
     real_launch = interface.launch
 
-    def spy(stream, name, run, reads=(), writes=(), site=None, ranges=None, details=None):
+    def spy(stream, name, run, reads=(), writes=(), site=None, ranges=None, details=None, resolves_itself=False):
         if ranges is not None:
             reads, writes = ranges()
         seen.append((name, [r[:2] for r in reads], [w[:2] for w in writes]))
