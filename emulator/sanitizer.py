@@ -13,17 +13,19 @@ padding, misaligned tensors, tensors destroyed between the two phases; `full`: a
 Order is tracked with vector clocks, as the happens-before checkers of ThreadSanitizer do: each
 stream counts its tasks; a task's clock says, for every stream, how many of its tasks are ordered
 before it. A stream's clock takes in what the host has seen complete (a synchronisation) at each
-enqueue, and an event's clock (at aclrtRecordEvent) at each aclrtStreamWaitEvent. The checks follow
-the program's order of calls, not the emulator's order of running, so eager and queued execution
-report alike. Device memory is tracked as byte ranges (a strided view counts as the whole range from
-its first element to its last).
+enqueue, and an event's clock (at aclrtRecordEvent) at each aclrtStreamWaitEvent. racecheck and
+synccheck follow the program's order of calls, not the emulator's order of running, so eager and
+queued execution report alike; initcheck (and memcheck's faults) are about the bytes as they are when
+read. Device memory is tracked as byte ranges (a strided view counts as the whole range from its first
+element to its last); a kernel's ranges are checked where it resolves them (`touched`), a copy's before
+and after it runs.
 """
 from __future__ import annotations
 
 import bisect
 import ctypes
 import zlib
-from typing import Callable, Optional, Sequence
+from typing import Optional, Sequence
 
 from . import report, status
 from .sites import Site, user_site
@@ -384,7 +386,7 @@ class Tracker:
         for gap_start, gap_end in gaps:
             offset = gap_start - allocation.address
             ctypes.memset(allocation.backing + offset, POISON, gap_end - gap_start)
-        first, last = gaps[0][0], gaps[-1][1]
+        first = gaps[0][0]
         unwritten = sum(end - begin for begin, end in gaps)
         report.publish(
             "uninitialised read", "initcheck",
