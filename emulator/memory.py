@@ -421,10 +421,6 @@ class Copy:
     def involves_device(self) -> bool:
         return self.dst.on_device or self.src.on_device
 
-    @property
-    def involves_host(self) -> bool:
-        return not (self.dst.on_device and self.src.on_device)
-
     def device_reads(self) -> list:
         """(address, nbytes, name) of the device bytes the copy reads: a row each for a 2-D copy."""
         return self._rows(self.src, self.spitch) if self.src.on_device else []

@@ -370,7 +370,7 @@ class Tracker:
             return  # the common case: inside the one range written so far
         task = self.running
         self._check_initialised(allocation, start, nbytes, what() if callable(what) else what,
-                                "%s, launched" % task.name if task is not None else "host call", 
+                                "%s, launched" % task.name if task is not None else "host call",
                                 task.site if task is not None else user_site())
 
     def check_initialised(self, start: int, nbytes: int, label, reader: str, site: Site) -> None:
