@@ -83,11 +83,19 @@ def publish(kind: str, tool: str, message: str, sites: Sequence[tuple] = (), res
         _reports.append(report)
         _by_key[key] = report
     if show:
-        sys.stderr.write(report.text() + "\n")
-        sys.stderr.flush()
+        _write(report.text())
     for observer in hooks.REPORTS:
         observer.reported(report)
     return report
+
+
+def _write(text: str) -> None:
+    """To stderr; a program that closed it loses the text, never its call."""
+    try:
+        sys.stderr.write(text + "\n")
+        sys.stderr.flush()
+    except (OSError, ValueError, AttributeError):  # closed, or None (pythonw, a C host without fd 2)
+        pass
 
 
 def reports() -> list[Report]:
@@ -134,7 +142,7 @@ def _at_exit() -> None:
     line = summary()
     if line is None:
         return
-    sys.stderr.write(line + "\n")
+    _write(line)
     code = _exit_code[0]
     if code is not None:
         sys.stdout.flush()

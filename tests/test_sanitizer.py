@@ -491,3 +491,13 @@ def test_a_pointer_kept_across_a_device_reset_is_named_as_freed_by_the_reset():
     finally:
         acl.rt.reset_device(0)
         acl.finalize()
+
+
+@pytest.mark.parametrize("nbytes,changed_at", [(4096, 100), (8 << 20, 0), (8 << 20, (8 << 20) - 1)])
+def test_a_changed_host_buffer_is_found_whole_or_sampled(nbytes, changed_at):
+    from emulator.sanitizer import _checksum
+    buffer = np.zeros(nbytes, np.uint8)
+    before = _checksum(buffer.ctypes.data, nbytes)
+    assert _checksum(buffer.ctypes.data, nbytes) == before
+    buffer[changed_at] = 1  # the first and last bytes are in sampled pages
+    assert _checksum(buffer.ctypes.data, nbytes) != before
