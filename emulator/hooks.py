@@ -38,12 +38,13 @@ REPORTS: tuple = ()   # report observers
 KINDS = ("CALLS", "TASKS", "MESSAGES", "REPORTS")
 
 
-def attach(kind: str, observer: Any) -> None:
-    """Add `observer` to the list `kind` (once). The lists are tuples, replaced whole, so the hot paths
-    read them without a lock."""
+def attach(kind: str, observer: Any, first: bool = False) -> None:
+    """Add `observer` to the list `kind` (once), at the end, or at the start with `first`: observers that
+    only watch (logs, trace) go first, so that they also see the calls a later one (fault injection)
+    makes fail. The lists are tuples, replaced whole, so the hot paths read them without a lock."""
     assert kind in KINDS, kind
     if observer not in globals()[kind]:
-        globals()[kind] = globals()[kind] + (observer,)
+        globals()[kind] = (observer,) + globals()[kind] if first else globals()[kind] + (observer,)
 
 
 def detach(kind: str, observer: Any) -> None:

@@ -329,7 +329,7 @@ def _attach(logger: Optional[Logger]) -> None:
     hooks.attach("MESSAGES", logger)
     hooks.attach("REPORTS", logger)  # at ERROR, leaks (WARNING) are left out in reported()
     if logger.level <= DEBUG:
-        hooks.attach("CALLS", logger)
+        hooks.attach("CALLS", logger, first=True)
         hooks.attach("TASKS", logger)
 
 

@@ -543,7 +543,7 @@ def _follow(setting: str, soc: Optional[str], execution: Optional[str]) -> None:
         _trace = None
     if setting:
         _trace = Trace(_absolute(setting), setting, soc, execution)
-        hooks.attach("CALLS", _trace)
+        hooks.attach("CALLS", _trace, first=True)
         hooks.attach("MESSAGES", _trace)
         hooks.attach("TASKS", _trace)
         hooks.attach("REPORTS", _trace)
