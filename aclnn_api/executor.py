@@ -85,6 +85,19 @@ class aclOpExecutor(Resource):
                              if type(tensor) is aclTensor)
         return found
 
+    def has_unfit_tensors(self, alignment: int) -> bool:
+        """Whether a tensor it was planned with is destroyed or its data address not a multiple of
+        `alignment`: the check of every launch, which names nothing (tensors() does, when it is true)."""
+        args, kwargs = self.arguments
+        for value in (*args, *kwargs.values()):
+            if type(value) is aclTensor:
+                if not value.alive or value.data % alignment:
+                    return True
+            elif type(value) is aclTensorList and any(
+                    type(t) is aclTensor and (not t.alive or t.data % alignment) for t in value.values):
+                return True
+        return False
+
     def slot(self, role: str, index: Any, holds: type) -> Slot:
         """The `index`-th slot of `role`, which must hold a `holds` (a tensor, or a list)."""
         slots = self.slots(role)

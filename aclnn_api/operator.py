@@ -265,7 +265,7 @@ def _launch(op: str, workspace: Any, workspace_size: Any, plan: aclOpExecutor, s
     device_id = target.device_id
     if plan.workspace_size:
         _check_workspace(workspace, plan.workspace_size, device_id)
-    if plan.launch is not None and interface.checks_memory():
+    if plan.launch is not None and interface.checks_memory() and plan.has_unfit_tensors(interface.TENSOR_ALIGNMENT):
         interface.launch_checks(op, plan.tensors(), site)
     if plan.launch is not None:
         work = plan.launch = plan.launch.queued()  # a repeatable executor moved by aclSetRawTensorAddr & co. stays moved

@@ -11,6 +11,7 @@ the runtime. They never touch the process state or its lock; everything they nee
     is_device_address(address)      whether an address is in the emulated device address space
     host_range_is_mapped(a, n)      whether host memory is mapped there
     checks_memory()                 whether memcheck's reports are on (NPUEMU_SANITIZE)
+    TENSOR_ALIGNMENT                what a tensor's data address must be a multiple of
     launch_checks(op, tensors, ..)  a launch's tensors: destroyed since the first phase, misaligned
 """
 from __future__ import annotations
@@ -21,6 +22,7 @@ from . import runtime as _runtime, status
 from .context import current as current_context
 from .errors import AclError
 from .resource import HANDLES
+from .sanitizer import ALIGNMENT as TENSOR_ALIGNMENT  # noqa: F401  (for the layers above)
 from .sanitizer import TRACKER as _TRACKER
 from .config import Config
 from .faults import DeviceFault  # noqa: F401  (re-exported for the layers above)
