@@ -12,6 +12,7 @@ import argparse
 import datetime
 import os
 import platform
+import subprocess
 import sys
 import time
 from typing import Optional
@@ -27,7 +28,7 @@ import sanitizer_cost
 from cases import LOG_SIGMOID, OPERATORS, Case, Operator, Size
 from data import DTYPE_LABEL, FLOAT_DTYPES, TOLERANCE, BenchDevice, decode
 from memory import run_child
-from report import Result, render
+from report import Result, merge, render
 from timing import BUDGETS, QUICK, NpuemuCall, Triad, interleaved_medians, profile_text
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -78,7 +79,21 @@ def machine_info(torch) -> dict:
             "NumPy": np.__version__, "Python": platform.python_version(),
             "emulated chip": emulator.settings().soc_name, "kernels": _kernels.build_info(),
             "sanitizer (NPUEMU_SANITIZE) of the npuemu columns": emulator.settings().sanitize,
-            "load average at start": "%.2f %.2f %.2f" % os.getloadavg()}
+            "load average at start": "%.2f %.2f %.2f" % os.getloadavg(), "commit": git_commit()}
+
+
+def git_commit() -> str:
+    """The commit the benchmarked tree is at ("+ changes" when it has uncommitted ones), or "unknown"."""
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=HERE, capture_output=True, text=True,
+                              timeout=10)
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=HERE,
+                               capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    if head.returncode != 0:
+        return "unknown"
+    return head.stdout.strip() + (" + changes" if dirty.stdout.strip() else "")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -426,8 +441,12 @@ def main(argv: Optional[list] = None) -> int:
     text = render(info, notes, validations, profile, results, skips, memory, threads,
                   {op.name: op.torch_path for op in ops}, c_path_lines, sanitizer_lines)
     if args.output != "-":
+        previous = ""
+        if os.path.exists(args.output):
+            with open(args.output) as f:
+                previous = f.read()
         with open(args.output, "w") as f:
-            f.write(text)
+            f.write(merge(previous, info["CPU"], text))
     log("")
     log(text)
     wrong = [r for r in results if "WRONG" in r.check] + [v for v in validations if "MISMATCH" in v]
