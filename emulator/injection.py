@@ -179,11 +179,10 @@ class inject_faults:
     A malformed spec raises ConfigError here, before the block. On exit the previous specs are in force
     again (NPUEMU_FAULTS', the enclosing blocks'); they counted the calls made inside the block too."""
 
-    def __init__(self, spec: str, source: str = "inject_faults", _error: Optional[ConfigError] = None):
+    def __init__(self, spec: str, source: str = "inject_faults"):
         self.spec = spec
         self.source = source
-        self.error = _error  # NPUEMU_FAULTS that could not be parsed: every call fails with this message
-        self.entries = parse(spec, source) if _error is None else ()
+        self.entries = parse(spec, source)
         self._watched = {(entry.task, entry.name) for entry in self.entries}
         self._lock = threading.Lock()
         self._counts: dict = {}
@@ -271,17 +270,14 @@ def _reindex() -> None:
     global _call_index, _task_index
     calls_index: dict = {}
     tasks_index: dict = {}
-    broken = False
     for plan in _in_force():
-        if plan.error is not None:
-            broken = True
         for entry in plan.entries:
             index = tasks_index if entry.task else calls_index
             holders = index.setdefault(entry.name, [])
             if plan not in holders:
                 holders.append(plan)
     _call_index, _task_index = calls_index, tasks_index
-    if calls_index or broken or _awaiting_settings:
+    if calls_index or _awaiting_settings:
         hooks.attach("CALLS", OBSERVER)
     else:
         hooks.detach("CALLS", OBSERVER)
@@ -320,10 +316,7 @@ class _Observer:
 
     def before(self, name: str, args: tuple, kwargs: dict):
         if _awaiting_settings:
-            _read_settings()
-        setting = _setting
-        if setting is not None and setting.error is not None:
-            raise ConfigError(str(setting.error))  # the call fails as with any bad setting (100000 / 161002)
+            _read_settings()  # a malformed NPUEMU_FAULTS: ConfigError, the call fails as with any bad setting
         fired = _fire(_call_index, name, task=False)
         if fired is not None:
             plan, entry, ordinal = fired
@@ -365,29 +358,15 @@ OBSERVER = _Observer()
 
 def apply(config) -> None:
     """Put `config.faults` in force (called each time the settings change). The same spec as before
-    keeps its counts; a new one counts from now; a malformed one raises ConfigError, and every call
-    then fails with that message until the settings change."""
+    keeps its counts; a new one counts from now. (A malformed one never gets here: the settings are
+    validated, emulator.config, with parse() below, so the calls that read them fail instead.)"""
     global _setting, _awaiting_settings
     spec = config.faults or ""
     with _lock:
         _awaiting_settings = False
-        if _setting is not None and _setting.spec == spec:
-            _reindex()
-            if _setting.error is not None:
-                raise ConfigError(str(_setting.error))
-            return
-        plan: Optional[inject_faults] = None
-        error: Optional[ConfigError] = None
-        if spec.strip():
-            try:
-                plan = inject_faults(spec, SETTING)
-            except ConfigError as bad:
-                error = bad
-                plan = inject_faults(spec, SETTING, _error=bad)
-        _setting = plan
+        if _setting is None or _setting.spec != spec:
+            _setting = inject_faults(spec, SETTING) if spec.strip() else None
         _reindex()
-    if error is not None:
-        raise error
 
 
 def _read_settings() -> None:
