@@ -34,6 +34,7 @@ from __future__ import annotations
 import functools
 import os
 import re
+import typing
 from dataclasses import dataclass, replace
 from typing import Optional
 
@@ -96,7 +97,21 @@ def parse_size(text: str, name: str = "NPUEMU_DEVICE_MEMORY") -> int:
     return int(match.group(1)) * scale
 
 
+def _typed(config: Config) -> None:
+    """Each setting of the type its field declares (configure() takes any Python value): ConfigError
+    naming its variable otherwise. A bool is no number here, a number is a float."""
+    for name, hint in typing.get_type_hints(Config).items():
+        allowed = typing.get_args(hint) or (hint,)  # Optional[int] -> (int, NoneType)
+        if float in allowed:
+            allowed += (int,)
+        value = getattr(config, name)
+        if not isinstance(value, allowed) or (isinstance(value, bool) and bool not in allowed):
+            raise ConfigError("NPUEMU_%s: expected %s, found %r" % (
+                name.upper(), " or ".join("None" if kind is type(None) else kind.__name__ for kind in allowed), value))
+
+
 def _validated(config: Config) -> Config:
+    _typed(config)
     try:
         soc_profiles.resolve(config.soc)
     except ValueError as error:

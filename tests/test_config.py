@@ -2,6 +2,7 @@
 with a message that names the variable."""
 import pytest
 
+import emulator
 from emulator import config
 from emulator.config import ConfigError, from_environment
 
@@ -57,3 +58,20 @@ def test_the_task_timeout_is_in_seconds_and_zero_means_no_limit(env):
 def test_configure_names_the_keyword_of_a_bad_size():
     with pytest.raises(ConfigError, match="^device_memory: expected bytes"):
         config.with_changes(from_environment(), device_memory="lots")
+
+
+@pytest.mark.parametrize("setting,value,expected", [
+    ("sanitize_exitcode", "5", "NPUEMU_SANITIZE_EXITCODE: expected int or None, found '5'"),
+    ("sanitize", 3, "NPUEMU_SANITIZE: expected str, found 3"),
+    ("trace", 5, "NPUEMU_TRACE: expected str, found 5"),
+    ("faults", 7, "NPUEMU_FAULTS: expected str, found 7"),
+    ("task_timeout", "x", "NPUEMU_TASK_TIMEOUT: expected float or int, found 'x'"),
+    ("threads", True, "NPUEMU_THREADS: expected int, found True"),
+    ("leak_check", 1, "NPUEMU_LEAK_CHECK: expected bool, found 1"),
+])
+def test_configure_rejects_a_value_of_the_wrong_type_naming_the_setting(setting, value, expected):
+    before = emulator.settings()
+    with pytest.raises(emulator.ConfigError) as raised:
+        emulator.configure(**{setting: value})
+    assert str(raised.value) == expected
+    assert emulator.settings() == before
