@@ -268,9 +268,9 @@ class Tracker:
                     self._report_missing_sync(call, site, start, nbytes, label, write, handle, access)
                     break
         for start, nbytes, label in reads:
-            self.check_initialised(start, nbytes, label, "%s, called" % call, site)
+            self._read(start, nbytes, label, "%s, called" % call, site)
         for start, nbytes, _ in writes:
-            self.mark_written(start, nbytes)
+            self._write(start, nbytes)
 
     def _report_missing_sync(self, call: str, site: Site, start: int, nbytes: int, label: str, write: bool,
                              handle: int, access: Access) -> None:
@@ -374,63 +374,51 @@ class Tracker:
         """A running task resolves [start, start+nbytes) of `allocation` to write or read it (a kernel
         resolves each tensor as it runs: the check costs no lookup of its own)."""
         if write:
-            allocation.written.add(start, min(start + nbytes, allocation.end))
-            return
-        bounds = allocation.written.bounds
-        if len(bounds) == 2 and bounds[0] <= start and start + nbytes <= bounds[1]:
-            return  # the common case: inside the one range written so far
-        task = self.running
-        self._check_initialised(allocation, start, nbytes, what() if callable(what) else what,
-                                "%s, launched" % task.name if task is not None else "host call",
-                                task.site if task is not None else user_site())
+            _wrote(allocation, start, nbytes)
+        elif not allocation.written.covers(start, start + nbytes):
+            task = self.running
+            self._unwritten(allocation, start, nbytes, what, "%s, launched" % task.name if task is not None
+                            else "host call", task.site if task is not None else user_site())
 
-    def check_initialised(self, start: int, nbytes: int, label, reader: str, site: Site) -> None:
-        """Report a read of never-written bytes, and fill them with the poison pattern."""
+    def _read(self, start: int, nbytes: int, label, reader: str, site: Site) -> None:
+        """A copy or a host call reads [start, start+nbytes): never-written bytes are reported."""
+        allocation = _allocation(start)
+        if allocation is not None and nbytes > 0 and not allocation.written.covers(start, start + nbytes):
+            self._unwritten(allocation, start, nbytes, label, reader, site)
+
+    def _write(self, start: int, nbytes: int) -> None:
         allocation = _allocation(start)
         if allocation is not None and nbytes > 0:
-            self._check_initialised(allocation, start, nbytes, label, reader, site)
+            _wrote(allocation, start, nbytes)
 
-    def _check_initialised(self, allocation, start: int, nbytes: int, label, reader: str, site: Site) -> None:
+    def _unwritten(self, allocation, start: int, nbytes: int, what, reader: str, site: Site) -> None:
+        """Report a read of never-written bytes of `allocation` (`what`: the range's name, or what makes
+        it), and fill them with the poison pattern."""
         gaps = allocation.written.gaps(start, start + nbytes)
         if not gaps:
             return
         for gap_start, gap_end in gaps:
             offset = gap_start - allocation.address
             ctypes.memset(allocation.backing + offset, POISON, gap_end - gap_start)
-        first = gaps[0][0]
         unwritten = sum(end - begin for begin, end in gaps)
         report.publish(
             "uninitialised read", "initcheck",
             "%s reads %s [0x%x, 0x%x), of which %d byte(s) from offset %d of allocation #%d were never written "
             "(by a copy, a memset or a kernel); they read as the poison pattern 0x%02X"
-            % (reader.split(",")[0], label, start, start + nbytes, unwritten, first - allocation.address,
-               allocation.serial, POISON),
+            % (reader.split(",")[0], what() if callable(what) else what, start, start + nbytes, unwritten,
+               gaps[0][0] - allocation.address, allocation.serial, POISON),
             (("read by %s" % reader, site), ("allocation made", allocation.site)),
             (allocation.describe(),))
 
-    def mark_written(self, start: int, nbytes: int) -> None:
-        allocation = _allocation(start)
-        if allocation is not None and nbytes > 0:
-            allocation.written.add(start, min(start + nbytes, allocation.end))
-
     def task_running(self, task) -> None:
-        """Before a task runs: its device reads must be of written bytes."""
+        """Before a task (a copy) runs: its device reads must be of written bytes."""
         for entry in task.ranges()[0]:
-            start, nbytes = entry[0], entry[1]
-            allocation = _allocation(start)
-            if allocation is not None:
-                bounds = allocation.written.bounds  # the common case inline: inside the one range written
-                if len(bounds) == 2 and bounds[0] <= start and start + nbytes <= bounds[1]:
-                    continue
-                self.check_initialised(start, nbytes, entry[2] if len(entry) > 2 else "",
-                                       "%s, launched" % task.name, task.site)
+            self._read(entry[0], entry[1], entry[2] if len(entry) > 2 else "", "%s, launched" % task.name, task.site)
 
     def task_ran(self, task) -> None:
         """After a task ran: what it wrote is initialised."""
         for entry in task.ranges()[1]:
-            allocation = _allocation(entry[0])
-            if allocation is not None and entry[1] > 0:
-                allocation.written.add(entry[0], min(entry[0] + entry[1], allocation.end))
+            self._write(entry[0], entry[1])
 
     # -- memcheck ------------------------------------------------------------------------------------
 
@@ -494,10 +482,15 @@ class Written:
     def __init__(self) -> None:
         self.bounds: list[int] = []
 
+    def covers(self, start: int, end: int) -> bool:
+        """Whether all of [start, end) was written: inside one written range."""
+        i = bisect.bisect_right(self.bounds, start)
+        return i % 2 == 1 and end <= self.bounds[i]
+
     def add(self, start: int, end: int) -> None:
+        if self.covers(start, end):
+            return  # the common case: written again
         bounds = self.bounds
-        if bounds and bounds[0] <= start and end <= bounds[-1] and len(bounds) == 2:
-            return  # the common case: inside the one range written so far
         i = bisect.bisect_left(bounds, start)
         j = bisect.bisect_right(bounds, end)
         if i % 2:        # start falls inside a range: extend from that range's start
@@ -510,10 +503,9 @@ class Written:
 
     def gaps(self, start: int, end: int) -> list[tuple]:
         """The parts of [start, end) never written."""
-        bounds = self.bounds
-        if len(bounds) == 2 and bounds[0] <= start and end <= bounds[1]:
-            return []  # the common case: inside the one range written so far
-        found, cursor = [], start
+        if self.covers(start, end):
+            return []  # the common case
+        bounds, found, cursor = self.bounds, [], start
         i = bisect.bisect_right(bounds, start)
         if i % 2:   # start is inside a written range
             cursor = bounds[i]
@@ -527,6 +519,10 @@ class Written:
             cursor = bounds[i + 1]
             i += 2
         return found
+
+
+def _wrote(allocation, start: int, nbytes: int) -> None:
+    allocation.written.add(start, min(start + nbytes, allocation.end))
 
 
 _process: list = []  # emulator.state.PROCESS, once imported (it imports this module)
