@@ -36,7 +36,7 @@ import os
 import re
 import typing
 from dataclasses import dataclass, replace
-from typing import Optional
+from typing import Mapping, Optional
 
 from . import soc as soc_profiles
 
@@ -138,9 +138,9 @@ def _validated(config: Config) -> Config:
     return config
 
 
-def _env(name: str, default, parse, expected: str):
+def _env(environ: Mapping[str, str], name: str, default, parse, expected: str):
     """NPUEMU_<name> read with `parse` (int, float, ...), or `default` when unset or empty."""
-    text = os.environ.get(name)
+    text = environ.get(name)
     if text is None or text == "":
         return default
     try:
@@ -149,16 +149,16 @@ def _env(name: str, default, parse, expected: str):
         raise ConfigError("%s: expected %s, found %r" % (name, expected, text)) from None
 
 
-def _int_env(name: str, default: Optional[int]) -> Optional[int]:
-    return _env(name, default, int, "an integer")
+def _int_env(environ: Mapping[str, str], name: str, default: Optional[int]) -> Optional[int]:
+    return _env(environ, name, default, int, "an integer")
 
 
-def _float_env(name: str, default: float) -> float:
-    return _env(name, default, float, "a number")
+def _float_env(environ: Mapping[str, str], name: str, default: float) -> float:
+    return _env(environ, name, default, float, "a number")
 
 
-def _bool_env(name: str, default: bool) -> bool:
-    text = os.environ.get(name)
+def _bool_env(environ: Mapping[str, str], name: str, default: bool) -> bool:
+    text = environ.get(name)
     if text is None or text == "":
         return default
     if text.strip().lower() in _TRUE:
@@ -168,26 +168,28 @@ def _bool_env(name: str, default: bool) -> bool:
     raise ConfigError("%s: expected one of %s, found %r" % (name, "/".join(_TRUE + _FALSE), text))
 
 
-def from_environment() -> Config:
-    soc = os.environ.get("NPUEMU_SOC") or "Ascend910B"
+def from_environment(environ: Optional[Mapping[str, str]] = None) -> Config:
+    """The settings of `environ` (default: this process's environment), validated."""
+    env = os.environ if environ is None else environ
+    soc = env.get("NPUEMU_SOC") or "Ascend910B"
     try:
         capacity = soc_profiles.resolve(soc)[0].memory_bytes
     except ValueError as error:
         raise ConfigError("NPUEMU_SOC: %s" % error) from None
-    memory = os.environ.get("NPUEMU_DEVICE_MEMORY")
+    memory = env.get("NPUEMU_DEVICE_MEMORY")
     return _validated(Config(
         soc=soc,
-        device_count=_int_env("NPUEMU_DEVICE_COUNT", 8),
+        device_count=_int_env(env, "NPUEMU_DEVICE_COUNT", 8),
         device_memory=parse_size(memory) if memory else capacity,
-        threads=_int_env("NPUEMU_THREADS", usable_cores()),
-        execution=(os.environ.get("NPUEMU_EXECUTION") or "async").lower(),
-        leak_check=_bool_env("NPUEMU_LEAK_CHECK", True),
-        vector_isa=(os.environ.get("NPUEMU_VECTOR_ISA") or "auto").lower(),
-        task_timeout=_float_env("NPUEMU_TASK_TIMEOUT", DEFAULT_TASK_TIMEOUT),
-        sanitize=(os.environ.get("NPUEMU_SANITIZE") or DEFAULT_SANITIZE).strip().lower(),
-        sanitize_exitcode=_int_env("NPUEMU_SANITIZE_EXITCODE", None),
-        trace=os.environ.get("NPUEMU_TRACE") or "",
-        faults=os.environ.get("NPUEMU_FAULTS") or "",
+        threads=_int_env(env, "NPUEMU_THREADS", usable_cores()),
+        execution=(env.get("NPUEMU_EXECUTION") or "async").lower(),
+        leak_check=_bool_env(env, "NPUEMU_LEAK_CHECK", True),
+        vector_isa=(env.get("NPUEMU_VECTOR_ISA") or "auto").lower(),
+        task_timeout=_float_env(env, "NPUEMU_TASK_TIMEOUT", DEFAULT_TASK_TIMEOUT),
+        sanitize=(env.get("NPUEMU_SANITIZE") or DEFAULT_SANITIZE).strip().lower(),
+        sanitize_exitcode=_int_env(env, "NPUEMU_SANITIZE_EXITCODE", None),
+        trace=env.get("NPUEMU_TRACE") or "",
+        faults=env.get("NPUEMU_FAULTS") or "",
     ))
 
 

@@ -20,7 +20,6 @@ import signal
 import subprocess
 import sys
 from typing import Optional
-from unittest import mock
 
 from .config import ConfigError, from_environment
 
@@ -73,13 +72,7 @@ def settings_environment(args: argparse.Namespace, base: dict) -> dict:
             if not os.path.isdir(os.path.dirname(value)):
                 raise ConfigError("NPUEMU_TRACE: expected a file in an existing directory, found %r" % value)
         env[variable] = value
-    with mock.patch.dict(os.environ, env, clear=True):  # the settings' own reading and validation
-        config = from_environment()
-    if config.faults:
-        from . import injection
-        parse = getattr(injection, "parse", None)  # the spec's own parser: a typo is found before the run
-        if parse is not None:
-            parse(config.faults)
+    from_environment(env)  # the settings' own reading and validation (NPUEMU_FAULTS' parser included)
     return env
 
 
