@@ -34,6 +34,7 @@ import os
 import re
 import sys
 import threading
+from dataclasses import dataclass
 from typing import Any, Optional
 
 from . import calls, hooks
@@ -52,17 +53,12 @@ POINTER_PARAMETERS = frozenset((
 LIST_SHOWN = 16  # values of a list shown; the count says how many more
 
 
+@dataclass(frozen=True)
 class Settings:
     """What the environment asks for: `level` (None: off), `stdout`, `directory` of the plog files."""
-
-    def __init__(self, level: Optional[int], stdout: bool, directory: str):
-        self.level, self.stdout, self.directory = level, stdout, directory
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Settings) and vars(self) == vars(other)
-
-    def __repr__(self) -> str:
-        return "Settings(level=%r, stdout=%r, directory=%r)" % (self.level, self.stdout, self.directory)
+    level: Optional[int]
+    stdout: bool
+    directory: str
 
 
 _noted: set = set()
@@ -338,7 +334,7 @@ def apply(config=None) -> None:
     attach or detach the observers; the same variables keep the same logger (and plog file)."""
     with _lock:
         settings = from_environment()
-        if LOGGER is not None and LOGGER.settings == settings and LOGGER.level == settings.level:
+        if LOGGER is not None and LOGGER.settings == settings:
             logger = LOGGER
         else:
             logger = Logger(settings) if settings.level is not None else None
