@@ -9,6 +9,7 @@ aclrtLaunchCallback.
 """
 from __future__ import annotations
 
+import inspect
 import sys
 from importlib import metadata
 from typing import Callable, Optional
@@ -68,6 +69,24 @@ def find(name: str, load: bool = True) -> Optional[Callable]:
     """The public function called `name`, or None."""
     fn = runtime_calls().get(name)
     return fn if fn is not None else aclnn_calls(load).get(name)
+
+
+_parameters: dict = {}  # call name -> its parameter names
+
+
+def parameter_names(name: str) -> tuple:
+    """The parameter names of the public call `name`, in order (empty for a call not found: a C
+    toolkit function with no Python twin, or aclnn's before aclnn_api is imported)."""
+    names = _parameters.get(name)
+    if names is None:
+        fn = find(name, load=False)
+        try:
+            names = tuple(inspect.signature(fn).parameters) if fn is not None else ()
+        except (TypeError, ValueError):
+            names = ()
+        if fn is not None:  # a name not found yet may be found once its layer is imported
+            _parameters[name] = names
+    return names
 
 
 def is_aclnn(name: str) -> bool:

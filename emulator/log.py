@@ -220,25 +220,9 @@ def _is_handle(number: int) -> bool:
     return number >= HANDLE_BASE and (HANDLES.get(number) is not None or HANDLES.retired(number) is not None)
 
 
-_parameters: dict = {}  # call name -> its parameter names
-
-
-def _parameter_names(name: str) -> tuple:
-    names = _parameters.get(name)
-    if names is None:
-        import inspect
-        fn = calls.find(name, load=False)
-        try:
-            names = tuple(inspect.signature(getattr(fn, "__wrapped__", fn)).parameters) if fn else ()
-        except (TypeError, ValueError):
-            names = ()
-        _parameters[name] = names
-    return names
-
-
 def arguments(name: str, args: tuple, kwargs: dict) -> str:
     """`size=64, policy=0`: the call's arguments by their parameter names."""
-    names = _parameter_names(name)
+    names = calls.parameter_names(name)
     shown = ["%s=%s" % (names[i] if i < len(names) else "arg%d" % i,
                         _argument(names[i] if i < len(names) else None, value)) for i, value in enumerate(args)]
     shown += ["%s=%s" % (key, _argument(key, value)) for key, value in kwargs.items()]

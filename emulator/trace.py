@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import atexit
 import datetime
-import inspect
 import itertools
 import json
 import os
@@ -34,7 +33,7 @@ import threading
 import time
 from typing import Any, Optional
 
-from . import hooks
+from . import calls, hooks
 
 LIMIT = 1_000_000       # events kept (calls, tasks, flow ends); later ones are dropped and counted
 REPORT_LIMIT = 10_000   # sanitizer reports kept, besides LIMIT (they are few: repeats only count)
@@ -175,7 +174,6 @@ class Trace:
         self.broken = False               # an internal error was reported once
         self.started = time.time()
         self.started_at = time.perf_counter()
-        self.parameters: dict = {}        # call name -> its parameter names (for showing pointers in hex)
 
     # -- collecting --------------------------------------------------------------------------------
 
@@ -242,23 +240,12 @@ class Trace:
         return after
 
     def _arguments(self, name: str, values: tuple, positional: int) -> str:
-        names = self.parameters.get(name)
-        if names is None:
-            names = self.parameters[name] = self._parameter_names(name)
+        names = calls.parameter_names(name)
         shown = [_shown(names[position] if position < len(names) else "", value)
                  for position, value in enumerate(values[:positional])]
         shown += ["%s=%s" % (key, _shown(key, value)) for key, value in values[positional:]]
         text = ", ".join(shown)
         return text if len(text) <= ARGUMENTS_SHOWN else text[:ARGUMENTS_SHOWN - 3] + "..."
-
-    @staticmethod
-    def _parameter_names(name: str) -> tuple:
-        try:
-            from . import calls
-            fn = calls.find(name, load=False)
-            return tuple(inspect.signature(fn).parameters) if fn is not None else ()
-        except Exception:
-            return ()
 
     # message observer ------------------------------------------------------------------------------
 
