@@ -255,7 +255,7 @@ def _check(what: str, ret: int) -> None:
         pytest.fail("npuemu fixture: %s returned %d: %s" % (what, ret, rt.aclGetRecentErrMsg()), pytrace=False)
 
 
-def _close_everything(forget_leaks: bool) -> None:
+def close_everything(forget_leaks: bool) -> None:
     """Every open device reset (all its references), aclFinalize, this thread's messages and last
     error cleared: the runtime as a fresh process has it. `forget_leaks`: drop what is unreleased
     before aclFinalize would report it (the fixture has collected it already)."""
@@ -303,7 +303,7 @@ def npu(request: pytest.FixtureRequest):
     marked, expected = _marker_settings(item)
     changes.update(marked)
     if PROCESS.init_count > 0 or any(device.is_open for device in PROCESS.devices):
-        _close_everything(forget_leaks=False)  # left by a test without the fixture: its leaks are reported now
+        close_everything(forget_leaks=False)  # left by a test without the fixture: its leaks are reported now
     try:
         saved = dataclasses.asdict(emulator.settings())
         emulator.configure(**changes)
@@ -317,7 +317,7 @@ def npu(request: pytest.FixtureRequest):
         yield session
         findings = session._finish(expected)
     finally:
-        _close_everything(forget_leaks=True)
+        close_everything(forget_leaks=True)
         if not start:
             report.clear()  # the test's reports are delivered with its result, not again at exit
         emulator.configure(**saved)

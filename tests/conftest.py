@@ -3,10 +3,9 @@ import dataclasses
 
 import pytest
 
-import acl
 import emulator
 from emulator import leaks, report
-from emulator.state import PROCESS
+from emulator.pytest_plugin import close_everything
 
 # Findings a test meets without saying so: a fault of queued work is also the status the test checks,
 # and leaks are checked below on their own.
@@ -27,12 +26,7 @@ def clean_runtime(request):
     report.clear()
     yield
     left = leaks.outstanding()
-    for device in PROCESS.devices:
-        while device.is_open:
-            acl.rt.reset_device(device.id)
-    acl.finalize()
-    acl.get_recent_err_msg()
-    leaks.forget()
+    close_everything(forget_leaks=True)
     emulator.configure(**saved)
     found = _undeclared_findings(request)
     report.clear()
