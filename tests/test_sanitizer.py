@@ -501,3 +501,22 @@ def test_a_changed_host_buffer_is_found_whole_or_sampled(nbytes, changed_at):
     assert _checksum(buffer.ctypes.data, nbytes) == before
     buffer[changed_at] = 1  # the first and last bytes are in sampled pages
     assert _checksum(buffer.ctypes.data, nbytes) != before
+
+
+@pytest.mark.sanitizer_reports("uninitialised read")
+def test_an_in_place_output_never_written_is_read_uninitialised_whatever_the_kernels_argument_order():
+    """KlDivBackward's kernel takes its output first: `out` is also `gradOutput` here, and never written."""
+    program = Program()
+    try:
+        grad_out = program.malloc(written=False)
+        target = program.malloc()
+        self_ = program.malloc()
+        tensors = [program.tensor(a) for a in (grad_out, self_, target, grad_out)]
+        _, executor, ret = nn.aclnnKlDivBackwardGetWorkspaceSize(tensors[0], tensors[1], tensors[2], 0, False,
+                                                                 tensors[3])
+        assert ret == 0 and nn.aclnnKlDivBackward(None, 0, executor, program.s1) == 0
+        assert acl.rt.synchronize_stream(program.s1) == 0
+    finally:
+        program.close()
+    (finding,) = emulator.reports()
+    assert finding.kind == "uninitialised read" and "gradOutput" in finding.message
