@@ -302,17 +302,13 @@ def _execute(op: str, launch: KernelLaunch, device_id: int, workspace: Optional[
     """Runs on the stream: resolve every address now (faults name the tensor and the allocation)."""
     _apply_kernel_settings()
     resolve = interface.resolver()
-    outputs, pointers = launch.outputs or (), {}
-    # Inputs first, then outputs, whatever the kernel's argument order: an output that is also an input
-    # (in place) is checked as read before the sanitizer counts it written. str(arg) only for a fault.
-    for writes in (False, True):
-        for index, arg in enumerate(launch.args):
-            if type(arg) is TensorView and arg.nbytes and (arg.name in outputs) is writes:
-                pointers[index] = resolve(arg.start, arg.nbytes, device_id, arg, arg.data, writes)
-    args = []
-    for index, arg in enumerate(launch.args):
+    args, outputs = [], launch.outputs or ()
+    for arg in launch.args:
         if type(arg) is TensorView:
-            args.append((pointers.get(index, 0), arg.data_type, arg.shape, arg.strides))
+            pointer = 0
+            if arg.nbytes:  # str(arg) only for a fault
+                pointer = resolve(arg.start, arg.nbytes, device_id, arg, arg.data, arg.name in outputs)
+            args.append((pointer, arg.data_type, arg.shape, arg.strides))
         elif isinstance(arg, Workspace):
             args.append(resolve(workspace + arg.offset, arg.size, device_id, "%s workspace" % op, workspace, True))
         else:

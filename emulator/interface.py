@@ -65,7 +65,7 @@ def launch(stream: Stream, name: str, run: Callable[[], None],
     has already taken it. `ranges`, instead of reads and writes: what makes (reads, writes) when a
     checker first asks for them. `details`: what makes a dict of what the task works on (for the trace).
     `resolves_itself`: `run` resolves every range it touches through `resolve` with its `write` flag (a
-    kernel launch), so the sanitizer checks them there rather than before and after the run."""
+    kernel launch), so the sanitizer checks them there rather than in a pass over its ranges."""
     task = Task(name, run, site or user_site(), reads, writes, ranges, details)
     task.resolves_itself = resolves_itself
     with _P.lock:

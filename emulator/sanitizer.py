@@ -141,6 +141,7 @@ class Tracker:
         self.host_version = 0
         self.host_copies: list[HostCopy] = []
         self.running = None                        # the task running now, if any (whose site an access has)
+        self.written_by_running: list = []         # (allocation, start, nbytes) it resolved to write
         self.calling: Optional[str] = None         # the synchronous host call touching device memory now
 
     def configure(self, config) -> None:
@@ -372,9 +373,10 @@ class Tracker:
 
     def touched(self, allocation, start: int, nbytes: int, write: bool, what) -> None:
         """A running task resolves [start, start+nbytes) of `allocation` to write or read it (a kernel
-        resolves each tensor as it runs: the check costs no lookup of its own)."""
+        resolves each tensor as it runs: the check costs no lookup of its own). What it writes counts as
+        written once it has run (task_ran): an output that is also an input (in place) is read first."""
         if write:
-            _wrote(allocation, start, nbytes)
+            self.written_by_running.append((allocation, start, nbytes))
         elif not allocation.written.covers(start, start + nbytes):
             task = self.running
             self._unwritten(allocation, start, nbytes, what, "%s, launched" % task.name if task is not None
@@ -411,12 +413,21 @@ class Tracker:
             (allocation.describe(),))
 
     def task_running(self, task) -> None:
-        """Before a task (a copy) runs: its device reads must be of written bytes."""
+        """Before a task runs: its device reads must be of written bytes (a task that resolves its
+        ranges itself, a kernel, is checked as it resolves them: touched())."""
+        if task.resolves_itself:
+            self.written_by_running = []
+            return
         for entry in task.ranges()[0]:
             self._read(entry[0], entry[1], entry[2] if len(entry) > 2 else "", "%s, launched" % task.name, task.site)
 
     def task_ran(self, task) -> None:
         """After a task ran: what it wrote is initialised."""
+        if task.resolves_itself:
+            for allocation, start, nbytes in self.written_by_running:
+                _wrote(allocation, start, nbytes)
+            self.written_by_running = []
+            return
         for entry in task.ranges()[1]:
             self._write(entry[0], entry[1])
 

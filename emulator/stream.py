@@ -137,7 +137,7 @@ class Stream(Resource):
         run = task.run
         begin = _clock()
         if run is not None:  # work (the common case: records and waits have no run)
-            checked = TRACKER.hazards and not task.resolves_itself
+            checked = TRACKER.hazards
             if checked:
                 TRACKER.task_running(task)
             TRACKER.running = task
