@@ -6,8 +6,10 @@ exactly what `emulator.configure(sanitize=...)` sets, so that one device and one
 every level and the rounds interleave."""
 from __future__ import annotations
 
+import dataclasses
 from typing import Callable
 
+import emulator
 from emulator.config import SANITIZE_LEVELS
 from emulator.sanitizer import TRACKER
 
@@ -15,13 +17,13 @@ SIZES = ("4x4", "1e5", "large")
 
 
 class AtLevel:
-    """A call made with the sanitizer at `level`."""
+    """A call made with the sanitizer at `level` (the settings in force with that level, made once)."""
 
     def __init__(self, call: Callable[[], None], level: str):
-        self.call, self.level = call, level
+        self.call, self.settings = call, dataclasses.replace(emulator.settings(), sanitize=level)
 
     def __call__(self) -> None:
-        TRACKER.memory, TRACKER.hazards = self.level != "off", self.level == "full"
+        TRACKER.configure(self.settings)
         self.call()
 
 
