@@ -87,18 +87,11 @@ def is_python_script(path: str) -> bool:
     return first.startswith(b"#!") and b"python" in first
 
 
-def toolkit_environment(env: dict) -> dict:
-    """`env` as `source <toolkit root>/set_env.sh` leaves it (the toolkit's own script, run by bash)."""
-    try:
-        from npuemu_toolkit import ToolkitMissing, root
-    except ImportError:
-        raise LaunchError("npuemu's C toolkit (package npuemu_toolkit) is not installed: C and C++ programs "
-                          "cannot run; install npuemu with its toolkit (`make install` or `pip install .`)",
-                          CANNOT_EXECUTE) from None
-    try:
-        toolkit = root()
-    except ToolkitMissing as error:
-        raise LaunchError(str(error), CANNOT_EXECUTE) from None
+def toolkit_environment(env: dict, toolkit: Optional[str] = None) -> dict:
+    """`env` as `source <toolkit>/set_env.sh` leaves it (the toolkit's own script, run by bash); `toolkit`:
+    the installed toolkit's root by default."""
+    if toolkit is None:
+        toolkit = _toolkit_root()
     bash = shutil.which("bash", path=env.get("PATH"))
     if bash is None:
         raise LaunchError("bash is needed to read the toolkit's environment (%s/set_env.sh), and is not on PATH"
@@ -116,6 +109,19 @@ def toolkit_environment(env: dict) -> dict:
         else:
             result.pop(key, None)
     return result
+
+
+def _toolkit_root() -> str:
+    try:
+        from npuemu_toolkit import ToolkitMissing, root
+    except ImportError:
+        raise LaunchError("npuemu's C toolkit (package npuemu_toolkit) is not installed: C and C++ programs "
+                          "cannot run; install npuemu with its toolkit (`make install` or `pip install .`)",
+                          CANNOT_EXECUTE) from None
+    try:
+        return root()
+    except ToolkitMissing as error:
+        raise LaunchError(str(error), CANNOT_EXECUTE) from None
 
 
 def command_line(program: str, args: list, env: dict) -> tuple[list, dict]:

@@ -32,11 +32,9 @@ def toolkit_root() -> str:
 
 @functools.lru_cache(maxsize=None)
 def _sourced_environment() -> tuple:
-    done = subprocess.run(["bash", "-c", 'source "$1/set_env.sh" && env -0', "bash", toolkit_root()],
-                          capture_output=True, timeout=60, env=dict(os.environ))
-    assert done.returncode == 0, done.stderr
-    pairs = (entry.split(b"=", 1) for entry in done.stdout.split(b"\0") if b"=" in entry)
-    return tuple((key.decode(), value.decode()) for key, value in pairs)
+    """What `source <root>/set_env.sh` gives, as `npuemu run` reads it for the programs it starts."""
+    from emulator.launcher import toolkit_environment
+    return tuple(toolkit_environment(dict(os.environ), toolkit_root()).items())
 
 
 def toolkit_environment(**changes: Optional[str]) -> dict:
