@@ -192,6 +192,67 @@ def _object(kind: type, value: Any) -> Any:
     return found if isinstance(found, kind) and found.alive else value
 
 
+_MISSING = object()
+_IMMUTABLE = (aclIntArray, aclFloatArray, aclBoolArray, aclScalar)  # values copied at creation, never changed
+
+
+class PlanCache:
+    """The plans of first phases that passed every check, by the state of their arguments. A first
+    phase called again with the same tensors (the same description and address: the same `version`,
+    and still alive), the same arrays and scalars, equal plain values and the same settings (the chip)
+    would run the same checks to the same plan: it is given the plan it made before. This is what a
+    training loop does on every step, and the checks were about half of a small call's first phase.
+
+    Only successes are kept: a rejected call runs its checks again, in order, with its message. A
+    call with arguments of any other type (a tensor list, whose members can change; NumPy scalars)
+    or keyword arguments is planned afresh each time. A queued launch never changes (KernelLaunch),
+    so executors can share one."""
+
+    def __init__(self, size: int = 1024):
+        self.size = size
+        self._plans: dict = {}
+
+    def key(self, args: tuple) -> Optional[tuple]:
+        """What the plan of `args` depends on, or None when it cannot be told cheaply."""
+        key = [id(interface.settings())]  # replaced, never modified: its identity is its content (and
+                                          # hashing the frozen dataclass would cost a microsecond)
+        for value in args:
+            kind = type(value)
+            if kind is aclTensor:
+                if not value.alive:
+                    return None
+                key.append(value.version)  # never given twice, to any tensor
+            elif kind in _IMMUTABLE:
+                if not value.alive:
+                    return None
+                key.append(value.handle)   # handles are never reused
+            elif kind is float:
+                key.append(value.hex())    # 0.0 == -0.0, but a plan may keep the sign
+            elif value is None or kind is int or kind is bool or kind is str:
+                key.append(value)
+            else:
+                return None
+            key.append(kind)               # True == 1 == a version: the type tells them apart
+        return tuple(key)
+
+    def get(self, key: tuple) -> Any:
+        """The plan kept for `key`, or _MISSING."""
+        found = self._plans.get(key)
+        if found is None or found[2] is not interface.settings():  # an id reused by new settings
+            return _MISSING
+        return found[0]
+
+    def put(self, key: tuple, launch: Optional[KernelLaunch], args: tuple) -> None:
+        """The arguments and settings are kept with the plan: while it is kept, no object whose identity
+        its key holds can be collected and its id reused."""
+        if len(self._plans) >= self.size:  # programs that make new tensors for every call only fill it
+            self._plans.clear()
+        self._plans[key] = (launch, args, interface.settings())
+
+    def clear(self) -> None:
+        self._plans.clear()
+
+
 def first_phase(op: str, outputs: Optional[Sequence[str]] = None) -> Callable:
     """Decorator: fn(args...) -> KernelLaunch | None becomes aclnnXxxGetWorkspaceSize(args...) ->
     (workspace_size, executor, status).
@@ -201,18 +262,22 @@ def first_phase(op: str, outputs: Optional[Sequence[str]] = None) -> Callable:
     every aclnn prototype with one output."""
     def wrap(plan: Callable) -> Callable:
         parameters = Parameters(plan, outputs)
+        plans = PlanCache()
 
         # `api` turns a wrong argument count into 161002: it reads plan's signature through functools.wraps.
         @api(op + "GetWorkspaceSize", failure=(0, None), internal_code=status.ACLNN_ERR_INNER)
         @functools.wraps(plan)
         def get_workspace_size(*args: Any, **kwargs: Any):
             args, kwargs = parameters.by_handle(args, kwargs)
-            launch = plan(*args, **kwargs)
-            workspace_size = 0
-            if launch is not None:
-                workspace_size = launch.workspace_size
-                if launch.outputs is None:
+            key = None if kwargs else plans.key(args)
+            launch = _MISSING if key is None else plans.get(key)
+            if launch is _MISSING:
+                launch = plan(*args, **kwargs)
+                if launch is not None and launch.outputs is None:
                     launch.outputs = parameters.outputs
+                if key is not None:
+                    plans.put(key, launch, args)
+            workspace_size = 0 if launch is None else launch.workspace_size
             # The site is taken here, not deep inside the executor: fewer frames to walk to the user's.
             return workspace_size, aclOpExecutor(op, launch, workspace_size, parameters, (args, kwargs), user_site(skip=1))
         plan.__annotations__.setdefault("return", "tuple[int, Optional[aclOpExecutor], int]")  # what callers get

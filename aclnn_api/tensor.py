@@ -30,7 +30,7 @@ class aclTensor(Resource):
     layer = ACLNN
 
     __slots__ = ("view_dims", "data_type", "strides", "offset", "format", "storage_dims", "data", "view_nbytes",
-                 "valid_dims")
+                 "valid_dims", "version")
 
     def __init__(self, view_dims: tuple, data_type: int, strides: tuple, offset: int, fmt: int,
                  storage_dims: tuple, data: int, site: Optional[sites.Site] = None):
@@ -49,12 +49,12 @@ class aclTensor(Resource):
         self.data: int = data
         self.view_nbytes: int = view_nbytes(view_dims, strides, aclDataTypeSize(data_type))
         self.valid_dims: Optional[tuple] = None  # the view_dims that operators' shape checks accepted
-        moved()
+        self.version: int = moved()
 
     def move_to(self, data: int) -> None:
         """A new device address for the same view (aclSetRawTensorAddr and the executor's setters)."""
         self.data = data
-        moved()
+        self.version = moved()
 
     @property
     def itemsize(self) -> int:
@@ -83,15 +83,17 @@ class aclTensor(Resource):
 
 
 _move_numbers = itertools.count(1)
-_last_move = 0  # the number of the latest change of any tensor's address
+_last_move = 0  # the number of the latest change of any tensor's description or address
 
 
-def moved() -> None:
-    """A tensor has changed its address (called after the change): launches planned before look at
-    their tensors again. A fresh number each time, so no interleaving of threads can bring back a
-    value a launch has seen."""
+def moved() -> int:
+    """A tensor has been described anew or changed its address (called after the change): launches
+    planned before look at their tensors again. Returns a fresh number, never given before, which is
+    also the tensor's `version`: so no interleaving of threads can bring back a value a launch has
+    seen, and a version names one state of one tensor (the first phases' plan cache keys on it)."""
     global _last_move
-    _last_move = next(_move_numbers)
+    _last_move = number = next(_move_numbers)
+    return number
 
 
 def moves() -> int:
