@@ -367,15 +367,17 @@ def _execute(op: str, launch: KernelLaunch, device_id: int, workspace: Optional[
     """Runs on the stream: resolve every address now (faults name the tensor and the allocation)."""
     _apply_kernel_settings()
     resolve = interface.resolver()
-    args, outputs = [], launch.outputs or ()
+    args, outputs, scratch = [], launch.outputs or (), None
     for arg in launch.args:
         if type(arg) is TensorView:
             pointer = 0
             if arg.nbytes:  # str(arg) only for a fault
                 pointer = resolve(arg.start, arg.nbytes, device_id, arg, arg.data, arg.name in outputs)
             args.append((pointer, arg.data_type, arg.shape, arg.strides))
-        elif isinstance(arg, Workspace):
-            args.append(resolve(workspace + arg.offset, arg.size, device_id, "%s workspace" % op, workspace, True))
+        elif type(arg) is Workspace:  # slices of one workspace (all written): resolved once, as a whole
+            if scratch is None:
+                scratch = resolve(workspace, launch.workspace_size, device_id, "%s workspace" % op, workspace, True)
+            args.append(scratch + arg.offset)
         else:
             args.append(arg)
     # Only the data at fault is the AI core's exception (e.g. a label out of range). TimeoutError
