@@ -54,9 +54,13 @@ def interleaved_medians(contenders: dict, budget: Budget) -> tuple[dict, int]:
     rounds = 0
     while True:
         for name, call in contenders.items():
-            if scrub is not None:
+            in_cache = isinstance(call, InCache)
+            if scrub is not None and not in_cache:
                 scrub()
-            samples[name] += _burst(call, budget.burst)
+            times = _burst(call, call.burst if in_cache else budget.burst)
+            samples[name] += times
+            if in_cache:
+                call.timed += len(times)
         rounds += 1
         spent = time.perf_counter() - start
         if rounds >= budget.max_rounds or (rounds >= budget.min_rounds and spent >= budget.seconds):
@@ -79,6 +83,22 @@ def _burst(call: Callable, seconds: float) -> list:
             return times
 
 
+class InCache:
+    """A contender timed with its data in cache among contenders timed from memory (a roofline's
+    compute ceiling, see roofline.py): a burst of back-to-back calls per turn whatever the budget
+    says, so that all but the first call find back in cache the data the previous contender evicted
+    (the median ignores that first call); and no cache scrub before its turn: its data is a few
+    hundred KiB, which displaces little of what the previous contender left dirty, and no more than
+    the first call of the burst pays for what it does displace."""
+
+    def __init__(self, call: Callable[[], None], burst: float):
+        self.call, self.burst = call, burst
+        self.timed = 0      # calls its median comes from (counted by interleaved_medians)
+
+    def __call__(self) -> None:
+        self.call()
+
+
 class CacheScrub:
     """Reads a buffer of 1.5 times the last-level cache, untimed, before a contender's turn: the
     output the previous contender left dirty in the cache (up to the cache's size; npuemu's large
@@ -94,16 +114,25 @@ class CacheScrub:
 
 
 def _last_level_cache_bytes(default: int = 32 << 20) -> int:
-    sizes = []
+    return max((size for _, _, size in cache_levels()), default=default)
+
+
+def cache_levels(root: str = "/sys/devices/system/cpu/cpu0/cache") -> list:
+    """(level, type, bytes) of each cache of cpu0 that sysfs lists (type: Data, Instruction, Unified)."""
+    found = []
     for index in range(8):
         try:
-            with open("/sys/devices/system/cpu/cpu0/cache/index%d/size" % index) as handle:
+            with open(os.path.join(root, "index%d" % index, "size")) as handle:
                 text = handle.read().strip()
-        except OSError:
+            with open(os.path.join(root, "index%d" % index, "level")) as handle:
+                level = int(handle.read())
+            with open(os.path.join(root, "index%d" % index, "type")) as handle:
+                kind = handle.read().strip()
+        except (OSError, ValueError):
             break
-        scale = {"K": 1 << 10, "M": 1 << 20}.get(text[-1:], 1)
-        sizes.append(int(text.rstrip("KM")) * scale)
-    return max(sizes, default=default)
+        scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(text[-1:], 1)
+        found.append((level, kind, int(text.rstrip("KMG")) * scale))
+    return found
 
 
 class Triad:
