@@ -71,6 +71,10 @@ class Operator:
     # formula with the spec tolerance. Not CTC's large case: float32 log-space recursions over
     # T = 400 steps drift by ~1e-3 relative from float64, in the real kernel as in PyTorch's.
     float64_check_sizes: tuple = ("4x4", "1e5", "large")
+    # The large size cut to `units` rows of its inner layout, for the compute ceiling in cache
+    # (roofline.py): same kernel, dtype and per-element work. None: the operator has no such form.
+    in_cache: Optional[Callable[[Size, int], Size]] = None
+    in_cache_why_not: str = ""                             # when in_cache is None: why
 
     @property
     def declaration(self) -> Optional[OpDeclaration]:
@@ -118,6 +122,21 @@ def _fixed_source(values: np.ndarray, dtype: int) -> Source:
     return Source(values.shape, dtype, lambda block, start, count: rows[start:start + count])
 
 
+def rows_of_last_dim(size: Size, units: int) -> Size:
+    """`units` rows of the shape's last dimension: an element-wise kernel does the same work per
+    element, and a broadcast operand (BCE's posWeight, one per class) keeps its layout."""
+    width = size.params["shape"][-1]
+    return Size("in-cache", "%dx%d" % (units, width), {"shape": (units, width)})
+
+
+def heads_of_rows(size: Size, units: int) -> Size:
+    """[1, H, units, S2] of a [B, H, S1, S2] softmax: rows of the same length, and each mask row
+    ([B, 1, S1, S2]) shared by the H heads as in the large case."""
+    _, heads, _, width = size.params["shape"]
+    shape = (1, heads, units, width)
+    return Size("in-cache", "x".join(map(str, shape)), {"shape": shape})
+
+
 ELEMENTWISE_SIZES = (
     Size("4x4", "4x4", {"shape": (4, 4)}),
     Size("1e5", "316x316", {"shape": (316, 316)}),
@@ -149,7 +168,8 @@ LOG_SIGMOID = Operator(
     "LogSigmoidBackward", ELEMENTWISE_SIZES, build_log_sigmoid,
     lambda t, a: (t["gradOutput"], t["self"], t["buffer"], t["gradInput"]),
     torch_log_sigmoid,
-    "aten.log_sigmoid_backward.grad_input(grad, x, buffer, grad_input=out)")
+    "aten.log_sigmoid_backward.grad_input(grad, x, buffer, grad_input=out)",
+    in_cache=rows_of_last_dim)
 
 # ---------------------------------------------------------------------------------------------
 # BinaryCrossEntropyWithLogitsBackward, reduction none, weight (full shape) and posWeight (one
@@ -189,7 +209,8 @@ BCE = Operator(
     lambda t, a: (t["gradOutput"], t["self"], t["target"], t["weightOptional"], t["posWeightOptional"], a["reduction"],
                   t["out"]),
     torch_bce,
-    "composite: mul, sub, add_, sigmoid, mul_, sub_, mul_, mul_ (out= and preallocated scratch)")
+    "composite: mul, sub, add_, sigmoid, mul_, sub_, mul_, mul_ (out= and preallocated scratch)",
+    in_cache=rows_of_last_dim)
 
 # ---------------------------------------------------------------------------------------------
 # KlDivBackward, reduction none, logTarget false: out = -target * gradOutput (self is not read).
@@ -215,7 +236,8 @@ KL_DIV = Operator(
     "KlDivBackward", ELEMENTWISE_SIZES, build_kl_div,
     lambda t, a: (t["gradOutput"], t["self"], t["target"], a["reduction"], a["logTarget"], t["out"]),
     torch_kl_div,
-    "composite: torch.mul(target, grad, out=out).neg_()")
+    "composite: torch.mul(target, grad, out=out).neg_()",
+    in_cache=rows_of_last_dim)
 
 # ---------------------------------------------------------------------------------------------
 # ScaledMaskedSoftmaxBackward: out = (g·y − Σ(g·y)·y)·scale, 0 where mask; mask [B,1,S1,S2].
@@ -252,7 +274,8 @@ SMS = Operator(
     build_sms,
     lambda t, a: (t["gradOutput"], t["y"], t["mask"], a["scale"], a["fixTriuMask"], t["out"]),
     torch_sms,
-    "aten._softmax_backward_data.out, then mul_(scale), masked_fill_(mask, 0)")
+    "aten._softmax_backward_data.out, then mul_(scale), masked_fill_(mask, 0)",
+    in_cache=heads_of_rows)
 
 # ---------------------------------------------------------------------------------------------
 # CtcLossBackward. Inputs are what a forward pass would hand over: log-probabilities of a fairly
@@ -411,7 +434,9 @@ CTC = Operator(
                   t["negLogLikelihood"], t["logAlpha"], a["blank"], a["zeroInfinity"], t["out"]),
     torch_ctc,
     "aten._ctc_loss_backward.out (float16/bfloat16: in float32 with casts)",
-    torch_upcasts=(nn.ACL_FLOAT16, nn.ACL_BF16), check_inputs=check_ctc_forward, float64_check_sizes=("4x4", "1e5"))
+    torch_upcasts=(nn.ACL_FLOAT16, nn.ACL_BF16), check_inputs=check_ctc_forward, float64_check_sizes=("4x4", "1e5"),
+    in_cache_why_not="its work is not proportional to the bytes it moves (alpha-beta recursions over T·S per batch, "
+                     "an exp per output element over T·C), and one batch's logProbs alone (T·C) exceeds an L2")
 
 OPERATORS = (LOG_SIGMOID, BCE, KL_DIV, SMS, CTC)
 BY_NAME = {op.name: op for op in OPERATORS}

@@ -6,6 +6,9 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from data import DTYPE_LABEL
+from roofline import Ceiling, attainable, bound
+
+TARGET = 90.0   # % of the attainable rate a large case must reach (the project's speed issue)
 
 SIZE_CLASSES = ("4x4", "1e5", "large")
 
@@ -25,6 +28,7 @@ class Result:
     check: str            # "ok", "unchecked: ..." or "WRONG: ..."
     torch_upcast: bool
     stalled: list = field(default_factory=list)   # contenders that ran far slower with more threads
+    ceiling: Optional[Ceiling] = None              # large cases: the kernel's compute ceiling (roofline.py)
 
     @property
     def speedup(self) -> Optional[float]:
@@ -41,6 +45,26 @@ class Result:
     @property
     def percent_of_triad(self) -> float:
         return 100.0 * self.gbps / self.triad_gbps
+
+    @property
+    def ceiling_gbps(self) -> Optional[float]:
+        return self.ceiling.gbps if self.ceiling is not None else None
+
+    @property
+    def bound(self) -> str:
+        return bound(self.triad_gbps, self.ceiling_gbps)
+
+    @property
+    def attainable_gbps(self) -> float:
+        return attainable(self.triad_gbps, self.ceiling_gbps)
+
+    @property
+    def percent_of_attainable(self) -> float:
+        return 100.0 * self.gbps / self.attainable_gbps
+
+    @property
+    def meets_target(self) -> bool:
+        return self.percent_of_attainable >= TARGET
 
 
 def ms(seconds: Optional[float]) -> str:
@@ -92,6 +116,60 @@ def op_table(rows: list) -> list:
     return lines
 
 
+def roofline_rows(results: list) -> list:
+    """The large rows that took part in the roofline (those timed with a ceiling, measured or not)."""
+    return [r for r in results if r.size.label == "large" and r.ceiling is not None]
+
+
+def verdict(r: Result) -> str:
+    """✓ or ✗, the % of the attainable rate, and the bound that applies (⚠: stalled row)."""
+    mark = "✓" if r.meets_target else "✗"
+    stalled = " ⚠" if r.stalled else ""
+    if r.ceiling_gbps is None:
+        return "%s %.0f%% of triad, no compute ceiling%s" % (mark, r.percent_of_attainable, stalled)
+    return "%s %.0f%% (%s)%s" % (mark, r.percent_of_attainable, r.bound, stalled)
+
+
+def roofline_headline(results: list) -> list:
+    """One line per large case (operator, shape, dtype): each thread count's verdict."""
+    lines, cases = [], {}
+    for r in roofline_rows(results):
+        cases.setdefault((r.op, r.size.shape, r.dtype), []).append(r)
+    for (op, shape, dtype), rows in cases.items():
+        lines.append("- %s %s %s: %s" % (op, shape, DTYPE_LABEL[dtype], ", ".join(
+            "%d thr %s" % (r.threads, verdict(r)) for r in rows)))
+    return lines
+
+
+def roofline_table(rows: list) -> list:
+    lines = ["| size | shape | dtype | threads | npuemu GB/s | triad GB/s | in-cache shapes | in-cache calls "
+             "| in cache Gelem/s | compute ceiling GB/s | bound | attainable GB/s | %% of attainable | ≥ %.0f%% |" % TARGET,
+             "|---|---|---|---|---:|---:|---|---:|---:|---:|---|---:|---:|---|"]
+    reasons = []
+    for r in rows:
+        c = r.ceiling
+        if c.gbps is None:
+            reasons.append(c.why_not)
+            cache_cells = "%s | %s | — | — ¹ | unknown" % (" vs ".join(c.shapes) or "—", c.calls or "—")
+        else:
+            cache_cells = "%s | %d | %.3f | %.2f | %s" % (" vs ".join(c.shapes), c.calls, c.elements_per_s / 1e9, c.gbps,
+                                                       r.bound)
+        lines.append("| %s | %s | %s | %d | %.2f | %.2f | %s | %.2f | %.0f%% | %s |" % (
+            r.size.label, r.size.shape, DTYPE_LABEL[r.dtype], r.threads, r.gbps, r.triad_gbps, cache_cells,
+            r.attainable_gbps, r.percent_of_attainable, ("✓" if r.meets_target else "✗") + (" ⚠" if r.stalled else "")))
+    if reasons:  # the attainable rate is then the triad's: an upper bound
+        lines += ["", "¹ no compute ceiling, the triad alone bounds the rate: " + "; ".join(dict.fromkeys(reasons)) + "."]
+    return lines
+
+
+ROOFLINE_NOTE = ("Roofline: attainable = min(triad GB/s, compute ceiling GB/s). The compute ceiling is the same "
+                 "kernel, dtype and thread count with its data in L2: the whole two-phase call on the two in-cache "
+                 "shapes, timed in the row's own rounds; the difference of their medians over the difference of their "
+                 "elements is the kernel's cost per element (the call's fixed cost cancels), given in elements/s and "
+                 "as GB/s at the large case's bytes per element. `compute`: the kernel computes slower than memory "
+                 "delivers, so the bandwidth is out of its reach; `memory`: it could go as fast as the triad.")
+
+
 def memory_table(memory: list) -> list:
     lines = ["| operator | shape | dtype | RSS at start MiB | peak RSS MiB | inputs + output MiB | workspace MiB | budget MiB | within |",
              "|---|---|---|---:|---:|---:|---:|---:|---|"]
@@ -119,6 +197,9 @@ def render(info: dict, notes: list, validations: list, profile: Optional[dict], 
     out += ["- " + note for note in notes]
     out += ["", "### Headline: speedup over PyTorch CPU (geometric mean over dtypes, stalled rows left out)", ""]
     out += headline(results, threads) if any(r.speedup for r in results) else ["(no PyTorch: no ratios)"]
+    if roofline_rows(results):
+        out += ["", "### Roofline: large cases at ≥ %.0f%% of the attainable rate (✓) or not (✗)" % TARGET, ""]
+        out += roofline_headline(results)
     if skips:
         out += ["", "### Skipped", ""] + ["- " + line for line in skips]
     if validations:
@@ -127,6 +208,11 @@ def render(info: dict, notes: list, validations: list, profile: Optional[dict], 
     for op in dict.fromkeys(r.op for r in results):
         out += ["", "### %s" % op, "", "PyTorch path: %s" % torch_paths[op], ""]
         out += op_table([r for r in results if r.op == op])
+        rows = roofline_rows([r for r in results if r.op == op])
+        if rows:
+            out += ["", "Roofline of the large cases:", ""] + roofline_table(rows)
+    if roofline_rows(results):
+        out += ["", ROOFLINE_NOTE]
     if any(r.stalled for r in results):
         out += ["", "⚠ stalled: more than twice as slow with 2 threads as with 1, i.e. a thread waited for a core "
                 "that another user's process held (the machine's load average is below). Left out of the headline."]

@@ -24,12 +24,14 @@ import emulator
 from aclnn_api import _kernels
 
 import c_path
+import roofline
 import sanitizer_cost
 from cases import LOG_SIGMOID, OPERATORS, Case, Operator, Size
 from data import DTYPE_LABEL, FLOAT_DTYPES, TOLERANCE, BenchDevice, decode
 from memory import run_child
 from report import Result, merge, render
-from timing import BUDGETS, QUICK, NpuemuCall, Triad, interleaved_medians, profile_text
+from roofline import Ceiling
+from timing import BUDGETS, QUICK, InCache, NpuemuCall, Triad, interleaved_medians, profile_text
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 THREADS = (1, 2)
@@ -238,14 +240,79 @@ class CaseRunner:
                 contenders["torch"] = self.op.torch_setup(self.tensors, self.case.attrs, self.torch_out)
             triad = Triad(self.case.bytes_moved)
             contenders["triad"] = triad
+            probe = InCacheProbe(self, device, threads) if self.size.large else None
+            if probe is not None and probe.ready:
+                contenders.update(probe.contenders())
             medians, calls = interleaved_medians(contenders, self.budget)
             if _kernels.threads() != threads:
                 raise RuntimeError("kernel pool has %d threads, expected %d" % (_kernels.threads(), threads))
             return Result(self.op.name, self.size, self.dtype, threads, medians["npuemu"], medians.get("torch"),
                           medians["triad"], triad.nbytes, self.case.bytes_moved, calls, check,
-                          self.dtype in self.op.torch_upcasts), ""
+                          self.dtype in self.op.torch_upcasts,
+                          ceiling=probe.ceiling(medians) if probe is not None else None), ""
         finally:
             device.close()
+
+
+class InCacheProbe:
+    """The compute ceiling of a large case (roofline.py): its kernel on two in-cache cuts of the case,
+    the larger twice the smaller, whole two-phase calls on `device`, timed as two more contenders of
+    the row's interleaved rounds (same thread count, same load from other users)."""
+
+    LARGER, SMALLER = "in cache", "in cache, half"
+
+    def __init__(self, runner: CaseRunner, device: BenchDevice, threads: int):
+        self.bytes_per_element = runner.case.bytes_moved / _elements(runner.case)
+        self.calls: dict = {}
+        self.sizes, self.why_not = self.plan(runner.op, runner.size, runner.dtype, threads)
+        for label, in_cache_size in zip((self.LARGER, self.SMALLER), self.sizes):
+            if self.why_not:
+                break
+            sub = CaseRunner(runner.op, in_cache_size, runner.dtype, None, runner.budget)
+            call, _ = sub.npuemu_call(device)
+            if call.status != 0:
+                self.why_not = "npuemu returns %d on %s: %s" % (call.status, in_cache_size.shape, call.message)
+            self.calls[label] = (InCache(call, roofline.IN_CACHE_BURST), _elements(sub.case))
+
+    @staticmethod
+    def plan(op: Operator, size: Size, dtype: int, threads: int) -> tuple[tuple, str]:
+        """((larger, smaller) in-cache Sizes, '') or ((), why there are none)."""
+        if op.in_cache is None:
+            return (), op.in_cache_why_not or "no in-cache form of %s" % op.name
+        l2 = roofline.default_l2()
+        unit_bytes = op.build(op.in_cache(size, 1), dtype).bytes_moved
+        units = roofline.in_cache_units(unit_bytes, threads, l2)
+        if units is None:
+            return (), "one row (%d bytes) per thread does not fit twice in half an L2 of %d bytes" % (unit_bytes, l2)
+        sizes = tuple(op.in_cache(size, n) for n in units)
+        smallest = _elements(op.build(sizes[1], dtype))
+        if smallest < threads * roofline.KERNEL_GRAIN:
+            return (), "the smaller in-cache call (%s, %d elements) would not use %d threads" % (
+                sizes[1].shape, smallest, threads)
+        return sizes, ""
+
+    @property
+    def ready(self) -> bool:
+        return not self.why_not
+
+    def contenders(self) -> dict:
+        return {label: contender for label, (contender, _) in self.calls.items()}
+
+    def ceiling(self, medians: dict) -> Ceiling:
+        if not self.ready:
+            return roofline.not_measured(self.why_not, self.bytes_per_element)
+        (larger, larger_n), (smaller, smaller_n) = self.calls[self.LARGER], self.calls[self.SMALLER]
+        per_element = roofline.seconds_per_element(medians[self.LARGER], medians[self.SMALLER], larger_n, smaller_n)
+        shapes = tuple(s.shape for s in self.sizes)
+        if per_element is None:
+            return Ceiling(shapes, None, self.bytes_per_element, min(larger.timed, smaller.timed),
+                           "noise: the larger in-cache call was not slower than the smaller one")
+        return Ceiling(shapes, per_element, self.bytes_per_element, min(larger.timed, smaller.timed))
+
+
+def _elements(case: Case) -> int:
+    """The output's element count: the unit of a ceiling's elements per second."""
+    return int(np.prod(case.output[1], dtype=np.int64))
 
 
 def sanitizer_costs(ops: list, sizes: list, quick: bool) -> list:
@@ -292,10 +359,21 @@ def describe(result: Result) -> str:
     torch_part = ""
     if result.torch_s:
         torch_part = "torch %8.3f ms  speedup %5.2f×  " % (result.torch_s * 1e3, result.speedup)
-    return "  %-5s %-20s %-8s %d thr: npuemu %8.3f ms  %s%6.2f GB/s (%3.0f%% of triad)  %s%s" % (
+    return "  %-5s %-20s %-8s %d thr: npuemu %8.3f ms  %s%6.2f GB/s (%3.0f%% of triad)  %s%s%s" % (
         result.size.label, result.size.shape, DTYPE_LABEL[result.dtype], result.threads, result.npuemu_s * 1e3,
         torch_part, result.gbps, result.percent_of_triad, result.check,
-        "  (stalled: %s)" % ", ".join(result.stalled) if result.stalled else "")
+        "  (stalled: %s)" % ", ".join(result.stalled) if result.stalled else "", describe_roofline(result))
+
+
+def describe_roofline(result: Result) -> str:
+    ceiling = result.ceiling
+    if ceiling is None:
+        return ""
+    if ceiling.gbps is None:
+        return "\n      roofline: no compute ceiling (%s)" % ceiling.why_not
+    return "\n      roofline: in cache %.2f Gelem/s = %.2f GB/s (%s, %d calls), %s-bound, %.0f%% of attainable" % (
+        ceiling.elements_per_s / 1e9, ceiling.gbps, " vs ".join(ceiling.shapes), ceiling.calls, result.bound,
+        result.percent_of_attainable)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -33,3 +33,110 @@ def test_the_committed_results_have_a_section_per_cpu_with_its_commit():
     assert found, "bench/RESULTS.md has no CPU section"
     for cpu, text in found.items():
         assert "(commit " in text and "| CPU | %s |" % cpu in text
+
+
+# ---------------------------------------------------------------------------------------------
+# The roofline of the large cases: pure functions on synthetic Results (no timing).
+
+import aclnn_api as nn  # noqa: E402
+from report import Result, render, roofline_headline, roofline_table  # noqa: E402
+from roofline import Ceiling, in_cache_units, l2_bytes, not_measured, seconds_per_element  # noqa: E402
+from cases import BY_NAME, Size  # noqa: E402
+
+LARGE = Size("large", "4096x4096", {"shape": (4096, 4096)})
+ELEMENTS = 4096 * 4096
+BYTES = 12 * ELEMENTS     # 3 float32 arrays
+
+
+def large_result(npuemu_gbps: float, triad_gbps: float, ceiling_gbps, threads: int = 1, op: str = "LogSigmoidBackward",
+                 dtype: int = nn.ACL_FLOAT) -> Result:
+    """A large row whose npuemu, triad and in-cache rates are the given GB/s at 12 bytes per element."""
+    if ceiling_gbps is None:
+        ceiling = not_measured("no in-cache form", 12.0)
+    else:
+        ceiling = Ceiling(("16x4096", "8x4096"), 12.0 / (ceiling_gbps * 1e9), 12.0, 100)
+    return Result(op, LARGE, dtype, threads, BYTES / (npuemu_gbps * 1e9), None, BYTES / (triad_gbps * 1e9), BYTES,
+                  BYTES, 10, "ok", False, ceiling=ceiling)
+
+
+def test_the_lower_roof_bounds_a_row_and_names_the_bound():
+    memory_bound = large_result(npuemu_gbps=9.0, triad_gbps=12.0, ceiling_gbps=40.0)
+    assert memory_bound.bound == "memory"
+    assert abs(memory_bound.attainable_gbps - 12.0) < 1e-9 and abs(memory_bound.percent_of_attainable - 75.0) < 1e-9
+    assert not memory_bound.meets_target
+    compute_bound = large_result(npuemu_gbps=7.0, triad_gbps=12.0, ceiling_gbps=7.5)
+    assert compute_bound.bound == "compute"
+    assert abs(compute_bound.attainable_gbps - 7.5) < 1e-9 and compute_bound.meets_target
+    assert abs(compute_bound.ceiling.elements_per_s - 7.5e9 / 12) < 1
+    unknown = large_result(npuemu_gbps=6.0, triad_gbps=12.0, ceiling_gbps=None)
+    assert unknown.bound == "unknown" and abs(unknown.percent_of_attainable - 50.0) < 1e-9
+
+
+def test_the_headline_lists_each_large_case_with_a_mark_and_its_percent():
+    rows = [large_result(11.0, 12.0, 40.0, threads=1), large_result(9.0, 20.0, 60.0, threads=2),
+            large_result(7.0, 12.0, 7.5, dtype=nn.ACL_FLOAT16), large_result(6.0, 12.0, None, op="CtcLossBackward")]
+    rows[1].stalled.append("npuemu")
+    lines = roofline_headline(rows)
+    assert lines == [
+        "- LogSigmoidBackward 4096x4096 float32: 1 thr ✓ 92% (memory), 2 thr ✗ 45% (memory) ⚠",
+        "- LogSigmoidBackward 4096x4096 float16: 1 thr ✓ 93% (compute)",
+        "- CtcLossBackward 4096x4096 float32: 1 thr ✗ 50% of triad, no compute ceiling"]
+
+
+def test_the_roofline_table_shows_the_ceiling_and_why_one_is_missing():
+    table = roofline_table([large_result(7.0, 12.0, 7.5), large_result(6.0, 12.0, None)])
+    measured = table[2].split(" | ")
+    assert measured[6:13] == ["16x4096 vs 8x4096", "100", "0.625", "7.50", "compute", "7.50", "93%"]
+    assert "| — | — | — ¹ | unknown" in table[3] and table[-1].startswith("¹ no compute ceiling") and "no in-cache form" in table[-1]
+
+
+def test_render_puts_the_roofline_in_the_headline_area_and_under_each_operator():
+    info = {"CPU": "Test CPU", "date": "today", "commit": "abc"}
+    small = Result("KlDivBackward", Size("4x4", "4x4", {"shape": (4, 4)}), nn.ACL_FLOAT, 1, 1e-5, None, 1e-6, 192, 192,
+                   10, "ok", False)
+    text = render(info, [], [], None, [small, large_result(11.5, 12.0, 30.0, op="KlDivBackward")], [], [], (1,),
+                  {"KlDivBackward": "mul"})
+    headline_area = text.split("### KlDivBackward")[0]
+    assert "### Roofline" in headline_area and "- KlDivBackward 4096x4096 float32: 1 thr ✓ 96% (memory)" in headline_area
+    assert "Roofline of the large cases:" in text.split("### KlDivBackward")[1]
+    assert list(sections(merge("", "Test CPU", text))) == ["Test CPU"]
+    without = render(info, [], [], None, [small], [], [], (1,), {"KlDivBackward": "mul"})
+    assert "Roofline" not in without
+
+
+def test_the_in_cache_sizes_fit_half_an_l2_per_thread_in_powers_of_two():
+    l2 = 2 << 20
+    assert in_cache_units(48 << 10, 1, l2) == (16, 8)          # 768 KiB then 384 KiB
+    assert in_cache_units(48 << 10, 2, l2) == (32, 16)         # each thread its own L2's share
+    assert in_cache_units(96 << 10, 1, l2) == (8, 4)
+    assert in_cache_units(600 << 10, 1, l2) is None            # two rows would not fit
+    for unit in (1000, 24 << 10, 97 << 10, 250 << 10):
+        larger, smaller = in_cache_units(unit, 2, l2)
+        assert larger == 2 * smaller and larger * unit <= 2 * l2 // 2 and (larger // 2) & (larger // 2 - 1) == 0
+
+
+def test_the_per_element_cost_is_the_difference_of_the_two_calls():
+    assert abs(seconds_per_element(125e-6, 75e-6, 65536, 32768) - 50e-6 / 32768) < 1e-18
+    assert seconds_per_element(70e-6, 75e-6, 65536, 32768) is None   # noise: the larger was not slower
+    assert seconds_per_element(70e-6, 60e-6, 4096, 4096) is None
+
+
+def test_l2_comes_from_the_level_2_cache_not_the_last_level(tmp_path):
+    for index, (level, kind, size) in enumerate([(1, "Data", "48K"), (1, "Instruction", "64K"), (2, "Unified", "2048K"),
+                                                 (3, "Unified", "491520K")]):
+        directory = tmp_path / ("index%d" % index)
+        directory.mkdir()
+        for name, value in (("level", str(level)), ("type", kind), ("size", size)):
+            (directory / name).write_text(value + "\n")
+    assert l2_bytes(str(tmp_path)) == 2 << 20
+    assert l2_bytes(str(tmp_path / "missing")) is None
+
+
+def test_the_in_cache_shapes_keep_the_inner_layout():
+    elementwise = BY_NAME["BinaryCrossEntropyWithLogitsBackward"]
+    assert elementwise.in_cache(LARGE, 8).params["shape"] == (8, 4096)
+    softmax = BY_NAME["ScaledMaskedSoftmaxBackward"]
+    large = next(s for s in softmax.sizes if s.shape == "8x16x512x512")
+    assert softmax.in_cache(large, 4).params["shape"] == (1, 16, 4, 512)
+    ctc = BY_NAME["CtcLossBackward"]
+    assert ctc.in_cache is None and ctc.in_cache_why_not
