@@ -89,7 +89,7 @@ class aclOpExecutor(Resource):
         """Whether a tensor it was planned with is destroyed or its data address not a multiple of
         `alignment`: the check of every launch, which names nothing (tensors() does, when it is true)."""
         args, kwargs = self.arguments
-        for value in (*args, *kwargs.values()):
+        for value in (args if not kwargs else (*args, *kwargs.values())):
             if type(value) is aclTensor:
                 if not value.alive or value.data % alignment:
                     return True

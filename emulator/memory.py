@@ -305,14 +305,20 @@ class AddressSpace:
         """`resolve()`'s host address alone: what a kernel launch asks for each of its tensors. `write`:
         whether the kernel writes the range (True) or reads it (False), for the sanitizer's initcheck;
         None when the range is only checked, not accessed."""
-        allocation = self._holding(address if base is None else base, device_id)
+        if base is None:
+            base = address
+        allocation = None
+        if self.base <= base < self.base + self.total:  # _holding(), inline: three of these per launch
+            heap = self.heaps[(base - self.base) // self.span]
+            if heap.device_id == device_id:
+                allocation = heap.live.get(base) or heap.find(base)
         if allocation is not None and allocation.address <= address and address + nbytes <= allocation.end:
             if address + nbytes > allocation.user_end and TRACKER.memory:
                 TRACKER.padding_overrun(allocation, address, nbytes, what)
             if write is not None and TRACKER.hazards:
                 TRACKER.touched(allocation, address, nbytes, write, what)
             return allocation.backing + (address - allocation.address)
-        self._fault(address, nbytes, device_id, _text(what), address if base is None else base)
+        self._fault(address, nbytes, device_id, _text(what), base)
 
     def _holding(self, base: int, device_id: int) -> Optional[Allocation]:
         """The live allocation of device `device_id` holding `base`: most often its start (a tensor's

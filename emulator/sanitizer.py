@@ -377,7 +377,11 @@ class Tracker:
         written once it has run (task_ran): an output that is also an input (in place) is read first."""
         if write:
             self.written_by_running.append((allocation, start, nbytes))
-        elif not allocation.written.covers(start, start + nbytes):
+            return
+        bounds = allocation.written.bounds
+        if len(bounds) == 2 and bounds[0] <= start and start + nbytes <= bounds[1]:
+            return  # Written.covers() of the common case, one written range: inline, as every launch asks
+        if not allocation.written.covers(start, start + nbytes):
             task = self.running
             self._unwritten(allocation, start, nbytes, what, "%s, launched" % task.name if task is not None
                             else "host call", task.site if task is not None else user_site())
