@@ -27,6 +27,7 @@
 #include <cstring>
 
 #include "common/dispatch.h"
+#include "common/memory_plan.h"
 #include "common/simd.h"
 #include "common/tensor_arg.h"
 #include "common/thread_pool.h"
@@ -84,7 +85,20 @@ struct Run {
   std::array<bool, N> broadcast;
   int64_t n;
   bool streaming;
+  int64_t prefetch;  // bytes ahead of the loads that inputs are prefetched (memory_plan.h); 0: none
+  int hint;          // into which caches: __builtin_prefetch's locality, 0 (nta) to 3 (t0)
 };
+
+// One prefetch of the line at p. The locality must be a constant: a switch, whose branch the CPU
+// predicts every time (the hint never changes within a run).
+NPUEMU_INLINE void prefetch_line(const char* p, int hint) {
+  switch (hint) {
+    case 3: return __builtin_prefetch(p, 0, 3);
+    case 2: return __builtin_prefetch(p, 0, 2);
+    case 1: return __builtin_prefetch(p, 0, 1);
+    default: return __builtin_prefetch(p, 0, 0);
+  }
+}
 
 // How a loop reaches its operands: every operand of one storage type T known at compile time (the
 // common case, where the compiler keeps the whole loop in registers), or each operand by its dtype.
@@ -119,14 +133,10 @@ struct ByDtype {
   }
 };
 
-// How far ahead of the loads each input is prefetched. The hardware prefetchers alone keep too few
-// lines in flight when there is much arithmetic per line and several inputs: BCE-with-logits (five
-// inputs) measured 13 -> 9.3 ms (fp16) and 13.7 -> 10.9 ms (fp32) on 16M elements with one thread,
-// 7.2 -> 5.6 ms (fp16) with two; LogSigmoid and KlDiv neither gained nor lost. (Prefetching never
-// faults, past the end of a buffer included.)
-constexpr int64_t kPrefetchBytes = 512;
-
 // Elements [begin, end) of a run, V::kWidth at a time; end - begin must be a multiple of it.
+// Each input is prefetched r.prefetch bytes ahead of its loads (the memory plan's distance): the
+// hardware prefetchers alone keep too few lines in flight when there is much arithmetic per line
+// and several inputs. (Prefetching never faults, past the end of a buffer included.)
 // Every input is read through a pointer that moves on by one vector of its storage per step, or
 // not at all when the input is broadcast: then it points at `repeated`, the element copied to a
 // whole vector in its own dtype. The loop has no branch per input (choosing per input between a
@@ -152,10 +162,12 @@ NPUEMU_INLINE void lanes(const Op& op, const Run<N>& r, int64_t begin, int64_t e
   const std::array<int, N> dtype = r.dtype;  // a local: the compiler cannot tell the stores never write r
   const int64_t out_step = V::kWidth * dtype_size(dtype[0]);
   char* out = r.data[0] + begin * dtype_size(dtype[0]);
+  const int64_t prefetch = r.prefetch;
+  const int hint = r.hint;
   for (int64_t i = begin; i < end; i += V::kWidth) {
     F values[N - 1];
     for (int k = 1; k < N; ++k) {
-      if (V::kWidth > 1) __builtin_prefetch(in[k] + kPrefetchBytes, 0, 0);
+      if (V::kWidth > 1 && prefetch > 0) prefetch_line(in[k] + prefetch, hint);
       values[k - 1] = Access::template load<V>(dtype[k], in[k]);
       in[k] += step[k];
     }
@@ -202,8 +214,8 @@ template <class Op, int N>
 void run_scalar(const Op& op, const Run<N>& r) { run_lanes<simd::Scalar>(op, r); }
 
 template <class Op, int N>
-void run(const Op& op, const Run<N>& r) {
-  switch (simd::isa()) {
+void run(const Op& op, const Run<N>& r, simd::Isa isa = simd::isa()) {
+  switch (isa) {
     case simd::Isa::kAvx512Bf16: return run_avx512_bf16(op, r);
     case simd::Isa::kAvx512: return run_avx512(op, r);
     case simd::Isa::kAvx2: return run_avx2(op, r);
@@ -212,7 +224,8 @@ void run(const Op& op, const Run<N>& r) {
 }
 
 // Strided runs: blocks of every operand gathered into fp32, computed as dense FLOAT runs, the
-// result scattered in the output's dtype (after the whole block is read: in place is safe).
+// result scattered in the output's dtype (after the whole block is read: in place is safe). The
+// blocks are in L1: nothing to prefetch.
 constexpr int64_t kBlock = 256;
 
 template <class Op, int N>
@@ -220,6 +233,7 @@ void run_strided(const Op& op, const std::array<char*, N>& p, const std::array<i
                  const std::array<int64_t, N>& stride, int64_t n) {
   alignas(64) float block[N][kBlock];
   Run<N> r{};
+  r.prefetch = 0;
   for (int k = 0; k < N; ++k) r.data[k] = reinterpret_cast<char*>(block[k]), r.dtype[k] = kFloat;
   Pacer pacer;  // a strided row can be any length (a broadcast view of a huge shape)
   for (int64_t b = 0; b < n; b += kBlock) {
@@ -259,7 +273,8 @@ void for_rows(const Operands<N>& ops, int64_t begin, int64_t end, Row&& row) {
 template <class Op>
 void run_dense(const Op& op, const std::array<void*, Op::kInputs + 1>& data,
                const std::array<int, Op::kInputs + 1>& dtype, int64_t n, bool streaming) {
-  elementwise_detail::Run<Op::kInputs + 1> r{{}, dtype, {}, n, streaming};
+  const MemoryPlan plan = memory_plan();
+  elementwise_detail::Run<Op::kInputs + 1> r{{}, dtype, {}, n, streaming, plan.prefetch, plan.hint};
   for (int k = 0; k <= Op::kInputs; ++k) r.data[k] = static_cast<char*>(data[k]);
   elementwise_detail::run(op, r);
 }
@@ -283,11 +298,11 @@ constexpr int64_t kLongRun = 1 << 16;  // elements of a dense row computed betwe
 // Elements handed to a thread at a time: about four blocks per thread, so that the threads finish
 // together (LogSigmoid, 1e5 fp32 elements, 2 threads: blocks of 2^15 made three whole blocks and a
 // sliver, one thread computed two whole ones, 19-21 us; eight blocks take 14.4 us), between 2^13
-// elements (smaller ones cost more to hand out than they save) and 2^15.
-inline int64_t block_elements(int64_t total, int64_t participants) {
-  constexpr int64_t kBlocksPerThread = 4, kFewest = 1 << 13, kMost = 1 << 15;
+// elements (smaller ones cost more to hand out than they save) and the memory plan's block.
+inline int64_t block_elements(int64_t total, int64_t participants, int64_t most) {
+  constexpr int64_t kBlocksPerThread = 4, kFewest = 1 << 13;
   const int64_t even = (total + participants * kBlocksPerThread - 1) / (participants * kBlocksPerThread);
-  return std::min(kMost, std::max(kFewest, even));
+  return std::min(most, std::max(std::min(kFewest, most), even));
 }
 
 // out = op(inputs...) over `shape`; args = output then Op::kInputs inputs, views of `shape`.
@@ -300,12 +315,13 @@ void run_elementwise(const Op& op, const std::array<const TensorArg*, Op::kInput
   for (int64_t d : shape) total *= d;
   if (total == 0) return;
   const Operands<N> ops = coalesce<N>(args, shape);
-  const bool streaming = total * ops.itemsize[0] > kStreamingThreshold;
+  const MemoryPlan plan = memory_plan();
+  const bool streaming = plan.streams(total * ops.itemsize[0]);
   const int rank = static_cast<int>(ops.shape.size());
   const int64_t inner = ops.shape[rank - 1];
   const auto& inner_strides = ops.strides[rank - 1];
   bool lanes_ok = inner_strides[0] == ops.itemsize[0];  // the output dense, every input dense or broadcast
-  Run<N> run_template{ops.data, ops.dtype, {}, 0, streaming};
+  Run<N> run_template{ops.data, ops.dtype, {}, 0, streaming, plan.prefetch, plan.hint};
   for (int k = 1; k < N; ++k) {
     run_template.broadcast[k] = inner_strides[k] == 0;
     lanes_ok &= inner_strides[k] == ops.itemsize[k] || inner_strides[k] == 0;
@@ -313,7 +329,7 @@ void run_elementwise(const Op& op, const std::array<const TensorArg*, Op::kInput
 
   // Blocks of about block_size elements, rows kept whole, handed out to the threads as they come.
   const int64_t participants = std::min<int64_t>(threads(), (total + kGrain - 1) / kGrain);
-  const int64_t block_size = block_elements(total, participants);
+  const int64_t block_size = block_elements(total, participants, plan.block);
   const int64_t rows = total / inner;
   const int64_t block_rows = std::max<int64_t>(1, block_size / inner);
   const int64_t run_blocks = rank == 1 && lanes_ok ? (inner + block_size - 1) / block_size : 0;

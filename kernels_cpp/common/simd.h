@@ -33,9 +33,6 @@ namespace npuemu {
 #define NPUEMU_TARGET_AVX512_BF16 \
   __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,avx2,fma,f16c")))
 
-// Outputs larger than this many bytes are written with streaming stores.
-constexpr int64_t kStreamingThreshold = int64_t(8) << 20;
-
 namespace simd {
 
 // Instruction sets, narrowest first. The kernels use isa(): the widest the machine runs (detected

@@ -1,11 +1,20 @@
 // stream_triad: the STREAM benchmark's triad a[i] = b[i] + s * c[i] over float32 host buffers, split
 // across the kernels' thread pool. bench/ times it from Python to get this machine's attainable
 // memory bandwidth at a given byte volume, with the same threads and call path as the kernels.
+//
+// It runs on the element-wise engine (elementwise.h), so it measures the kernels' own memory path:
+// the same vector loop, the memory plan's prefetch distance and block size, and its store kind
+// (streaming above the plan's threshold, when the plan streams). `streaming=False` forces ordinary
+// stores, `True` streaming ones whatever the size: STREAM's own triad is compiled either way.
 #include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
 
 #include <algorithm>
 #include <cstdint>
+#include <optional>
 
+#include "common/elementwise.h"
+#include "common/memory_plan.h"
 #include "common/registry.h"
 #include "common/thread_pool.h"
 
@@ -14,27 +23,41 @@ namespace py = pybind11;
 namespace npuemu {
 namespace {
 
-// Below this many elements per chunk a second thread costs more than it saves.
-constexpr int64_t kTriadGrain = 1 << 14;
-constexpr int64_t kTriadBlock = 1 << 15;
+struct Triad {
+  static constexpr int kInputs = 2;  // b, c
+  float scalar;
+  template <class V>
+  NPUEMU_INLINE typename V::F apply(const typename V::F* in) const {
+    return in[0] + in[1] * scalar;  // two roundings, as STREAM's C compiled without contraction
+  }
+};
 
-void stream_triad(uintptr_t a_address, uintptr_t b_address, uintptr_t c_address, int64_t n, float scalar) {
+void stream_triad(uintptr_t a_address, uintptr_t b_address, uintptr_t c_address, int64_t n, float scalar,
+                  std::optional<bool> streaming) {
   if (n < 0) throw std::invalid_argument("stream_triad: expected n >= 0");
-  float* a = reinterpret_cast<float*>(a_address);
-  const float* b = reinterpret_cast<const float*>(b_address);
-  const float* c = reinterpret_cast<const float*>(c_address);
+  std::array<void*, 3> data = {reinterpret_cast<void*>(a_address), reinterpret_cast<void*>(b_address),
+                               reinterpret_cast<void*>(c_address)};
   py::gil_scoped_release release;
+  const MemoryPlan plan = memory_plan();
+  const bool stream = streaming ? *streaming : plan.streams(n * int64_t(sizeof(float)));
   // Blocks taken as threads come, as the kernels do: a late worker does not hold up the others.
-  const int64_t blocks = (n + kTriadBlock - 1) / kTriadBlock;
-  share_blocks(blocks, std::min<int64_t>(threads(), (n + kTriadGrain - 1) / kTriadGrain), [=](const auto& take) {
-    for (int64_t block = take(); block >= 0; block = take())
-      for (int64_t i = block * kTriadBlock, end = std::min(n, i + kTriadBlock); i < end; ++i) a[i] = b[i] + scalar * c[i];
+  const int64_t participants = std::min<int64_t>(threads(), (n + kGrain - 1) / kGrain);
+  const int64_t block = block_elements(n, std::max<int64_t>(1, participants), plan.block);
+  const int64_t blocks = (n + block - 1) / block;
+  share_blocks(blocks, participants, [&](const auto& take) {
+    for (int64_t b = take(); b >= 0; b = take()) {
+      std::array<void*, 3> at;
+      for (int k = 0; k < 3; ++k) at[k] = static_cast<float*>(data[k]) + b * block;
+      run_dense(Triad{scalar}, at, {kFloat, kFloat, kFloat}, std::min(block, n - b * block), stream);
+    }
   });
 }
 
 void bind(py::module_& m) {
   m.def("stream_triad", &stream_triad, py::arg("a"), py::arg("b"), py::arg("c"), py::arg("n"), py::arg("scalar"),
-        "STREAM triad a[i] = b[i] + scalar * c[i] over n float32 values at raw host addresses (for bench/)");
+        py::arg("streaming") = py::none(),
+        "STREAM triad a[i] = b[i] + scalar * c[i] over n float32 values at raw host addresses (for bench/); "
+        "streaming: None for the memory plan's store kind, or forced");
 }
 
 NPUEMU_REGISTER_OP(bind);

@@ -32,6 +32,7 @@
 
 #include "common/dispatch.h"
 #include "common/elementwise.h"
+#include "common/memory_plan.h"
 #include "common/registry.h"
 #include "common/thread_pool.h"
 #include "common/vector_io.h"
@@ -480,9 +481,12 @@ void ctc_loss_backward(const TensorArg& grad_out, const TensorArg& log_probs, co
     throw ContractError("aclnnCtcLossBackward: blank: expected a class in [0, " + std::to_string(p.C) + "), found " +
                         std::to_string(blank));
   dispatch_floating(p.log_probs.dtype, [](auto) {});  // a dtype without a kernel fails before any work
-  p.streaming = p.out.strides[2] == 1 && p.out.numel() * p.out.itemsize() > kStreamingThreshold;
   const Workspace ws{slots, labels_ws, class_of_ws, classes_ws, beta_ws, lcab_ws};
-  KernelCall("aclnnCtcLossBackward").run([&] { compute_gradient(p, ws); });
+  KernelCall("aclnnCtcLossBackward").run([&] {
+    // Inside the call: the first use of the plan measures, without the GIL.
+    p.streaming = p.out.strides[2] == 1 && memory_plan().streams(p.out.numel() * p.out.itemsize());
+    compute_gradient(p, ws);
+  });
 }
 
 void bind(py::module_& m) {

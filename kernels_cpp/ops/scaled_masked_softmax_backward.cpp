@@ -34,6 +34,7 @@
 
 #include "common/dispatch.h"
 #include "common/elementwise.h"
+#include "common/memory_plan.h"
 #include "common/registry.h"
 #include "common/thread_pool.h"
 #include "common/vector_io.h"
@@ -491,7 +492,7 @@ void run_in_blocks(const std::array<const TensorArg*, kOperands>& operands, cons
 
 void compute_gradient(const TensorArg& go, const TensorArg& y, const TensorArg& mask, const TensorArg& out,
                       float scale) {
-  const Layout layout{go.dtype, go.shape[3], scale, out.numel() * out.itemsize() > kStreamingThreshold,
+  const Layout layout{go.dtype, go.shape[3], scale, memory_plan().streams(out.numel() * out.itemsize()),
                       {go.strides[3], y.strides[3], mask.strides[3], out.strides[3]}};
   const bool dense = layout.strides == std::array<int64_t, kOperands>{1, 1, 1, 1};
   const bool vector_rows = dense && has_avx512() && !overlaps_otherwise(out, go) && !overlaps_otherwise(out, y);

@@ -1,0 +1,480 @@
+#include "common/memory_plan.h"
+
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+#include <cpuid.h>
+#include <sched.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <optional>
+#include <stdexcept>
+
+#include "common/elementwise.h"
+#include "common/registry.h"
+#include "common/vmath.h"
+
+namespace py = pybind11;
+
+namespace npuemu {
+namespace {
+
+enum Choice { kStreaming, kThreshold, kPrefetch, kHint, kBlock, kChoices };
+const char* const kNames[kChoices] = {"streaming", "threshold", "prefetch", "hint", "block"};
+const char* const kHints[4] = {"nta", "t2", "t1", "t0"};  // by locality
+
+// ---- the plan in force: plain atomics, read by every kernel call without a lock ----
+// (A reader may see one field of a plan being replaced and another of the old one: harmless, as
+// no choice changes a result.)
+
+std::atomic<bool> g_made{false};
+std::atomic<bool> g_streaming{MemoryPlan{}.streaming};
+std::atomic<int64_t> g_threshold{MemoryPlan{}.threshold}, g_prefetch{MemoryPlan{}.prefetch}, g_block{MemoryPlan{}.block};
+std::atomic<int> g_hint{MemoryPlan{}.hint};
+std::mutex g_mutex;  // guards g_report and the making of the plan
+PlanReport g_report;
+
+void publish(const MemoryPlan& plan) {
+  g_streaming.store(plan.streaming, std::memory_order_relaxed);
+  g_threshold.store(plan.threshold, std::memory_order_relaxed);
+  g_prefetch.store(plan.prefetch, std::memory_order_relaxed);
+  g_hint.store(plan.hint, std::memory_order_relaxed);
+  g_block.store(plan.block, std::memory_order_relaxed);
+}
+
+// ---- NPUEMU_MEMORY_PLAN ----
+
+[[noreturn]] void bad_entry(const std::string& entry, const std::string& expected) {
+  throw std::invalid_argument("NPUEMU_MEMORY_PLAN: entry '" + entry + "': expected " + expected);
+}
+
+// A count with an optional binary suffix (K, M, G: powers of 1024), e.g. 8M or 512.
+bool parse_size(const std::string& text, int64_t& value) {
+  if (text.empty() || text.size() > 12) return false;
+  size_t digits = 0;
+  while (digits < text.size() && text[digits] >= '0' && text[digits] <= '9') ++digits;
+  if (digits == 0) return false;
+  const std::string suffix = text.substr(digits);
+  int shift = 0;
+  if (suffix == "K" || suffix == "k") shift = 10;
+  else if (suffix == "M" || suffix == "m") shift = 20;
+  else if (suffix == "G" || suffix == "g") shift = 30;
+  else if (!suffix.empty()) return false;
+  value = std::stoll(text.substr(0, digits)) << shift;  // at most 11 digits: no overflow
+  return true;
+}
+
+bool parse_switch(const std::string& text, bool& value) {
+  if (text == "on" || text == "1" || text == "true") return value = true, true;
+  if (text == "off" || text == "0" || text == "false") return value = false, true;
+  return false;
+}
+
+std::string range(int64_t low, int64_t high, const char* unit) {
+  return "a multiple of 64 " + std::string(unit) + " in [" + std::to_string(low) + ", " + std::to_string(high) + "]";
+}
+
+// Applies one "name=value" entry to `plan`; returns the choice it sets.
+Choice apply_entry(const std::string& entry, MemoryPlan& plan) {
+  const size_t equals = entry.find('=');
+  const std::string name = entry.substr(0, equals), value = equals == std::string::npos ? "" : entry.substr(equals + 1);
+  if (equals == std::string::npos)
+    bad_entry(entry, "name=value, the name one of streaming, threshold, prefetch, hint, block");
+  int64_t size = 0;
+  if (name == "streaming") {
+    if (!parse_switch(value, plan.streaming)) bad_entry(entry, "streaming=on or streaming=off");
+    return kStreaming;
+  }
+  if (name == "threshold") {
+    if (!parse_size(value, size) || size > kMaxThreshold)
+      bad_entry(entry, "a size in bytes (suffix K, M or G allowed) up to 1G");
+    plan.threshold = size;
+    return kThreshold;
+  }
+  if (name == "prefetch") {
+    if (!parse_size(value, size) || size % 64 || size > kMaxPrefetch) bad_entry(entry, range(0, kMaxPrefetch, "bytes"));
+    plan.prefetch = size;
+    return kPrefetch;
+  }
+  if (name == "hint") {
+    const auto* found = std::find(kHints, kHints + 4, value);
+    if (found == kHints + 4) bad_entry(entry, "hint=nta, hint=t0, hint=t1 or hint=t2");
+    plan.hint = static_cast<int>(found - kHints);
+    return kHint;
+  }
+  if (name == "block") {
+    if (!parse_size(value, size) || size % 64 || size < kMinBlock || size > kMaxBlock)
+      bad_entry(entry, range(kMinBlock, kMaxBlock, "elements"));
+    plan.block = size;
+    return kBlock;
+  }
+  bad_entry(entry, "a name among streaming, threshold, prefetch, hint, block");
+}
+
+// ---- the cache hierarchy ----
+
+int64_t cache_size(int name) {
+  const long size = sysconf(name);
+  return size > 0 ? size : 0;
+}
+
+int usable_cpus() {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof set, &set) != 0) return 1;
+  return std::max(1, CPU_COUNT(&set));
+}
+
+// The per-core share of a last-level cache on current x86 servers is 1.25-4 MiB (Intel Xeon
+// 1.25-1.875 MiB, AMD EPYC Zen 3/4 4 MiB: 32 MiB per 8-core CCX). What one process can count on
+// is at most its cores' share, whatever the LLC reported: a virtual machine may report the host's
+// whole LLC (this project's 2-vCPU VM reports 480 MiB) or a sum over sockets.
+constexpr int64_t kLlcPerCore = int64_t(4) << 20;
+
+void read_caches(PlanReport& report) {
+  report.l1d = cache_size(_SC_LEVEL1_DCACHE_SIZE);
+  report.l2 = cache_size(_SC_LEVEL2_CACHE_SIZE);
+  report.llc_reported = std::max(cache_size(_SC_LEVEL3_CACHE_SIZE), report.l2);
+  const int64_t share = kLlcPerCore * usable_cpus();
+  report.llc_effective = report.llc_reported ? std::min(report.llc_reported, share) : share;
+  report.llc_effective = std::max(report.llc_effective, report.l2);
+}
+
+// Streaming pays off for an output that would not stay in this process's share of the LLC
+// anyway: the lines it evicts are worth more than the RFO it saves.
+int64_t threshold_from_caches(const PlanReport& report) {
+  return std::clamp(report.llc_effective, kMinThreshold, kMaxThreshold);
+}
+
+// A block of a three-operand FLOAT call (12 bytes an element) within a quarter of the L2: a
+// thread's block, the lines prefetched ahead of it and the other operands' stay in the core's
+// own cache; the largest power of two that does, within the bounds.
+int64_t block_from_caches(const PlanReport& report) {
+  if (report.l2 <= 0) return MemoryPlan{}.block;
+  int64_t block = kMinBlock;
+  while (block * 2 * 12 <= report.l2 / 4 && block * 2 <= kMaxBlock) block *= 2;
+  return block;
+}
+
+// ---- measuring the store kind and the prefetch distance ----
+
+// The probe: a kernel of the element-wise engine shaped like the costly ones (BCE-with-logits,
+// LogSigmoid): three FLOAT inputs, one FLOAT output, an exponential and a division per element.
+// The arithmetic matters: how many lines a loop keeps in flight, and so what prefetching and the
+// store kind bring, depends on the time it spends between its loads.
+struct Probe {
+  static constexpr int kInputs = 3;
+  template <class V>
+  NPUEMU_INLINE typename V::F apply(const typename V::F* in) const {
+    const typename V::F z = simd::exp_nonpositive<V>(V::from_bits(V::bits(in[0]) | 0x80000000u));
+    return (in[1] * z + in[2]) / (1.0f + z);
+  }
+};
+constexpr int kProbeOperands = Probe::kInputs + 1;
+
+// Evicts [p, p + bytes) from every cache level, writing dirty lines back (clflushopt where the
+// machine has it: pipelined, an order of magnitude faster than clflush).
+__attribute__((target("clflushopt"))) void flush_opt(const char* p, int64_t bytes) {
+  for (int64_t i = 0; i < bytes; i += 64) __builtin_ia32_clflushopt(p + i);
+  __builtin_ia32_mfence();
+}
+void flush_plain(const char* p, int64_t bytes) {
+  for (int64_t i = 0; i < bytes; i += 64) __builtin_ia32_clflush(p + i);
+  __builtin_ia32_mfence();
+}
+bool has_clflushopt() {
+  unsigned a, b, c, d;
+  return __get_cpuid_count(7, 0, &a, &b, &c, &d) && (b >> 23 & 1);  // CPUID.(7,0):EBX bit 23
+}
+void flush(const char* p, int64_t bytes) {
+  static const bool opt = has_clflushopt();
+  if (opt) flush_opt(p, bytes);
+  else flush_plain(p, bytes);
+}
+
+struct Buffers {
+  int64_t bytes;     // per operand
+  char* memory;      // the probe's operands, 4 KiB aligned
+  explicit Buffers(int64_t size)
+      : bytes(size), memory(static_cast<char*>(std::aligned_alloc(4096, kProbeOperands * size))) {
+    if (!memory) throw std::bad_alloc();
+    // Values from -1 to -11: the probe's exponential stays far from subnormal results, which take
+    // a microcode assist and would time the arithmetic instead of the memory. Faulting the pages
+    // in here keeps that out of the timings too.
+    float* f = reinterpret_cast<float*>(memory);
+    for (int64_t i = 0; i < kProbeOperands * size / 4; ++i) f[i] = -1.0f - static_cast<float>(i & 1023) * 0.01f;
+  }
+  ~Buffers() { std::free(memory); }
+  char* operand(int k) const { return memory + k * bytes; }
+};
+
+struct Alternative {
+  std::string name;
+  bool streaming;
+  int64_t prefetch;
+  int hint;
+};
+
+// GB/s of one pass of the probe over cold operands: all evicted first, the output flushed again
+// after the pass, inside the timing, so that ordinary stores pay for writing their dirty lines
+// back, as they do in a large kernel (streamed lines are already in memory).
+double time_pass(const Buffers& b, const Alternative& a) {
+  flush(b.memory, kProbeOperands * b.bytes);
+  elementwise_detail::Run<kProbeOperands> run{{}, {}, {}, b.bytes / 4, a.streaming, a.prefetch, a.hint};
+  for (int k = 0; k < kProbeOperands; ++k) run.data[k] = b.operand(k), run.dtype[k] = kFloat;
+  const auto start = std::chrono::steady_clock::now();
+  elementwise_detail::run(Probe{}, run, simd::machine_isa());
+  flush(b.operand(0), b.bytes);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return seconds > 0 ? kProbeOperands * b.bytes / seconds / 1e9 : 0.0;
+}
+
+constexpr int kRounds = 3;        // passes of each alternative, interleaved; the median counts
+constexpr double kMargin = 1.05;  // an alternative replaces the default only if this much faster
+constexpr double kSaneLow = 0.2, kSaneHigh = 2000;  // GB/s: outside this, a timing is broken
+
+// Median GB/s of each alternative, the alternatives interleaved round by round (noise from other
+// processes hits them alike).
+std::vector<double> medians(const Buffers& b, const std::vector<Alternative>& alternatives) {
+  std::vector<std::vector<double>> rates(alternatives.size());
+  for (int round = 0; round < kRounds; ++round)
+    for (size_t a = 0; a < alternatives.size(); ++a) rates[a].push_back(time_pass(b, alternatives[a]));
+  std::vector<double> result;
+  for (auto& r : rates) {
+    std::sort(r.begin(), r.end());
+    result.push_back(r[r.size() / 2]);
+  }
+  return result;
+}
+
+// The fastest alternative, if it beats alternatives[0] (the default) by kMargin; else the default.
+size_t pick(const std::vector<double>& rate) {
+  size_t best = 0;
+  for (size_t a = 1; a < rate.size(); ++a)
+    if (rate[a] > rate[best]) best = a;
+  return rate[best] > rate[0] * kMargin ? best : 0;
+}
+
+bool sane(const std::vector<double>& rate) {
+  return std::all_of(rate.begin(), rate.end(), [](double r) { return r >= kSaneLow && r <= kSaneHigh; });
+}
+
+// Operand size of the probe: a sixteenth of the L2, within [64 KiB, 256 KiB]: large enough for
+// the hardware prefetchers to reach their steady state (16 pages and more per operand) and for a
+// pass to last tens of microseconds, small enough for the whole measurement to take a few
+// milliseconds.
+int64_t probe_bytes(const PlanReport& report) {
+  return std::clamp<int64_t>(report.l2 / 16, int64_t(64) << 10, int64_t(256) << 10) / 4096 * 4096;
+}
+
+std::string describe(const char* stage, const Alternative& a) {
+  return std::string(stage) + (a.streaming ? "streaming" : "ordinary") + " stores, prefetch " +
+         (a.prefetch ? std::to_string(a.prefetch) + " " + kHints[a.hint] : std::string("none"));
+}
+
+// Runs `grid` (the default first), records its timings under `stage`, and returns the alternative
+// chosen, or nothing if a timing is absurd (report.fallback then says which).
+std::optional<Alternative> measure_grid(const char* stage, const Buffers& buffers, std::vector<Alternative> grid,
+                                        PlanReport& report) {
+  for (Alternative& a : grid) a.name = describe(stage, a);
+  const std::vector<double> rate = medians(buffers, grid);
+  for (size_t a = 0; a < grid.size(); ++a) report.timings.emplace_back(grid[a].name, rate[a]);
+  if (!sane(rate)) {
+    report.fallback = "a timing out of [0.2, 2000] GB/s";
+    return std::nullopt;
+  }
+  return grid[pick(rate)];
+}
+
+// The prefetch alternatives: none, and each distance with each hint (t2 left out: on the CPUs
+// this was written for it behaves as t1), the default first.
+std::vector<Alternative> prefetch_grid(const MemoryPlan& plan, const bool* forced) {
+  std::vector<Alternative> grid = {{"", plan.streaming, plan.prefetch, plan.hint}};
+  for (int64_t d : {int64_t(0), int64_t(256), int64_t(512), int64_t(1024)})
+    for (int hint : {0, 2, 3}) {
+      if (d == 0 && hint != plan.hint) continue;  // no prefetch: the hint is moot
+      if ((forced[kPrefetch] && d != plan.prefetch) || (forced[kHint] && hint != plan.hint)) continue;
+      if (d == plan.prefetch && hint == plan.hint) continue;  // the default, already first
+      grid.push_back({"", plan.streaming, d, hint});
+    }
+  return grid;
+}
+
+// Measures the prefetch distance and hint (with the default store kind), then the store kind at
+// the prefetch chosen, for the choices `forced` leaves open. In that order because the store kind
+// depends on the prefetching: on this project's Xeon, streaming FLOAT16 outputs without software
+// prefetch took twice as long as with ordinary stores (LogSigmoid, 16M elements, one thread: 18.5
+// vs 9.6 ms), with prefetcht0 1 KiB ahead 15% less (7.7 vs 9.0 ms).
+void measure(PlanReport& report, const bool* forced) {
+  const Buffers buffers(probe_bytes(report));
+  MemoryPlan& plan = report.plan;
+  if (!forced[kPrefetch] || !forced[kHint]) {
+    const std::optional<Alternative> best = measure_grid("prefetch: ", buffers, prefetch_grid(plan, forced), report);
+    if (!best) return;
+    plan.prefetch = best->prefetch, plan.hint = best->hint;
+    if (!forced[kPrefetch]) report.source[kPrefetch] = "measured";
+    if (!forced[kHint]) report.source[kHint] = plan.prefetch ? "measured" : "default";  // moot without prefetch
+  }
+  if (!forced[kStreaming]) {
+    const std::optional<Alternative> best =
+        measure_grid("stores: ", buffers,
+                     {{"", plan.streaming, plan.prefetch, plan.hint}, {"", !plan.streaming, plan.prefetch, plan.hint}},
+                     report);
+    if (!best) return;
+    plan.streaming = best->streaming;
+    report.source[kStreaming] = "measured";
+  }
+}
+
+// The whole planning: defaults, then the caches, the measurements, and the environment's forced
+// choices over them all.
+PlanReport make_report() {
+  PlanReport report;  // the defaults, with the environment's choices over them
+  std::vector<std::string> given;
+  if (const char* spec = std::getenv("NPUEMU_MEMORY_PLAN")) parse_memory_plan(spec, report.plan, given);
+  bool forced[kChoices] = {};
+  for (int c = 0; c < kChoices; ++c) {
+    forced[c] = std::find(given.begin(), given.end(), kNames[c]) != given.end();
+    report.source[c] = forced[c] ? "environment" : "default";
+  }
+  read_caches(report);
+  if (!forced[kThreshold]) report.plan.threshold = threshold_from_caches(report), report.source[kThreshold] = "caches";
+  if (!forced[kBlock]) report.plan.block = block_from_caches(report), report.source[kBlock] = "caches";
+  if (!forced[kStreaming] || !forced[kPrefetch] || !forced[kHint]) {
+    const auto start = std::chrono::steady_clock::now();
+    const MemoryPlan before = report.plan;
+    measure(report, forced);
+    if (!report.fallback.empty()) {  // back to the defaults (or forced values) for everything measured
+      report.plan.streaming = before.streaming;
+      report.plan.prefetch = before.prefetch, report.plan.hint = before.hint;
+      for (int c : {kStreaming, kPrefetch, kHint})
+        if (!forced[c]) report.source[c] = "default";
+    }
+    report.measure_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  }
+  return report;
+}
+
+void make_plan() {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  if (g_made.load(std::memory_order_acquire)) return;
+  g_report = make_report();  // throws on a bad NPUEMU_MEMORY_PLAN: the next use tries again
+  publish(g_report.plan);
+  g_made.store(true, std::memory_order_release);
+}
+
+// ---- Python ----
+
+py::dict report_dict() {
+  const PlanReport r = memory_plan_report();
+  py::dict sources, caches, timings;
+  for (int c = 0; c < kChoices; ++c) sources[kNames[c]] = r.source[c];
+  caches["l1d"] = r.l1d, caches["l2"] = r.l2, caches["llc_reported"] = r.llc_reported;
+  caches["llc_effective"] = r.llc_effective;
+  for (const auto& [name, rate] : r.timings) timings[py::str(name)] = rate;
+  py::dict d;
+  d["streaming"] = r.plan.streaming, d["threshold"] = r.plan.threshold, d["prefetch"] = r.plan.prefetch;
+  d["hint"] = kHints[r.plan.hint], d["block"] = r.plan.block, d["source"] = sources, d["measure_ms"] = r.measure_ms, d["caches"] = caches;
+  d["timings_gbps"] = timings, d["fallback"] = r.fallback;
+  return d;
+}
+
+// Forces the choices given (None: left as they are), each checked as NPUEMU_MEMORY_PLAN's.
+py::dict set_plan(std::optional<bool> streaming, std::optional<int64_t> threshold, std::optional<int64_t> prefetch,
+                  std::optional<std::string> hint, std::optional<int64_t> block) {
+  {
+    py::gil_scoped_release release;
+    memory_plan();  // planned first, so that the forced choices are not overwritten later
+  }
+  std::string spec;
+  if (streaming) spec += std::string(",streaming=") + (*streaming ? "on" : "off");
+  if (threshold) spec += ",threshold=" + std::to_string(*threshold);
+  if (prefetch) spec += ",prefetch=" + std::to_string(*prefetch);
+  if (hint) spec += ",hint=" + *hint;
+  if (block) spec += ",block=" + std::to_string(*block);
+  {
+    std::lock_guard<std::mutex> lock(g_mutex);
+    std::vector<std::string> given;
+    MemoryPlan plan = g_report.plan;
+    if (!spec.empty()) parse_memory_plan(spec.substr(1), plan, given);
+    for (const std::string& name : given)
+      g_report.source[std::find(kNames, kNames + kChoices, name) - kNames] = "forced";
+    g_report.plan = plan;
+    publish(plan);
+  }
+  return report_dict();
+}
+
+py::dict parse_for_python(const std::string& spec) {
+  MemoryPlan plan;
+  std::vector<std::string> given;
+  parse_memory_plan(spec, plan, given);
+  py::dict d;
+  for (const std::string& name : given) {
+    if (name == "streaming") d["streaming"] = plan.streaming;
+    if (name == "threshold") d["threshold"] = plan.threshold;
+    if (name == "prefetch") d["prefetch"] = plan.prefetch;
+    if (name == "hint") d["hint"] = kHints[plan.hint];
+    if (name == "block") d["block"] = plan.block;
+  }
+  return d;
+}
+
+void bind(py::module_& m) {
+  m.def("memory_plan", [] {
+          {
+            py::gil_scoped_release release;  // the first use measures for a few milliseconds
+            memory_plan();
+          }
+          return report_dict();
+        },
+        "The memory plan in force (made on first use): choices, their sources, caches, timings");
+  m.def("set_memory_plan", &set_plan, py::kw_only(), py::arg("streaming") = py::none(), py::arg("threshold") = py::none(),
+        py::arg("prefetch") = py::none(), py::arg("hint") = py::none(), py::arg("block") = py::none(),
+        "Forces choices of the memory plan (checked as NPUEMU_MEMORY_PLAN's); returns the plan");
+  m.def("parse_memory_plan", &parse_for_python, py::arg("spec"),
+        "The choices a NPUEMU_MEMORY_PLAN value sets (ValueError naming a bad entry)");
+}
+
+NPUEMU_REGISTER_OP(bind);
+
+}  // namespace
+
+void parse_memory_plan(const std::string& spec, MemoryPlan& plan, std::vector<std::string>& given) {
+  size_t start = 0;
+  while (start <= spec.size()) {
+    const size_t comma = std::min(spec.find(',', start), spec.size());
+    const std::string entry = spec.substr(start, comma - start);
+    if (entry.empty()) {
+      if (spec.empty()) return;  // an empty variable forces nothing
+      bad_entry(entry, "name=value (no empty entry between commas)");
+    }
+    const std::string name = kNames[apply_entry(entry, plan)];
+    if (std::find(given.begin(), given.end(), name) != given.end()) bad_entry(entry, "each name once");
+    given.push_back(name);
+    start = comma + 1;
+  }
+}
+
+MemoryPlan memory_plan() {
+  if (!g_made.load(std::memory_order_acquire)) make_plan();
+  MemoryPlan plan;
+  plan.streaming = g_streaming.load(std::memory_order_relaxed);
+  plan.threshold = g_threshold.load(std::memory_order_relaxed);
+  plan.prefetch = g_prefetch.load(std::memory_order_relaxed);
+  plan.hint = g_hint.load(std::memory_order_relaxed);
+  plan.block = g_block.load(std::memory_order_relaxed);
+  return plan;
+}
+
+PlanReport memory_plan_report() {
+  memory_plan();
+  std::lock_guard<std::mutex> lock(g_mutex);
+  return g_report;
+}
+
+}  // namespace npuemu
