@@ -6,8 +6,41 @@ from emulator.config import Config
 
 
 def describe(config: Config) -> str:
-    """The kernels' build and dispatch with `config`'s threads and vector ISA in force."""
+    """The kernels' build and dispatch with `config`'s threads and vector ISA in force, then the
+    memory plan (kernels_cpp/common/memory_plan.h) and how each of its choices was obtained."""
     from . import _kernels  # ImportError (kernels not built) is the caller's to report
     _kernels.set_threads(config.threads)
     _kernels.set_vector_isa(config.vector_isa)
-    return _kernels.build_info()
+    try:
+        plan = describe_plan(_kernels.memory_plan())
+    except ValueError as error:  # a malformed NPUEMU_MEMORY_PLAN: said here, raised again by the first kernel
+        plan = "memory plan not made: %s" % error
+    return _kernels.build_info() + "; " + plan
+
+
+def _size(count: int) -> str:
+    for shift, suffix in ((30, "G"), (20, "M"), (10, "K")):
+        if count >= 1 << shift and count % (1 << shift) == 0:
+            return "%d%s" % (count >> shift, suffix)
+    return str(count)
+
+
+def describe_plan(plan: dict) -> str:
+    """One line: the choices in NPUEMU_MEMORY_PLAN's own syntax, then where they came from, e.g.
+    `memory plan streaming=on,threshold=8M,prefetch=1024,hint=t0,block=32768 (measured in 3.5 ms:
+    streaming, prefetch, hint; from the caches: threshold, block; LLC 480M reported, 8M counted)`."""
+    choices = "streaming=%s,threshold=%s,prefetch=%d,hint=%s,block=%d" % (
+        "on" if plan["streaming"] else "off", _size(plan["threshold"]), plan["prefetch"], plan["hint"], plan["block"])
+    by_source: dict = {}
+    for name, source in plan["source"].items():
+        by_source.setdefault(source, []).append(name)
+    labels = {"measured": "measured in %.1f ms" % plan["measure_ms"], "caches": "from the caches",
+              "environment": "forced by NPUEMU_MEMORY_PLAN", "forced": "forced by set_memory_plan",
+              "default": "default"}
+    origin = "; ".join("%s: %s" % (labels.get(source, source), ", ".join(names))
+                       for source, names in by_source.items())
+    if plan["fallback"]:
+        origin += "; measurement discarded (%s)" % plan["fallback"]
+    caches = plan["caches"]
+    llc = "LLC %s reported, %s counted" % (_size(caches["llc_reported"]), _size(caches["llc_effective"]))
+    return "memory plan %s (%s; %s)" % (choices, origin, llc)
