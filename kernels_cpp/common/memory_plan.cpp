@@ -378,7 +378,8 @@ py::dict report_dict() {
   for (const auto& [name, rate] : r.timings) timings[py::str(name)] = rate;
   py::dict d;
   d["streaming"] = r.plan.streaming, d["threshold"] = r.plan.threshold, d["prefetch"] = r.plan.prefetch;
-  d["hint"] = kHints[r.plan.hint], d["block"] = r.plan.block, d["source"] = sources, d["measure_ms"] = r.measure_ms, d["caches"] = caches;
+  d["hint"] = kHints[r.plan.hint], d["block"] = r.plan.block;
+  d["source"] = sources, d["measure_ms"] = r.measure_ms, d["caches"] = caches;
   d["timings_gbps"] = timings, d["fallback"] = r.fallback;
   return d;
 }

@@ -7,19 +7,22 @@
 // - threshold: the output size in bytes above which stores stream (when streaming is on);
 // - prefetch: how many bytes ahead of its loads each input of the element-wise engine is
 //   prefetched (0: none, the hardware prefetchers alone), and hint, into which caches: prefetchnta
-//   (nta), prefetcht0 (t0: every level), prefetcht1 (t1: L2 and beyond), prefetcht2 (t2). They
-//   differ between CPUs: Intel's prefetchnta skips the L2, AMD's does not;
+//   (nta), prefetcht0 (t0: every level), prefetcht1 (t1: L2 and beyond), prefetcht2 (t2). The
+//   best differs between CPUs: Intel's prefetchnta fills L1 but not L2, which on this project's
+//   Xeon halved the bandwidth of the kernels tuned with it on AMD EPYC;
 // - block: the most elements the element-wise engine hands a thread at a time.
 //
 // None of these changes a result: they decide how bytes move, never what is computed (every path
 // rounds alike, simd.h). docs/performance.md explains how each is chosen; in short:
-// 1. NPUEMU_MEMORY_PLAN (e.g. "streaming=on,threshold=8M,prefetch=512,hint=t0,block=32768") forces any of
-//    them; a malformed variable is an error that names the bad entry (thrown at first use);
+// 1. NPUEMU_MEMORY_PLAN (e.g. "streaming=on,threshold=8M,prefetch=512,hint=t0,block=32768")
+//    forces any of them; a malformed variable is an error that names the bad entry (thrown at
+//    every use);
 // 2. the threshold and the block come from the cache hierarchy, with the reported last-level cache
 //    capped (a virtual machine may report the host's whole LLC, hundreds of MiB, as its own);
-// 3. the store kind, the prefetch distance and hint are measured: a few timed passes of the engine over
-//    buffers evicted from the caches, a few milliseconds in all, each alternative kept only if it
-//    beats the default clearly, a measurement that looks absurd falling back to the defaults.
+// 3. the store kind, the prefetch distance and hint are measured: a few timed passes of the
+//    engine over buffers evicted from the caches, a few milliseconds in all, each alternative kept
+//    only if it beats the default clearly, a measurement that looks absurd falling back to the
+//    defaults.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -46,7 +49,8 @@ constexpr int64_t kMaxPrefetch = 4096;  // a multiple of 64, or 0
 constexpr int64_t kMinBlock = int64_t(1) << 12, kMaxBlock = int64_t(1) << 18;  // a multiple of 64
 
 // The plan in force, made on the first call (from the environment, the caches and measurements).
-// Cheap after that: a copy under a lock, for a kernel to read once per call.
+// Cheap after that (a few relaxed atomic loads), for a kernel to read once per call. Throws
+// std::invalid_argument while NPUEMU_MEMORY_PLAN is malformed.
 MemoryPlan memory_plan();
 
 // Where each choice of the plan came from, and what the planner saw: for `npuemu` and the tests.
