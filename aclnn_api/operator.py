@@ -16,6 +16,7 @@ from typing import Any, Callable, Optional, Sequence
 
 from emulator import interface
 from emulator.cargs import ACLNN, UINT64, is_integer, optional_pointer, size
+from emulator.config import ConfigError
 from emulator.dtypes import ITEM_SIZES, dtype_name
 from emulator.errors import AclError, api
 from emulator.interface import DeviceFault
@@ -253,6 +254,21 @@ class PlanCache:
         self._plans.clear()
 
 
+_memory_plan_made = [False]
+
+
+def _make_memory_plan() -> None:
+    """The kernels' memory plan (docs/performance.md), made before the first plan of any operator
+    rather than by the first kernel: an unusable NPUEMU_MEMORY_PLAN is then the program's setting,
+    reported by this first phase as every unusable NPUEMU_* value is (ConfigError: 161002 and a
+    message naming the entry), not a fault of work on a stream."""
+    try:
+        _kernels.memory_plan()
+    except ValueError as error:
+        raise ConfigError(str(error)) from None
+    _memory_plan_made[0] = True
+
+
 def first_phase(op: str, outputs: Optional[Sequence[str]] = None) -> Callable:
     """Decorator: fn(args...) -> KernelLaunch | None becomes aclnnXxxGetWorkspaceSize(args...) ->
     (workspace_size, executor, status).
@@ -268,6 +284,8 @@ def first_phase(op: str, outputs: Optional[Sequence[str]] = None) -> Callable:
         @api(op + "GetWorkspaceSize", failure=(0, None), internal_code=status.ACLNN_ERR_INNER)
         @functools.wraps(plan)
         def get_workspace_size(*args: Any, **kwargs: Any):
+            if not _memory_plan_made[0]:
+                _make_memory_plan()
             args, kwargs = parameters.by_handle(args, kwargs)
             key = None if kwargs else plans.key(args)
             launch = _MISSING if key is None else plans.get(key)

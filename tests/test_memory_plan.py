@@ -209,6 +209,23 @@ def test_a_bad_variable_fails_every_use_naming_the_entry_and_npuemu_says_so():
     assert "memory plan not made: NPUEMU_MEMORY_PLAN: entry 'hint=t9'" in shown.stdout, shown.stderr
 
 
+def test_a_bad_variable_is_the_first_phases_invalid_parameter_naming_it_not_a_fault():
+    """As every unusable NPUEMU_* value: the layer's invalid-parameter status (161002 for aclnn) and a
+    message naming the variable and the entry, from the first call that needs it; never 507000."""
+    code = ("import acl, aclnn_api as nn\n"
+            "acl.init(); acl.rt.set_device(0)\n"
+            "t = nn.aclCreateTensor([2], nn.ACL_FLOAT, [1], 0, nn.ACL_FORMAT_ND, [2], 0x1000)\n"
+            "size, executor, ret = nn.aclnnLogSigmoidBackwardGetWorkspaceSize(t, t, t, t)\n"
+            "print(ret, executor)\n"
+            "print(acl.get_recent_err_msg())\n"
+            "nn.aclDestroyTensor(t); acl.rt.reset_device(0); acl.finalize()\n")
+    done = run_python(code, "hint=t9")
+    assert done.returncode == 0, done.stderr
+    status, message = done.stdout.split("\n", 1)
+    assert status == "161002 None"
+    assert "NPUEMU_MEMORY_PLAN: entry 'hint=t9': expected" in message and "507000" not in done.stdout
+
+
 def test_npuemu_prints_the_plan_and_how_it_was_obtained():
     env = {k: v for k, v in os.environ.items() if k != "NPUEMU_MEMORY_PLAN"}
     done = subprocess.run([sys.executable, "-m", "emulator"], capture_output=True, text=True, env=env, timeout=60)
