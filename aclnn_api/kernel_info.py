@@ -13,7 +13,7 @@ def describe(config: Config) -> str:
     _kernels.set_vector_isa(config.vector_isa)
     try:
         plan = describe_plan(_kernels.memory_plan())
-    except ValueError as error:  # a malformed NPUEMU_MEMORY_PLAN: said here, raised again by the first kernel
+    except ValueError as error:  # a malformed NPUEMU_MEMORY_PLAN: said here, and the first aclnn call's 161002
         plan = "memory plan not made: %s" % error
     return _kernels.build_info() + "; " + plan
 

@@ -250,9 +250,6 @@ class PlanCache:
             self._plans.clear()
         self._plans[key] = (launch, args, interface.settings())
 
-    def clear(self) -> None:
-        self._plans.clear()
-
 
 _memory_plan_made = [False]
 
