@@ -429,7 +429,9 @@ class Tracker:
         """After a task ran: what it wrote is initialised."""
         if task.resolves_itself:
             for allocation, start, nbytes in self.written_by_running:
-                _wrote(allocation, start, nbytes)
+                bounds = allocation.written.bounds
+                if not (len(bounds) == 2 and bounds[0] <= start and start + nbytes <= bounds[1]):
+                    _wrote(allocation, start, nbytes)  # (written again, in one range: nothing to add)
             self.written_by_running = []
             return
         for entry in task.ranges()[1]:
