@@ -2,7 +2,7 @@
 `npuemu.kernels` entry point, so the runtime package never imports the operator layer."""
 from __future__ import annotations
 
-from emulator.config import Config
+from emulator.config import Config, ConfigError
 
 
 def describe(config: Config) -> str:
@@ -13,8 +13,8 @@ def describe(config: Config) -> str:
     _kernels.set_vector_isa(config.vector_isa)
     try:
         plan = describe_plan(_kernels.memory_plan())
-    except ValueError as error:  # a malformed NPUEMU_MEMORY_PLAN: said here, and the first aclnn call's 161002
-        plan = "memory plan not made: %s" % error
+    except ValueError as error:  # a malformed NPUEMU_MEMORY_PLAN, as the first aclnn call's 161002 says too
+        raise ConfigError(str(error)) from None
     return _kernels.build_info() + "; " + plan
 
 

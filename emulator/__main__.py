@@ -47,7 +47,12 @@ def main(argv: list[str] | None = None) -> int:
                                    if config.sanitize_exitcode is not None else ""))
     print("trace          %s" % (config.trace or "none"))
     print("faults         %s" % (config.faults or "none"))
-    print("kernels        %s" % kernels_line(config))
+    try:
+        kernels = kernels_line(config)
+    except ConfigError as error:  # a setting of a kernel package (NPUEMU_MEMORY_PLAN) it cannot use
+        print("npuemu: %s" % error, file=sys.stderr)
+        return 2
+    print("kernels        %s" % kernels)
     return 0
 
 

@@ -204,9 +204,10 @@ def test_a_bad_variable_fails_every_use_naming_the_entry_and_npuemu_says_so():
     done = run_python(code, "prefetch=512,block=7")
     assert done.stdout.splitlines() == ["NPUEMU_MEMORY_PLAN: entry 'block=7': expected a multiple of 64 elements "
                                         "in [4096, 262144]"] * 2, done.stderr
-    shown = run_python("from aclnn_api.kernel_info import describe; import emulator; print(describe(emulator.settings()))",
-                       "hint=t9")
-    assert "memory plan not made: NPUEMU_MEMORY_PLAN: entry 'hint=t9'" in shown.stdout, shown.stderr
+    shown = subprocess.run([sys.executable, "-m", "emulator"], capture_output=True, text=True, timeout=60,
+                           env={**os.environ, "NPUEMU_MEMORY_PLAN": "hint=t9"})
+    assert shown.returncode == 2, shown  # as for any unusable NPUEMU_* value
+    assert "npuemu: NPUEMU_MEMORY_PLAN: entry 'hint=t9': expected" in shown.stderr, shown.stderr
 
 
 def test_a_bad_variable_is_the_first_phases_invalid_parameter_naming_it_not_a_fault():
