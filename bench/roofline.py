@@ -21,6 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
+from aclnn_api import _kernels
 from timing import cache_levels
 
 # The larger in-cache call gives each thread at most this share of an L2: the rest holds the
@@ -33,7 +34,7 @@ IN_CACHE_BURST = 0.003
 # Elements per thread below which the kernels use fewer threads (kGrain of kernels_cpp/common/
 # elementwise.h, also the softmax's): a smaller call under threads x this would not use the row's
 # thread count, and the difference of the two calls would not be the row's per-element cost.
-KERNEL_GRAIN = 1 << 14
+KERNEL_GRAIN = _kernels.ELEMENTWISE_GRAIN
 DEFAULT_L2 = 1 << 20    # when the system does not say (e.g. no /sys): a size most x86 cores exceed
 
 

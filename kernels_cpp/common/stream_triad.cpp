@@ -4,14 +4,11 @@
 //
 // It runs on the element-wise engine (elementwise.h), so it measures the kernels' own memory path:
 // the same vector loop, the memory plan's prefetch distance and block size, and its store kind
-// (streaming above the plan's threshold, when the plan streams). `streaming=False` forces ordinary
-// stores, `True` streaming ones whatever the size: STREAM's own triad is compiled either way.
+// (streaming above the plan's threshold, when the plan streams).
 #include <pybind11/pybind11.h>
-#include <pybind11/stl.h>
 
 #include <algorithm>
 #include <cstdint>
-#include <optional>
 
 #include "common/elementwise.h"
 #include "common/memory_plan.h"
@@ -32,14 +29,13 @@ struct Triad {
   }
 };
 
-void stream_triad(uintptr_t a_address, uintptr_t b_address, uintptr_t c_address, int64_t n, float scalar,
-                  std::optional<bool> streaming) {
+void stream_triad(uintptr_t a_address, uintptr_t b_address, uintptr_t c_address, int64_t n, float scalar) {
   if (n < 0) throw std::invalid_argument("stream_triad: expected n >= 0");
   std::array<void*, 3> data = {reinterpret_cast<void*>(a_address), reinterpret_cast<void*>(b_address),
                                reinterpret_cast<void*>(c_address)};
   py::gil_scoped_release release;
   const MemoryPlan plan = memory_plan();
-  const bool stream = streaming ? *streaming : plan.streams(n * int64_t(sizeof(float)));
+  const bool stream = plan.streams(n * int64_t(sizeof(float)));
   // Blocks taken as threads come, as the kernels do: a late worker does not hold up the others.
   const int64_t participants = std::min<int64_t>(threads(), (n + kGrain - 1) / kGrain);
   const int64_t block = block_elements(n, std::max<int64_t>(1, participants), plan.block);
@@ -55,9 +51,11 @@ void stream_triad(uintptr_t a_address, uintptr_t b_address, uintptr_t c_address,
 
 void bind(py::module_& m) {
   m.def("stream_triad", &stream_triad, py::arg("a"), py::arg("b"), py::arg("c"), py::arg("n"), py::arg("scalar"),
-        py::arg("streaming") = py::none(),
-        "STREAM triad a[i] = b[i] + scalar * c[i] over n float32 values at raw host addresses (for bench/); "
-        "streaming: None for the memory plan's store kind, or forced");
+        "STREAM triad a[i] = b[i] + scalar * c[i] over n float32 values at raw host addresses (for bench/), "
+        "with the memory plan's store kind");
+  // Elements per thread below which the element-wise engine (and the softmax) use fewer threads:
+  // bench/roofline.py sizes its in-cache calls above it.
+  m.attr("ELEMENTWISE_GRAIN") = kGrain;
 }
 
 NPUEMU_REGISTER_OP(bind);
