@@ -11,11 +11,18 @@ def describe(config: Config) -> str:
     from . import _kernels  # ImportError (kernels not built) is the caller's to report
     _kernels.set_threads(config.threads)
     _kernels.set_vector_isa(config.vector_isa)
+    return _kernels.build_info() + "; " + describe_plan(memory_plan())
+
+
+def memory_plan() -> dict:
+    """The kernels' memory plan, made on first use (a few milliseconds of measurement). An unusable
+    NPUEMU_MEMORY_PLAN is the program's setting, a ConfigError naming the entry, as for every NPUEMU_*
+    value: `npuemu` exits 2 with it, the first aclnn call returns 161002 with it."""
+    from . import _kernels
     try:
-        plan = describe_plan(_kernels.memory_plan())
-    except ValueError as error:  # a malformed NPUEMU_MEMORY_PLAN, as the first aclnn call's 161002 says too
+        return _kernels.memory_plan()
+    except ValueError as error:
         raise ConfigError(str(error)) from None
-    return _kernels.build_info() + "; " + plan
 
 
 def _size(count: int) -> str:

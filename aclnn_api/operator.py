@@ -16,7 +16,6 @@ from typing import Any, Callable, Optional, Sequence
 
 from emulator import interface
 from emulator.cargs import ACLNN, UINT64, is_integer, optional_pointer, size
-from emulator.config import ConfigError
 from emulator.dtypes import ITEM_SIZES, dtype_name
 from emulator.errors import AclError, api
 from emulator.interface import DeviceFault
@@ -24,7 +23,7 @@ from emulator.resource import HANDLES, live
 from emulator.sites import Site, user_site
 from emulator.soc import SocProfile
 
-from . import _kernels, status
+from . import _kernels, kernel_info, status
 from .arrays import aclBoolArray, aclFloatArray, aclIntArray, aclScalar
 from .executor import aclOpExecutor
 from .shapes import broadcast_strides
@@ -256,13 +255,9 @@ _memory_plan_made = [False]
 
 def _make_memory_plan() -> None:
     """The kernels' memory plan (docs/performance.md), made before the first plan of any operator
-    rather than by the first kernel: an unusable NPUEMU_MEMORY_PLAN is then the program's setting,
-    reported by this first phase as every unusable NPUEMU_* value is (ConfigError: 161002 and a
-    message naming the entry), not a fault of work on a stream."""
-    try:
-        _kernels.memory_plan()
-    except ValueError as error:
-        raise ConfigError(str(error)) from None
+    rather than by the first kernel: an unusable NPUEMU_MEMORY_PLAN is then reported by this first
+    phase (161002), not as a fault of work on a stream."""
+    kernel_info.memory_plan()
     _memory_plan_made[0] = True
 
 
