@@ -160,19 +160,23 @@ NPUEMU_INLINE void lanes(const Op& op, const Run<N>& r, int64_t begin, int64_t e
     }
   }
   const std::array<int, N> dtype = r.dtype;  // a local: the compiler cannot tell the stores never write r
+  const Op local = op;  // a copy no store can reach: its constants stay in registers
   const int64_t out_step = V::kWidth * dtype_size(dtype[0]);
-  char* out = r.data[0] + begin * dtype_size(dtype[0]);
+  char* const out = r.data[0] + begin * dtype_size(dtype[0]);
   const int64_t prefetch = r.prefetch;
   const int hint = r.hint;
-  for (int64_t i = begin; i < end; i += V::kWidth) {
+  // Every address is base + j * step, never a pointer carried from one step to the next: stores
+  // may alias anything, so carried pointers went through memory, a chain of store-to-load
+  // forwarding through the loop (KlDiv's multiply, 1e5 fp32 elements in cache: 0.23 ns an
+  // element that way, 0.14 this way).
+  for (int64_t j = 0, count = (end - begin) / V::kWidth; j < count; ++j) {
     F values[N - 1];
     for (int k = 1; k < N; ++k) {
-      if (V::kWidth > 1 && prefetch > 0) prefetch_line(in[k] + prefetch, hint);
-      values[k - 1] = Access::template load<V>(dtype[k], in[k]);
-      in[k] += step[k];
+      const char* p = in[k] + j * step[k];
+      if (V::kWidth > 1 && prefetch > 0) prefetch_line(p + prefetch, hint);
+      values[k - 1] = Access::template load<V>(dtype[k], p);
     }
-    Access::template store<V>(dtype[0], out, op.template apply<V>(values), streaming);
-    out += out_step;
+    Access::template store<V>(dtype[0], out + j * out_step, local.template apply<V>(values), streaming);
   }
 }
 

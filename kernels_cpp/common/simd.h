@@ -59,7 +59,7 @@ struct Lanes {
 
 // fp32 -> bf16 bits, round to nearest even, on any V (defined below).
 template <class V>
-typename V::H round_to_bfloat16(typename V::F v);
+NPUEMU_INLINE typename V::H round_to_bfloat16(typename V::F v);
 
 struct Scalar : Lanes<1> {
   NPUEMU_INLINE static F fma(F a, F b, F c) { return F{__builtin_fmaf(a[0], b[0], c[0])}; }
