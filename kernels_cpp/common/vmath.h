@@ -125,11 +125,12 @@ NPUEMU_INLINE typename V::F log(typename V::F x) {
   const F r = z * (kLg1 + w * kLg3) + w * (kLg2 + w * kLg4);
   const F half_f2 = 0.5f * f * f;
   const F dk = __builtin_convertvector(k, F);
-  F result = s * (half_f2 + r) + dk * kLn2Lo - half_f2 + f + dk * kLn2Hi;
+  const F result = s * (half_f2 + r) + dk * kLn2Lo - half_f2 + f + dk * kLn2Hi;
+  // The special values by ordered comparisons (<, <=) and selects only: GCC 12 compiles ==, != and
+  // || of AVX-512 vectors lane by lane (80 scalar compares a vector in log and log1p together).
   const F inf = V::splat(__builtin_inff());
-  result = x == 0.0f ? -inf : result;
-  result = x < 0.0f ? V::splat(__builtin_nanf("")) : result;
-  return x == inf || x != x ? x : result;  // +inf and NaN as they are
+  const F below_or_zero = x < 0.0f ? V::splat(__builtin_nanf("")) : -inf;
+  return x <= 0.0f ? below_or_zero : (x < inf ? result : x);  // +inf and NaN as they are
 }
 
 // log(1 + x) for every float: −inf at −1, NaN below −1 and for NaN, +inf at +inf, x where 1 + x
@@ -141,7 +142,8 @@ NPUEMU_INLINE typename V::F log1p(typename V::F x) {
   const F d = u - 1.0f;
   const F result = log<V>(u) * (x / d);
   const F inf = V::splat(__builtin_inff());
-  return d == 0.0f || x == inf ? x : result;
+  const F magnitude = V::from_bits(V::bits(d) & 0x7fffffffu);  // d is 0 or at least 2^-24 in magnitude
+  return x < inf ? (magnitude < 0x1p-30f ? x : result) : x;
 }
 
 }  // namespace simd
