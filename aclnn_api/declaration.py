@@ -253,8 +253,3 @@ def reference_args(sample: SampleInput, rounded: Callable[[TensorInput], np.ndar
         else:
             values[name] = arg
     return values
-
-
-
-if __name__ == "__main__":  # python -m aclnn_api.declaration: the table to paste into README.md
-    print(readme_table(), end="")
