@@ -1,6 +1,7 @@
 """Operators declared once, in the manner of PyTorch's OpInfo.
 
-Each operator module ends with `DECLARATION = OpDeclaration(...)`: its C name, its two phase
+Each operator module ends with `DECLARATION = OpDeclaration(...)` (or `DECLARATIONS`, a tuple,
+when one library source file holds several operators): its C name, its two phase
 functions, the dtypes it accepts on each chip family, a float64 NumPy reference, sample inputs
 across layouts and sizes (empty included), error inputs with the status code and a message
 fragment each must give, its attributes and the files that belong to it. The tests
@@ -208,15 +209,17 @@ def declaration_files(module_name: str) -> dict:
 
 def all_declarations() -> list:
     """Every operator declared in aclnn_api, by name: each module of the package that defines
-    DECLARATION is imported and its declaration collected."""
+    DECLARATION is imported and its declaration collected. A module whose library source file holds
+    several operators sharing one body (aclnnLogSigmoid and aclnnLogSigmoidForward) defines
+    DECLARATIONS, a tuple of them, instead."""
     import aclnn_api
     found = []
     for module in pkgutil.iter_modules(aclnn_api.__path__):
         if module.name.startswith("_") or module.name == "declaration":
             continue
-        declaration = getattr(importlib.import_module("aclnn_api." + module.name), "DECLARATION", None)
-        if isinstance(declaration, OpDeclaration):
-            found.append(declaration)
+        imported = importlib.import_module("aclnn_api." + module.name)
+        declared = getattr(imported, "DECLARATIONS", None) or (getattr(imported, "DECLARATION", None),)
+        found.extend(declaration for declaration in declared if isinstance(declaration, OpDeclaration))
     return sorted(found, key=lambda d: d.name)
 
 
