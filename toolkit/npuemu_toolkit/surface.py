@@ -364,14 +364,17 @@ ACLNN_UTIL = Header("aclnnop/aclnn_util.h", aliases=("aclnnop/level2/aclnn_util.
 ))
 
 
-def operator(header: str, first_phase: str, second_phase: str, extra_includes: tuple = ()) -> Header:
-    """An operator's header: its two phases, forwarded to aclnn_api's functions of the same names."""
+def operator(header: str, *prototypes: str, extra_includes: tuple = ()) -> Header:
+    """An operator's header: the prototypes of its two phases, in the header's order, forwarded to
+    aclnn_api's functions of the same names. A header that declares several operators (as
+    aclnn_logsigmoid.h declares aclnnLogSigmoid and aclnnLogSigmoidForward) lists both phases of
+    each, one operator after the other."""
     return Header("aclnnop/" + header, includes=extra_includes + ('"aclnn/aclnn_base.h"', '"aclnn_util.h"'),
                   libraries=OPERATOR_LIBRARIES, cpp_only=True, visibility="ACLNN_API",
                   aliases=("aclnnop/level2/" + header,), blocks=tuple(
                       Function(prototype, NN + ":" + prototype.split("(")[0].split()[-1],
                                outputs=("workspaceSize", "executor") if "GetWorkspaceSize" in prototype else ())
-                      for prototype in (first_phase, second_phase)))
+                      for prototype in prototypes))
 
 
 OPERATORS = (
@@ -394,6 +397,15 @@ OPERATORS = (
              "const aclTensor *target, int64_t reduction, bool logTarget, aclTensor *out, uint64_t *workspaceSize, "
              "aclOpExecutor **executor)",
              "aclnnStatus aclnnKlDivBackward(void *workspace, uint64_t workspaceSize, aclOpExecutor *executor, "
+             "aclrtStream stream)"),
+    operator("aclnn_logsigmoid.h",
+             "aclnnStatus aclnnLogSigmoidGetWorkspaceSize(const aclTensor *self, aclTensor *out, "
+             "uint64_t *workspaceSize, aclOpExecutor **executor)",
+             "aclnnStatus aclnnLogSigmoid(void *workspace, uint64_t workspaceSize, aclOpExecutor *executor, "
+             "aclrtStream stream)",
+             "aclnnStatus aclnnLogSigmoidForwardGetWorkspaceSize(const aclTensor *self, aclTensor *out, "
+             "aclTensor *buffer, uint64_t *workspaceSize, aclOpExecutor **executor)",
+             "aclnnStatus aclnnLogSigmoidForward(void *workspace, uint64_t workspaceSize, aclOpExecutor *executor, "
              "aclrtStream stream)"),
     operator("aclnn_logsigmoid_backward.h",
              "aclnnStatus aclnnLogSigmoidBackwardGetWorkspaceSize(const aclTensor *gradOutput, const aclTensor *self, "
