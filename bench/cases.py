@@ -172,6 +172,35 @@ LOG_SIGMOID = Operator(
     in_cache=rows_of_last_dim)
 
 # ---------------------------------------------------------------------------------------------
+# LogSigmoid (the forward): out = min(x, 0) - log1p(e^-|x|), at the backward's sizes. PyTorch CPU
+# has no forward that writes only out: its kernel also writes the buffer e^-|x| that its backward
+# reads. The fastest honest path is aten.log_sigmoid_forward.output with both preallocated
+# (F.logsigmoid and aten.log_sigmoid.out allocate that buffer on every call); it writes twice the
+# bytes npuemu does, which the PyTorch column includes.
+
+
+def build_forward_log_sigmoid(size: Size, dtype: int) -> Case:
+    shape = size.params["shape"]
+    inputs = {"self": random_source("ls.self", shape, dtype, normal(3.0))}
+    return Case(FORWARD_LOG_SIGMOID, size, dtype, inputs, ("out", shape), {}, ("self",))
+
+
+def torch_forward_log_sigmoid(t: dict, attrs: dict, out):
+    torch = _torch()
+    x = t["self"]
+    buffer = torch.empty_like(x)
+    forward = torch.ops.aten.log_sigmoid_forward.output
+    return lambda: forward(x, output=out, buffer=buffer)
+
+
+FORWARD_LOG_SIGMOID = Operator(
+    "LogSigmoid", ELEMENTWISE_SIZES, build_forward_log_sigmoid,
+    lambda t, a: (t["self"], t["out"]),
+    torch_forward_log_sigmoid,
+    "aten.log_sigmoid_forward.output(x, output=out, buffer=buffer), both preallocated (also writes buffer = e^-|x|)",
+    in_cache=rows_of_last_dim)
+
+# ---------------------------------------------------------------------------------------------
 # BinaryCrossEntropyWithLogitsBackward, reduction none, weight (full shape) and posWeight (one
 # per class, broadcast along the last dim as PyTorch users pass it).
 
@@ -438,5 +467,5 @@ CTC = Operator(
     in_cache_why_not="its work is not proportional to the bytes it moves (alpha-beta recursions over T·S per batch, "
                      "an exp per output element over T·C), and one batch's logProbs alone (T·C) exceeds an L2")
 
-OPERATORS = (LOG_SIGMOID, BCE, KL_DIV, SMS, CTC)
+OPERATORS = (LOG_SIGMOID, FORWARD_LOG_SIGMOID, BCE, KL_DIV, SMS, CTC)
 BY_NAME = {op.name: op for op in OPERATORS}
