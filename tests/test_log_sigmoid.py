@@ -14,12 +14,10 @@ import numpy as np
 import pytest
 
 import aclnn_api as nn
-import emulator
 from aclnn_api.declaration import LAYOUTS, CHIP_FAMILIES
 from aclnn_api.log_sigmoid import DTYPES, reference
 from emulator.dtypes import DTYPE_NAMES
-from support import (TOLERANCE, assert_close, assert_rejected, assert_sample_prints, encode, last_error, npu,
-                     representable)
+from support import TOLERANCE, assert_close, assert_rejected, assert_sample_prints, last_error, npu, representable
 
 pytestmark = [pytest.mark.filterwarnings("ignore:overflow encountered in cast"),
               pytest.mark.filterwarnings("ignore:invalid value encountered in cast")]
