@@ -126,7 +126,7 @@ NPUEMU_INLINE typename V::F log(typename V::F x) {
   const F half_f2 = 0.5f * f * f;
   const F dk = __builtin_convertvector(k, F);
   const F result = s * (half_f2 + r) + dk * kLn2Lo - half_f2 + f + dk * kLn2Hi;
-  // The special values by ordered comparisons (<, <=) and selects only: GCC 12 compiles ==, != and
+  // The special values by ordered comparisons (<, <=) and selects only: GCC 12 compiled ==, != and
   // || of AVX-512 vectors lane by lane (80 scalar compares a vector in log and log1p together).
   const F inf = V::splat(__builtin_inff());
   const F below_or_zero = x < 0.0f ? V::splat(__builtin_nanf("")) : -inf;
@@ -140,10 +140,13 @@ NPUEMU_INLINE typename V::F log1p(typename V::F x) {
   using F = typename V::F;
   const F u = 1.0f + x;
   const F d = u - 1.0f;
-  const F result = log<V>(u) * (x / d);
-  const F inf = V::splat(__builtin_inff());
+  // x/d through min(·, FLT_MAX), which changes no finite value: at x = +inf the quotient is 1 (not
+  // inf/inf), so the result is log(inf) = inf without a select of its own. (A second select on x
+  // made GCC 12 compile the pair lane by lane on AVX-512.) A NaN x gives a NaN log(u).
+  const F largest = V::splat(__FLT_MAX__);
+  const F result = log<V>(u) * (V::min(x, largest) / V::min(d, largest));
   const F magnitude = V::from_bits(V::bits(d) & 0x7fffffffu);  // d is 0 or at least 2^-24 in magnitude
-  return x < inf ? (magnitude < 0x1p-30f ? x : result) : x;
+  return magnitude < 0x1p-30f ? x : result;
 }
 
 }  // namespace simd
