@@ -11,6 +11,8 @@
 // recursion keeps PyTorch's scalar expressions and order (std::exp / std::log) and skips only the
 // calls whose result is exact without them (exp(0) = 1, exp(x) = 0 far below the range, log(1) = 0,
 // log(0) = -inf, an exp too small to change the sum >= 1 it is added to): bit for bit PyTorch's values.
+// That arithmetic, the reading of targets and the run-time checks of lengths and labels are
+// common/ctc.h's, shared with the forward's alpha recursion (ops/ctc_loss.cpp).
 //
 // Beta row t only needs row t+1, so each output row is written as soon as its beta row exists:
 // the scratch of a batch item is its labels, two beta rows and lcab per class of l' (workspace).
@@ -24,12 +26,12 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
-#include <sstream>
 #include <string>
 #include <type_traits>
 #include <utility>
 #include <vector>
 
+#include "common/ctc.h"
 #include "common/dispatch.h"
 #include "common/elementwise.h"
 #include "common/memory_plan.h"
@@ -43,53 +45,22 @@ namespace py = pybind11;
 namespace npuemu {
 namespace {
 
-template <class T>
-using Acc = std::conditional_t<std::is_same_v<T, double>, double, float>;
-
-template <class T>
-inline Acc<T> load(const TensorArg& a, int64_t elem) {
-  const T v = reinterpret_cast<const T*>(a.data)[elem];
-  if constexpr (std::is_same_v<T, double>) {
-    return v;
-  } else {
-    return to_float(v);
-  }
-}
-
-template <class T>
-inline void store(const TensorArg& a, int64_t elem, Acc<T> v) {
-  if constexpr (std::is_same_v<T, double>) {
-    reinterpret_cast<T*>(a.data)[elem] = v;
-  } else {
-    reinterpret_cast<T*>(a.data)[elem] = from_float<T>(v);
-  }
-}
-
-// targets[elem] as a double (exact for every label that can be valid), for range checks and messages.
-double target_value(const TensorArg& targets, int64_t elem) {
-  switch (targets.dtype) {
-    case kInt32: return reinterpret_cast<const int32_t*>(targets.data)[elem];
-    case kInt64: return static_cast<double>(reinterpret_cast<const int64_t*>(targets.data)[elem]);
-    case kBool: return reinterpret_cast<const uint8_t*>(targets.data)[elem] != 0;
-    case kFloat: return reinterpret_cast<const float*>(targets.data)[elem];
-    case kFloat16: return static_cast<double>(reinterpret_cast<const _Float16*>(targets.data)[elem]);
-    default: throw ContractError("aclnnCtcLossBackward: targets: no cast to INT64 from aclDataType " + std::to_string(targets.dtype));
-  }
-}
-
-// targets[elem] cast to INT64 as the library does before its kernel: floats truncate toward zero.
-// A value that truncates into [0, classes) lies in (-1, classes); NaN fails that test.
-bool label_in_range(double value, int64_t classes) { return value > -1.0 && value < static_cast<double>(classes); }
-int64_t label_of(double value) { return static_cast<int64_t>(value); }
+// The compute type, loads and stores, targets read as the library casts them, the run-time checks
+// of lengths and labels and PyTorch's log-space arithmetic are shared with the forward (aclnnCtcLoss).
+using ctc::Acc;
+using ctc::exp_of;
+using ctc::kNegInf;
+using ctc::load;
+using ctc::log_add;
+using ctc::store;
 
 struct Problem {
   TensorArg grad_out, log_probs, targets, nll, log_alpha, out;
   std::vector<int64_t> input_lengths, target_lengths;
-  std::vector<int64_t> target_offsets;  // element offset of each batch item's first label
+  ctc::LabelPlaces labels;  // where each batch item's labels are in `targets`
   int64_t blank;
   bool zero_infinity;
   int64_t T, N, C, width;  // width: 2 * max target length + 1, the label / beta row length
-  int64_t target_step;     // element stride between consecutive labels of one batch item
   bool streaming;          // output rows bypass the caches (an output far larger than them)
 
   int64_t lp_at(int64_t t, int64_t b, int64_t c) const {
@@ -102,16 +73,6 @@ struct Problem {
     return b * log_alpha.strides[0] + t * log_alpha.strides[1] + s * log_alpha.strides[2];
   }
 };
-
-// A target value as the user wrote it: integers without decimals, floats (and nan) as printed by C++.
-std::string format_value(double v) {
-  if (std::isfinite(v) && v == std::floor(v) && std::fabs(v) < 1e18) return std::to_string(static_cast<int64_t>(v));
-  std::ostringstream text;
-  text << v;
-  return text.str();
-}
-
-std::string where(int64_t b) { return " (batch item " + std::to_string(b) + ")"; }
 
 // The data the first phase could not see: lengths and labels (KernelDataError, as the device's
 // AI-core exception), after the shapes it did check (ContractError). Runs on the calling thread
@@ -126,97 +87,9 @@ void validate_data(Problem& p) {
                         " lengths each, found " +
                                 std::to_string(p.input_lengths.size()) + " and " +
                                 std::to_string(p.target_lengths.size()));
-  const int64_t capacity = padded ? p.targets.shape[1] : p.targets.shape[0];
-  p.target_step = padded ? p.targets.strides[1] : p.targets.strides[0];
-  int64_t concatenated = 0;  // labels of the 1-D targets used by the previous batch items
-  p.target_offsets.assign(p.N, 0);
-  for (int64_t b = 0; b < p.N; ++b) {
-    const int64_t L = p.input_lengths[b], S = p.target_lengths[b];
-    if (L < 0 || L > p.T || L > p.log_alpha.shape[1])
-      throw KernelDataError("inputLengths[" + std::to_string(b) + "]: expected a length in [0, " +
-                              std::to_string(p.T) + "], found " + std::to_string(L));
-    const int64_t row = std::min(p.width, p.log_alpha.shape[2]);  // 2S+1 must fit the label and alpha rows
-    const int64_t max_target = row >= 1 ? (row - 1) / 2 : -1;
-    if (S < 0 || S > max_target)
-      throw KernelDataError("targetLengths[" + std::to_string(b) + "]: expected a length in [0, " +
-                              std::to_string(max_target) + "], found " + std::to_string(S));
-    const int64_t first = padded ? 0 : concatenated;
-    if (first + S > capacity)
-      throw KernelDataError("targets: expected at least " + std::to_string(first + S) + " labels" + where(b) +
-                              ", found " + std::to_string(capacity));
-    p.target_offsets[b] = padded ? b * p.targets.strides[0] : first * p.targets.strides[0];
-    concatenated += S;
-    for (int64_t i = 0; i < S; ++i) {
-      const double value = target_value(p.targets, p.target_offsets[b] + i * p.target_step);
-      if (!label_in_range(value, p.C))
-        throw KernelDataError("targets: expected labels in [0, C = " + std::to_string(p.C) + "), found " +
-                                    format_value(value) + " at label " + std::to_string(i) + where(b));
-    }
-  }
-}
-
-// ---- the recursion: PyTorch's scalar expressions, minus the library calls with known results ----
-
-template <class A>
-constexpr A kNegInf = -std::numeric_limits<A>::infinity();
-
-// Below this, exp rounds to +0 (e^x < half the smallest subnormal): float 2^-150 = e^-103.97,
-// double 2^-1075 = e^-745.13.
-template <class A>
-constexpr A kExpUnderflow = std::is_same_v<A, double> ? A(-746) : A(-104);
-
-// Below this, exp(x) <= 2^-25 (fp64: 2^-54), under half an ulp of any sum >= 1: adding it to such
-// a sum changes nothing.
-template <class A>
-constexpr A kExpNegligible = std::is_same_v<A, double> ? A(-37.5) : A(-17.5);
-
-// std::exp(x), without the call where the result is known: 1 at 0, and 0 below `zero_below`.
-// With kExpUnderflow that is std::exp bit for bit (the recursion's terms are differences from
-// their maximum, so one is always 0 and many are -inf or far below; NaN still goes through
-// std::exp); with kExpNegligible it is exact wherever the caller only adds the result to sums >= 1.
-template <class A>
-inline A exp_unless_known(A x, A zero_below) {
-  if (x == A(0)) return A(1);
-  if (x < zero_below) return A(0);
-  return std::exp(x);
-}
-
-template <class A>
-inline A exp_of(A x) {
-  return exp_unless_known(x, kExpUnderflow<A>);
-}
-
-template <class A>
-inline A exp_beside_one(A x) {
-  return exp_unless_known(x, kExpNegligible<A>);
-}
-
-// (exp(d1) + exp(d2)) + exp(d3), PyTorch's sum, bit for bit, for differences from their maximum:
-// one of them is 0 (its exp is 1), or all are -inf, or NaN is involved. When the 0 is d1 or d2,
-// both partial sums are >= 1 and negligible terms can be dropped; when it is d3, two negligible
-// d1, d2 add up to at most 2^-24 (fp64: 2^-53), which 1 absorbs, but one alone must be exact.
-template <class A>
-inline A sum_exp3(A d1, A d2, A d3) {
-  if (d1 == A(0) || d2 == A(0)) return (exp_beside_one(d1) + exp_beside_one(d2)) + exp_beside_one(d3);
-  if (d1 < kExpNegligible<A> && d2 < kExpNegligible<A>) return A(0) + exp_of(d3);
-  return (exp_of(d1) + exp_of(d2)) + exp_of(d3);
-}
-
-// std::log(x), bit for bit, without the call where the result is exact: log(1) = 0 (a sum whose
-// other terms vanished next to its 1), log(0) = -inf (all terms -inf).
-template <class A>
-inline A log_of(A x) {
-  if (x == A(1)) return A(0);
-  if (x == A(0)) return kNegInf<A>;
-  return std::log(x);
-}
-
-// log(exp(a) + exp(b)) in PyTorch's order: the first term of an empty sum is taken as is.
-template <class A>
-inline A log_add(A sum, A term) {
-  if (sum == kNegInf<A>) return term;
-  const A max = std::max(sum, term);  // one difference is 0 (or NaN is involved): the sum is >= 1
-  return log_of(exp_beside_one(sum - max) + exp_beside_one(term - max)) + max;
+  const int64_t row = std::min(p.width, p.log_alpha.shape[2]);  // 2S+1 must fit the label and alpha rows
+  p.labels = ctc::locate_labels(p.targets, p.input_lengths, p.target_lengths, std::min(p.T, p.log_alpha.shape[1]),
+                                row >= 1 ? (row - 1) / 2 : -1, p.C);
 }
 
 // Scratch of one batch item at a time, carved from the workspace.
@@ -233,8 +106,7 @@ struct Scratch {
 // l' of batch item b and its classes: the blank plus the labels, sorted, without repeats.
 template <class A>
 void extended_labels(const Problem& p, int64_t b, int64_t S, Scratch<A>& w) {
-  for (int64_t s = 0; s <= 2 * S; ++s)
-    w.labels[s] = s % 2 == 0 ? p.blank : label_of(target_value(p.targets, p.target_offsets[b] + (s / 2) * p.target_step));
+  ctc::extended_labels(p.targets, p.labels, b, S, p.blank, w.labels);
   w.classes[0] = p.blank;
   for (int64_t i = 0; i < S; ++i) w.classes[i + 1] = w.labels[2 * i + 1];
   std::sort(w.classes, w.classes + S + 1);
@@ -291,19 +163,9 @@ void step(const Problem& p, int64_t b, int64_t t, int64_t S, Scratch<Acc<T>>& w,
   const int64_t alpha_row = p.alpha_at(b, t, 0), alpha_step = p.log_alpha.strides[2];
   for (int64_t s = 2 * S; s >= 0; --s) {
     fetch(s);
-    const A lb1 = next[s];
-    A lbmax = lb1, lb2 = kNegInf<A>, lb3 = kNegInf<A>;
-    if (s < 2 * S) {
-      lb2 = next[s + 1];
-      if (lb2 > lbmax) lbmax = lb2;
-    }
-    if (s < 2 * S - 1 && l[s + 2] != l[s]) {
-      lb3 = next[s + 2];
-      if (lb3 > lbmax) lbmax = lb3;
-    }
-    if (lbmax == kNegInf<A>) lbmax = 0;
-    beta[s] = log_of(sum_exp3(lb1 - lbmax, lb2 - lbmax, lb3 - lbmax)) + lbmax +
-              load<T>(lp, lp_row + l[s] * lp_step);
+    const A lb2 = s < 2 * S ? next[s + 1] : kNegInf<A>;
+    const A lb3 = s < 2 * S - 1 && l[s + 2] != l[s] ? next[s + 2] : kNegInf<A>;
+    beta[s] = ctc::log_sum3_plus(next[s], lb2, lb3, load<T>(lp, lp_row + l[s] * lp_step));
     A& lcab = w.lcab[w.class_of[s]];
     lcab = log_add(lcab, load<T>(p.log_alpha, alpha_row + s * alpha_step) + beta[s]);
   }
@@ -467,7 +329,7 @@ void ctc_loss_backward(const TensorArg& grad_out, const TensorArg& log_probs, co
       grad_out.shape.size() != 1 || nll.shape.size() != 1 || (targets.shape.size() != 1 && targets.shape.size() != 2))
     throw ContractError("aclnnCtcLossBackward: tensors: expected the ranks the first phase validated, found others");
   Problem p{grad_out, log_probs, targets, nll, log_alpha, out, std::move(input_lengths), std::move(target_lengths),
-            {}, blank, zero_infinity, 0, 0, 0, width, 0, false};
+            {}, blank, zero_infinity, 0, 0, 0, width, false};
   p.T = p.log_probs.shape[0];
   p.N = p.log_probs.shape[1];
   p.C = p.log_probs.shape[2];
