@@ -22,6 +22,7 @@ from emulator.dtypes import (ACL_BF16, ACL_BOOL, ACL_DOUBLE, ACL_FLOAT, ACL_FLOA
 from .declaration import (ChipDtypes, ErrorInput, IntArrayInput, OpDeclaration, SampleInput, TensorInput,
                           declaration_files)
 from .operator import KernelLaunch, Workspace, first_phase, second_phase, soc, view
+from .ctc_loss import batch_labels as _labels, extended_labels as _extended, log_alpha
 from .tensor import aclTensor
 
 OP = "aclnnCtcLossBackward"
@@ -162,47 +163,13 @@ aclnnCtcLossBackward = second_phase(OP)
 
 
 # ------------------------------------------------------------------------------------------------
-# Declaration: a float64 alpha-beta recursion (Graves et al. 2006) as the reference
-
-def _extended(labels: np.ndarray, blank: int) -> np.ndarray:
-    """l': the blank at even positions, the labels at odd ones."""
-    ext = np.full(2 * len(labels) + 1, blank, dtype=np.int64)
-    ext[1::2] = labels
-    return ext
-
-
-def _labels(targets: np.ndarray, target_lengths: list) -> list:
-    """Each batch item's labels, from padded (2-D) or concatenated (1-D) targets, cast to int64."""
-    targets = np.asarray(targets).astype(np.int64)
-    if targets.ndim == 2:
-        return [targets[b, :length] for b, length in enumerate(target_lengths)]
-    starts = np.cumsum([0] + list(target_lengths))
-    return [targets[starts[b]:starts[b + 1]] for b in range(len(target_lengths))]
-
+# Declaration: a float64 alpha-beta recursion (Graves et al. 2006) as the reference; the alpha
+# half is aclnnCtcLoss's
 
 def forward(lp: np.ndarray, labels: list, input_lengths: list, blank: int, width: int) -> tuple:
-    """(nll (N), log alpha (N, T, width)): the forward pass a caller hands over; NaN where unused."""
-    T, N, _ = lp.shape
-    alpha, nll = np.full((N, T, width), np.nan), np.zeros(N)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        for b in range(N):
-            ext, length = _extended(labels[b], blank), input_lengths[b]
-            K = len(ext)
-            if length == 0:  # no frame: only an empty target has an alignment
-                nll[b] = 0.0 if K == 1 else np.inf
-                continue
-            skip = np.zeros(K, dtype=bool)
-            skip[2:] = ext[2:] != ext[:-2]
-            current = np.full(K, -np.inf)
-            current[:2] = lp[0, b, ext[:2]]
-            alpha[b, 0, :K] = current
-            for t in range(1, length):
-                one = np.concatenate([[-np.inf], current])[:K]
-                two = np.where(skip, np.concatenate([[-np.inf, -np.inf], current])[:K], -np.inf)
-                current = np.logaddexp(np.logaddexp(current, one), two) + lp[t, b, ext]
-                alpha[b, t, :K] = current
-            nll[b] = -np.logaddexp(current[-1], current[-2]) if K > 1 else -current[0]
-    return nll, alpha
+    """(nll (N), log alpha (N, T, width)): the forward pass a caller hands over (aclnnCtcLoss's
+    float64 reference); NaN where unused, so that a kernel reading there shows up."""
+    return log_alpha(lp, labels, input_lengths, blank, width, fill=np.nan)
 
 
 def reference(v: dict) -> np.ndarray:

@@ -385,6 +385,13 @@ OPERATORS = (
              "aclOpExecutor **executor)",
              "aclnnStatus aclnnBinaryCrossEntropyWithLogitsBackward(void *workspace, uint64_t workspaceSize, "
              "aclOpExecutor *executor, const aclrtStream stream)"),
+    operator("aclnn_ctc_loss.h",
+             "aclnnStatus aclnnCtcLossGetWorkspaceSize(const aclTensor *logProbs, const aclTensor *targets, "
+             "const aclIntArray *inputLengths, const aclIntArray *targetLengths, int64_t blank, bool zeroInfinity, "
+             "aclTensor *negLogLikelihoodOut, aclTensor *logAlphaOut, uint64_t *workspaceSize, "
+             "aclOpExecutor **executor)",
+             "aclnnStatus aclnnCtcLoss(void *workspace, uint64_t workspaceSize, aclOpExecutor *executor, "
+             "aclrtStream stream)"),
     operator("aclnn_ctc_loss_backward.h",
              "aclnnStatus aclnnCtcLossBackwardGetWorkspaceSize(const aclTensor *gradOut, const aclTensor *logProbs, "
              "const aclTensor *targets, const aclIntArray *inputLengths, const aclIntArray *targetLengths, "
