@@ -129,9 +129,9 @@ def c_string(text: str) -> str:
 # ------------------------------------------------------------------------------------------------
 # The C side: a prelude every program shares, building in parallel, running in the toolkit's environment
 
-OPERATOR_HEADERS = ("aclnn_binary_cross_entropy_with_logits_backward.h", "aclnn_ctc_loss_backward.h",
-                    "aclnn_kl_div_backward.h", "aclnn_logsigmoid.h", "aclnn_logsigmoid_backward.h",
-                    "aclnn_scaled_masked_softmax_backward.h")
+OPERATOR_HEADERS = ("aclnn_binary_cross_entropy_with_logits_backward.h", "aclnn_ctc_loss.h",
+                    "aclnn_ctc_loss_backward.h", "aclnn_kl_div_backward.h", "aclnn_logsigmoid.h",
+                    "aclnn_logsigmoid_backward.h", "aclnn_scaled_masked_softmax_backward.h")
 
 PRELUDE = r"""#include <cstdint>
 #include <cstdio>
@@ -293,7 +293,7 @@ def c_int_list(values) -> str:
 def c_error_case(number: int, case: ErrorCase) -> str:
     """A function making the case's tensors and arrays as support.Call does (each tensor over its own
     aclrtMalloc of its storage's byte size, storage shape [extent]) and calling the first phase."""
-    sample, nulls = apply_changes(first_sample(case.declaration), case.changes)
+    sample, nulls = apply_changes(first_sample(case.declaration, case.chip), case.changes)
     lines = ["static void error_case_%d() {" % number, "  Made made;"]
     arguments = []
     for kind, name in c_parameters(case.declaration):
