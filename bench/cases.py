@@ -467,5 +467,63 @@ CTC = Operator(
     in_cache_why_not="its work is not proportional to the bytes it moves (alpha-beta recursions over T·S per batch, "
                      "an exp per output element over T·C), and one batch's logProbs alone (T·C) exceeds an L2")
 
-OPERATORS = (LOG_SIGMOID, FORWARD_LOG_SIGMOID, BCE, KL_DIV, SMS, CTC)
+# ---------------------------------------------------------------------------------------------
+# CtcLoss (the forward) at CtcLossBackward's sizes, on the same log-probabilities and targets. Its
+# output here is logAlphaOut (the declaration's), of the chip's width A; PyTorch runs
+# aten._ctc_loss (what F.ctc_loss(reduction='none') runs) and puts its log_alpha into the same
+# width with -inf where the recursion does not reach (rows t >= L too, which PyTorch leaves unset),
+# a copy and a fill inside the timed call.
+
+
+def build_ctc_forward(size: Size, dtype: int) -> Case:
+    from aclnn_api.ctc_loss import alpha_width
+    p = size.params
+    T, N, C, S = p["T"], p["N"], p["C"], p["S"]
+    data = CtcData(T, N, C, S, dtype)
+    A = alpha_width(S, emulator.settings().profile.family)
+    inputs = {
+        "logProbs": Source((T, N, C), dtype, lambda block, start, count: data.log_prob_rows(start, count), 8),
+        "targets": _fixed_source(data.targets, nn.ACL_INT64),
+        "negLogLikelihoodOut": random_source("ctcf.nll", (N,), dtype, uniform(0.0, 1.0)),  # written, not read
+    }
+    attrs = {"inputLengths": [int(v) for v in data.input_lengths],
+             "targetLengths": [int(v) for v in data.target_lengths], "blank": 0, "zeroInfinity": False}
+    return Case(CTC_FORWARD, size, dtype, inputs, ("logAlphaOut", (N, T, A)), attrs, ("logProbs", "targets"))
+
+
+def torch_ctc_forward(t: dict, attrs: dict, out):
+    """aten._ctc_loss (float16/bfloat16: in float32 with the casts), its log_alpha copied into `out`'s
+    width and -inf filled where the recursion does not reach (the mask is made outside the call)."""
+    torch = _torch()
+    lengths, blank = (attrs["inputLengths"], attrs["targetLengths"]), attrs["blank"]
+    N, T, A = out.shape
+    K = 2 * max(attrs["targetLengths"]) + 1
+    unreached = torch.ones((N, T, A), dtype=torch.bool)
+    for b, (L, S) in enumerate(zip(*lengths)):
+        unreached[b, :L, :2 * S + 1] = False
+    log_probs, targets = t["logProbs"], t["targets"]
+    upcast = log_probs.dtype not in (torch.float32, torch.float64)
+
+    def run():
+        _, alpha = torch.ops.aten._ctc_loss(log_probs.float() if upcast else log_probs, targets, *lengths, blank,
+                                            attrs["zeroInfinity"])
+        out[:, :, :K].copy_(alpha)
+        out.masked_fill_(unreached, float("-inf"))
+    return run
+
+
+CTC_FORWARD = Operator(
+    "CtcLoss",
+    CTC.sizes,
+    build_ctc_forward,
+    lambda t, a: (t["logProbs"], t["targets"], a["inputLengths"], a["targetLengths"], a["blank"], a["zeroInfinity"],
+                  t["negLogLikelihoodOut"], t["logAlphaOut"]),
+    torch_ctc_forward,
+    "aten._ctc_loss (as F.ctc_loss(reduction='none')), log_alpha copied into the NPU width, -inf where unreached "
+    "(float16/bfloat16: in float32 with casts)",
+    torch_upcasts=(nn.ACL_FLOAT16, nn.ACL_BF16), float64_check_sizes=("4x4", "1e5"),
+    in_cache_why_not="its work is a serial log-space recursion over T·(2S+1) steps per batch item, not proportional "
+                     "to the bytes it moves")
+
+OPERATORS = (LOG_SIGMOID, FORWARD_LOG_SIGMOID, BCE, KL_DIV, SMS, CTC, CTC_FORWARD)
 BY_NAME = {op.name: op for op in OPERATORS}
