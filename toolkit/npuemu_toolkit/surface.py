@@ -399,6 +399,11 @@ OPERATORS = (
              "aclTensor *out, uint64_t *workspaceSize, aclOpExecutor **executor)",
              "aclnnStatus aclnnCtcLossBackward(void *workspace, uint64_t workspaceSize, aclOpExecutor *executor, "
              "aclrtStream stream)"),
+    operator("aclnn_kl_div.h",
+             "aclnnStatus aclnnKlDivGetWorkspaceSize(const aclTensor *self, const aclTensor *target, int64_t reduction, "
+             "bool logTarget, aclTensor *out, uint64_t *workspaceSize, aclOpExecutor **executor)",
+             "aclnnStatus aclnnKlDiv(void *workspace, uint64_t workspaceSize, aclOpExecutor *executor, "
+             "aclrtStream stream)"),
     operator("aclnn_kl_div_backward.h",
              "aclnnStatus aclnnKlDivBackwardGetWorkspaceSize(const aclTensor *gradOutput, const aclTensor *self, "
              "const aclTensor *target, int64_t reduction, bool logTarget, aclTensor *out, uint64_t *workspaceSize, "

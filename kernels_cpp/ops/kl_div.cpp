@@ -1,0 +1,277 @@
+// aclnnKlDiv (docs/ops/kl_div.md). Over the broadcast shape B (self and target arrive as views of
+// shape B), per element
+//   L = target * (log(target) - self), with log(1) in place of log(0) where target == 0
+//       (so L = 0 there; a negative target gives NaN from the log)          (logTarget false)
+//   L = exp(target) * (target - self)                                        (logTarget true)
+// computed in fp32 whatever the storage dtypes, each operand read in its own dtype.
+//
+// kl_div (reduction none): L on the element-wise engine, rounded to the compute dtype
+// promote(self, target) and then stored in out's dtype.
+//
+// kl_div_reduce (sum, mean, batchmean): the sum of L over B in fp32, in an order that depends on
+// numel(B) alone (never on the thread count, the instruction set or the layouts): B's elements in
+// row-major order are cut into chunks of kChunk; a chunk's L are summed by 16 accumulators (the
+// i-th takes the elements i, i + 16, ... in order), which are then added pairwise; the chunk sums
+// are added pairwise (a fixed binary tree). Threads share whole groups of chunks. The sum is
+// divided by the host's divisor (1, numel(B) or B[0]) in double, then rounded to fp32, to the
+// compute dtype, and stored in out's one element.
+//
+// kl_div_fill: out, whatever its shape, set to one value (an empty self or target: NaN or 0).
+#include <pybind11/pybind11.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "common/dispatch.h"
+#include "common/elementwise.h"
+#include "common/registry.h"
+#include "common/vmath.h"
+
+namespace py = pybind11;
+
+namespace npuemu {
+namespace {
+
+constexpr const char* kName = "aclnnKlDiv";
+
+// Where the result is rounded to the compute dtype before out's dtype: only when the two differ
+// and the compute dtype is a 16-bit one (an fp32 result needs no extra step).
+enum Rounding { kAsIs, kToHalf, kToBFloat16 };
+
+Rounding rounding(int compute_dtype, int out_dtype) {
+  if (compute_dtype == out_dtype || compute_dtype == kFloat) return kAsIs;
+  return compute_dtype == kFloat16 ? kToHalf : kToBFloat16;
+}
+
+template <class V, int R>
+NPUEMU_INLINE typename V::F round_to_compute(typename V::F v) {
+  if constexpr (R == kToHalf) return V::widen_half(V::narrow_half(v));
+  else if constexpr (R == kToBFloat16) return V::widen_bfloat16(V::narrow_bfloat16(v));
+  else return v;
+}
+
+// Inputs: self, target.
+template <bool LogTarget, int R>
+struct KlDivLoss {
+  static constexpr int kInputs = 2;
+
+  template <class V>
+  NPUEMU_INLINE typename V::F apply(const typename V::F* in) const {
+    using F = typename V::F;
+    const F x = in[0], t = in[1];
+    F loss;
+    if constexpr (LogTarget) {
+      loss = simd::exp<V>(t) * (t - x);
+    } else {
+      const F log_t = simd::log<V>(t == 0.0f ? V::splat(1.0f) : t);  // -0.0 too
+      loss = t * (log_t - x);
+    }
+    return round_to_compute<V, R>(loss);
+  }
+};
+
+// ---- reduction none ----
+
+template <bool LogTarget>
+void loss_elementwise(const TensorArg& out, const TensorArg& self, const TensorArg& target, Rounding r) {
+  switch (r) {
+    case kToHalf: return run_elementwise(KlDivLoss<LogTarget, kToHalf>{}, {&out, &self, &target}, out.shape);
+    case kToBFloat16: return run_elementwise(KlDivLoss<LogTarget, kToBFloat16>{}, {&out, &self, &target}, out.shape);
+    default: return run_elementwise(KlDivLoss<LogTarget, kAsIs>{}, {&out, &self, &target}, out.shape);
+  }
+}
+
+// ---- reductions ----
+
+constexpr int64_t kChunk = 4096;         // elements of B whose L one partial sum holds
+constexpr int kAccumulators = 16;        // of a chunk's sum
+constexpr int64_t kMostGroups = 1 << 16;  // group sums kept at once (a few hundred KiB at most)
+
+// The sum of n values: accumulator i takes values i, i + 16, i + 32, ... in order; then
+// accumulators i and i + 8, i and i + 4, i and i + 2, 0 and 1 are added. The compiler may use
+// vector instructions for the 16 sums; each still adds its values in the same order.
+NPUEMU_VECTORIZED float chunk_sum(const float* values, int64_t n) {
+  float acc[kAccumulators] = {};
+  int64_t j = 0;
+  for (; j + kAccumulators <= n; j += kAccumulators)
+    for (int i = 0; i < kAccumulators; ++i) acc[i] += values[j + i];
+  for (int i = 0; j + i < n; ++i) acc[i] += values[j + i];
+  for (int width = kAccumulators / 2; width > 0; width /= 2)
+    for (int i = 0; i < width; ++i) acc[i] += acc[i + width];
+  return acc[0];
+}
+
+// Pairwise: the first part is the largest power of two below n, so that aligned runs of a power
+// of two are whole subtrees (a group's sum is a node of the tree of all chunk sums).
+float pairwise_sum(const float* values, int64_t n) {
+  if (n <= 0) return 0.0f;
+  if (n == 1) return values[0];
+  int64_t first = 1;
+  while (first * 2 < n) first *= 2;
+  return pairwise_sum(values, first) + pairwise_sum(values + first, n - first);
+}
+
+// self and target over B, their dims coalesced where both step evenly (the first operand is a
+// dense fp32 stand-in for B itself, so that coalescing keeps B's row-major order).
+struct Walk {
+  elementwise_detail::Operands<3> ops;
+  int rank = 0;
+  int64_t inner = 0;
+};
+
+Walk walk_of(const TensorArg& self, const TensorArg& target) {
+  TensorArg dense;
+  dense.dtype = kFloat;
+  dense.shape = self.shape;
+  dense.strides.resize(self.shape.size(), 1);
+  for (int d = static_cast<int>(self.shape.size()) - 2; d >= 0; --d)
+    dense.strides[d] = dense.strides[d + 1] * std::max<int64_t>(1, self.shape[d + 1]);
+  Walk w;
+  w.ops = elementwise_detail::coalesce<3>({&dense, &self, &target}, self.shape);
+  w.rank = static_cast<int>(w.ops.shape.size());
+  w.inner = w.ops.shape[w.rank - 1];
+  return w;
+}
+
+// L of B's elements [begin, begin + n) (row-major), into `loss`, with the engine's arithmetic.
+template <class Op>
+void chunk_loss(const Op& op, const Walk& w, int64_t begin, int64_t n, float* loss) {
+  using namespace elementwise_detail;
+  alignas(64) float gathered[2][kChunk];
+  Dims index(w.rank, 0);
+  for (int64_t rest = begin, d = w.rank - 1; d >= 0; --d) {
+    index[d] = rest % w.ops.shape[d];
+    rest /= w.ops.shape[d];
+  }
+  for (int64_t done = 0; done < n;) {
+    const int64_t length = std::min(w.inner - index[w.rank - 1], n - done);
+    Run<3> r{};
+    r.data[0] = reinterpret_cast<char*>(loss + done);
+    r.dtype[0] = kFloat;
+    r.n = length;
+    for (int k = 1; k < 3; ++k) {
+      char* p = w.ops.data[k];
+      for (int d = 0; d < w.rank; ++d) p += index[d] * w.ops.strides[d][k];
+      const int64_t step = w.ops.strides[w.rank - 1][k];
+      if (step == 0 || step == w.ops.itemsize[k]) {  // dense or broadcast: read in place
+        r.data[k] = p;
+        r.dtype[k] = w.ops.dtype[k];
+        r.broadcast[k] = step == 0;
+      } else {  // any other stride: gathered into fp32 first
+        gather_as_float(w.ops.dtype[k], p, step, gathered[k - 1], length);
+        r.data[k] = reinterpret_cast<char*>(gathered[k - 1]);
+        r.dtype[k] = kFloat;
+      }
+    }
+    run(op, r);
+    done += length;
+    index[w.rank - 1] += length - 1;
+    for (int d = w.rank - 1; d >= 0; --d) {  // the next element
+      if (++index[d] < w.ops.shape[d]) break;
+      index[d] = 0;
+    }
+  }
+}
+
+template <class Op>
+float sum_of_loss(const Op& op, const TensorArg& self, const TensorArg& target) {
+  const Walk w = walk_of(self, target);
+  const int64_t total = self.numel();
+  const int64_t chunks = (total + kChunk - 1) / kChunk;
+  int64_t group = 1;  // chunks per group: a power of two that depends on numel(B) alone
+  while ((chunks + group - 1) / group > kMostGroups) group *= 2;
+  const int64_t groups = (chunks + group - 1) / group;
+  std::vector<float> group_sums(groups);
+  const int64_t participants = std::min<int64_t>(threads(), (total + kGrain - 1) / kGrain);
+  share_blocks(groups, participants, [&](const auto& take) {
+    alignas(64) float loss[kChunk];
+    std::vector<float> chunk_sums(group);
+    for (int64_t g = take(); g >= 0; g = take()) {
+      const int64_t first = g * group, count = std::min(group, chunks - first);
+      for (int64_t c = 0; c < count; ++c) {
+        if (c > 0) checkpoint();
+        const int64_t begin = (first + c) * kChunk, n = std::min(kChunk, total - begin);
+        chunk_loss(op, w, begin, n, loss);
+        chunk_sums[c] = chunk_sum(loss, n);
+      }
+      group_sums[g] = pairwise_sum(chunk_sums.data(), count);
+    }
+  });
+  return pairwise_sum(group_sums.data(), groups);
+}
+
+template <class T>
+float round_through(float v) {
+  return to_float(from_float<T>(v));
+}
+
+void store_one(const TensorArg& out, float value, int compute_dtype) {
+  dispatch_storage(kName, compute_dtype, [&](auto c) { value = round_through<typename decltype(c)::type>(value); });
+  dispatch_storage(kName, out.dtype, [&](auto o) {
+    using T = typename decltype(o)::type;
+    *reinterpret_cast<T*>(out.data) = from_float<T>(value);
+  });
+}
+
+void check_operands(const TensorArg& out, const TensorArg& self, const TensorArg& target, int compute_dtype) {
+  if (self.shape != target.shape)
+    throw ContractError("aclnnKlDiv: expected self and target viewed with the broadcast shape");
+  require_float_dtypes(kName, {&out, &self, &target});
+  dispatch_storage(kName, compute_dtype, [](auto) {});
+}
+
+void kl_div(const TensorArg& out, const TensorArg& self, const TensorArg& target, bool log_target, int compute_dtype) {
+  check_operands(out, self, target, compute_dtype);
+  if (out.shape != self.shape) throw ContractError("aclnnKlDiv: expected out with the broadcast shape");
+  const Rounding r = rounding(compute_dtype, out.dtype);
+  KernelCall(kName).run([&] {
+    if (log_target) loss_elementwise<true>(out, self, target, r);
+    else loss_elementwise<false>(out, self, target, r);
+  });
+}
+
+void kl_div_reduce(const TensorArg& out, const TensorArg& self, const TensorArg& target, bool log_target,
+                   int compute_dtype, double divisor) {
+  check_operands(out, self, target, compute_dtype);
+  if (out.numel() != 1 || self.numel() == 0)
+    throw ContractError("aclnnKlDiv: expected out of one element and a non-empty broadcast shape");
+  KernelCall(kName).run([&] {
+    const float sum = log_target ? sum_of_loss(KlDivLoss<true, kAsIs>{}, self, target)
+                                 : sum_of_loss(KlDivLoss<false, kAsIs>{}, self, target);
+    store_one(out, static_cast<float>(static_cast<double>(sum) / divisor), compute_dtype);
+  });
+}
+
+void kl_div_fill(const TensorArg& out, double value) {
+  require_float_dtypes(kName, {&out});
+  KernelCall(kName).run([&] {
+    dispatch_storage(kName, out.dtype, [&](auto o) {
+      using T = typename decltype(o)::type;
+      const T item = from_float<T>(static_cast<float>(value));
+      const int rank = static_cast<int>(out.shape.size());
+      Dims index(rank, 0);
+      Pacer pacer;  // out can be any size
+      for (int64_t i = 0, n = out.numel(); i < n; ++i) {
+        pacer();
+        int64_t offset = 0;
+        for (int d = 0; d < rank; ++d) offset += index[d] * out.strides[d];
+        *reinterpret_cast<T*>(out.data + offset * sizeof(T)) = item;
+        for (int d = rank - 1; d >= 0; --d) {
+          if (++index[d] < out.shape[d]) break;
+          index[d] = 0;
+        }
+      }
+    });
+  });
+}
+
+void bind(py::module_& m) {
+  m.def("kl_div", &kl_div, "out = L(self, target) over the broadcast shape (reduction none)");
+  m.def("kl_div_reduce", &kl_div_reduce, "out's one element = sum of L(self, target) / divisor");
+  m.def("kl_div_fill", &kl_div_fill, "every element of out = value");
+}
+
+NPUEMU_REGISTER_OP(bind);
+
+}  // namespace
+}  // namespace npuemu
