@@ -108,15 +108,19 @@ def pointwise(x: np.ndarray, t: np.ndarray, log_target: bool) -> np.ndarray:
 
 
 def reference(v: dict) -> np.ndarray:
-    """L, or its sum divided by divisor(), in out's shape; out's own values where nothing runs."""
-    x, t, reduction, out = np.asarray(v["self"]), np.asarray(v["target"]), v["reduction"], np.asarray(v["out"])
+    """L, or its sum divided by divisor(), in out's shape (without out: B, or [] for a reduction);
+    out's own values where nothing runs."""
+    x, t, reduction = np.asarray(v["self"]), np.asarray(v["target"]), v["reduction"]
+    out = v.get("out")
+    if out is None:
+        out = np.zeros(np.broadcast_shapes(x.shape, t.shape) if reduction == NONE else ())
     if x.size == 0 or t.size == 0:
-        return out if reduction == NONE else np.full(out.shape, empty_fill(reduction, x.shape))
+        return np.asarray(out) if reduction == NONE else np.full(np.shape(out), empty_fill(reduction, x.shape))
     loss = pointwise(x, t, v["logTarget"])
     if reduction == NONE:
         return loss
     with np.errstate(over="ignore", invalid="ignore"):
-        return np.full(out.shape, loss.sum() / divisor(reduction, loss.shape or (1,)))
+        return np.full(np.shape(out), loss.sum() / divisor(reduction, loss.shape or (1,)))
 
 
 def _sample(label: str, self_shape: tuple, target_shape: tuple, reduction: int, log_target: bool,

@@ -12,7 +12,8 @@
 // numel(B) alone (never on the thread count, the instruction set or the layouts): B's elements in
 // row-major order are cut into chunks of kChunk; a chunk's L are summed by 16 accumulators (the
 // i-th takes the elements i, i + 16, ... in order), which are then added pairwise; the chunk sums
-// are added pairwise (a fixed binary tree). Threads share whole groups of chunks. The sum is
+// are added pairwise (PairwiseSum: a fixed binary tree). Threads share whole groups of chunks, a
+// power of two of them, each group a node of that tree. The sum is
 // divided by the host's divisor (1, numel(B) or B[0]) in double, then rounded to fp32, to the
 // compute dtype, and stored in out's one element.
 //
@@ -101,15 +102,32 @@ NPUEMU_VECTORIZED float chunk_sum(const float* values, int64_t n) {
   return acc[0];
 }
 
-// Pairwise: the first part is the largest power of two below n, so that aligned runs of a power
-// of two are whole subtrees (a group's sum is a node of the tree of all chunk sums).
-float pairwise_sum(const float* values, int64_t n) {
-  if (n <= 0) return 0.0f;
-  if (n == 1) return values[0];
-  int64_t first = 1;
-  while (first * 2 < n) first *= 2;
-  return pairwise_sum(values, first) + pairwise_sum(values + first, n - first);
-}
+// Sums of consecutive values added pairwise as they come, the first half of each pair being the
+// largest power of two below its length: a binary counter whose stack holds the sums of runs of
+// 2^k values, two equal runs added (earlier + later) as soon as they are complete, the rest added
+// from the last at the end. No more memory than 64 sums, however many values; and a run of 2^k
+// values starting at a multiple of 2^k (a whole group of chunks) is one node of the tree.
+class PairwiseSum {
+ public:
+  void add(float value) {
+    stack_[depth_++] = value;
+    for (int64_t n = ++count_; (n & 1) == 0; n >>= 1) {
+      stack_[depth_ - 2] += stack_[depth_ - 1];
+      --depth_;
+    }
+  }
+  float total() const {
+    if (depth_ == 0) return 0.0f;
+    float sum = stack_[depth_ - 1];
+    for (int d = depth_ - 2; d >= 0; --d) sum = stack_[d] + sum;
+    return sum;
+  }
+
+ private:
+  float stack_[64];
+  int depth_ = 0;
+  int64_t count_ = 0;
+};
 
 // self and target over B, their dims coalesced where both step evenly (the first operand is a
 // dense fp32 stand-in for B itself, so that coalescing keeps B's row-major order).
@@ -185,19 +203,21 @@ float sum_of_loss(const Op& op, const TensorArg& self, const TensorArg& target) 
   const int64_t participants = std::min<int64_t>(threads(), (total + kGrain - 1) / kGrain);
   share_blocks(groups, participants, [&](const auto& take) {
     alignas(64) float loss[kChunk];
-    std::vector<float> chunk_sums(group);
     for (int64_t g = take(); g >= 0; g = take()) {
       const int64_t first = g * group, count = std::min(group, chunks - first);
+      PairwiseSum sum;
       for (int64_t c = 0; c < count; ++c) {
         if (c > 0) checkpoint();
         const int64_t begin = (first + c) * kChunk, n = std::min(kChunk, total - begin);
         chunk_loss(op, w, begin, n, loss);
-        chunk_sums[c] = chunk_sum(loss, n);
+        sum.add(chunk_sum(loss, n));
       }
-      group_sums[g] = pairwise_sum(chunk_sums.data(), count);
+      group_sums[g] = sum.total();
     }
   });
-  return pairwise_sum(group_sums.data(), groups);
+  PairwiseSum sum;
+  for (float s : group_sums) sum.add(s);
+  return sum.total();
 }
 
 template <class T>
