@@ -130,7 +130,7 @@ def c_string(text: str) -> str:
 # The C side: a prelude every program shares, building in parallel, running in the toolkit's environment
 
 OPERATOR_HEADERS = ("aclnn_binary_cross_entropy_with_logits_backward.h", "aclnn_ctc_loss.h",
-                    "aclnn_ctc_loss_backward.h", "aclnn_kl_div_backward.h", "aclnn_logsigmoid.h",
+                    "aclnn_ctc_loss_backward.h", "aclnn_kl_div.h", "aclnn_kl_div_backward.h", "aclnn_logsigmoid.h",
                     "aclnn_logsigmoid_backward.h", "aclnn_scaled_masked_softmax_backward.h")
 
 PRELUDE = r"""#include <cstdint>
