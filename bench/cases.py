@@ -274,24 +274,24 @@ KL_DIV = Operator(
 # path with the same math writes xlogy into out and subtracts t·x in place (two passes, no allocation).
 
 
-def build_kl_div_forward(size: Size, dtype: int) -> Case:
+def build_forward_kl_div(size: Size, dtype: int) -> Case:
     shape = size.params["shape"]
     inputs = {"self": random_source("klf.self", shape, dtype, normal()),
               "target": random_source("klf.target", shape, dtype, uniform(0.0, 1.0))}
-    return Case(KL_DIV_FORWARD, size, dtype, inputs, ("out", shape), {"reduction": 0, "logTarget": False},
+    return Case(FORWARD_KL_DIV, size, dtype, inputs, ("out", shape), {"reduction": 0, "logTarget": False},
                 ("self", "target"))
 
 
-def torch_kl_div_forward(t: dict, attrs: dict, out):
+def torch_forward_kl_div(t: dict, attrs: dict, out):
     torch = _torch()
     x, target = t["self"], t["target"]
     return lambda: torch.xlogy(target, target, out=out).addcmul_(target, x, value=-1)
 
 
-KL_DIV_FORWARD = Operator(
-    "KlDiv", ELEMENTWISE_SIZES, build_kl_div_forward,
+FORWARD_KL_DIV = Operator(
+    "KlDiv", ELEMENTWISE_SIZES, build_forward_kl_div,
     lambda t, a: (t["self"], t["target"], a["reduction"], a["logTarget"], t["out"]),
-    torch_kl_div_forward,
+    torch_forward_kl_div,
     "composite: torch.xlogy(target, target, out=out).addcmul_(target, self, value=-1) (F.kl_div allocates)",
     in_cache=rows_of_last_dim)
 
@@ -552,5 +552,5 @@ CTC_FORWARD = Operator(
     in_cache_why_not="its work is a serial log-space recursion over T·(2S+1) steps per batch item, not proportional "
                      "to the bytes it moves")
 
-OPERATORS = (LOG_SIGMOID, FORWARD_LOG_SIGMOID, BCE, KL_DIV, KL_DIV_FORWARD, SMS, CTC, CTC_FORWARD)
+OPERATORS = (LOG_SIGMOID, FORWARD_LOG_SIGMOID, BCE, KL_DIV, FORWARD_KL_DIV, SMS, CTC, CTC_FORWARD)
 BY_NAME = {op.name: op for op in OPERATORS}

@@ -135,6 +135,8 @@ struct Walk {
   elementwise_detail::Operands<3> ops;
   int rank = 0;
   int64_t inner = 0;
+  int64_t prefetch = 0;  // the memory plan's, as for the element-wise engine's runs
+  int hint = 0;
 };
 
 Walk walk_of(const TensorArg& self, const TensorArg& target) {
@@ -148,6 +150,9 @@ Walk walk_of(const TensorArg& self, const TensorArg& target) {
   w.ops = elementwise_detail::coalesce<3>({&dense, &self, &target}, self.shape);
   w.rank = static_cast<int>(w.ops.shape.size());
   w.inner = w.ops.shape[w.rank - 1];
+  const MemoryPlan plan = memory_plan();  // inputs read in place are prefetched ahead of the loads
+  w.prefetch = plan.prefetch;
+  w.hint = plan.hint;
   return w;
 }
 
@@ -167,6 +172,8 @@ void chunk_loss(const Op& op, const Walk& w, int64_t begin, int64_t n, float* lo
     r.data[0] = reinterpret_cast<char*>(loss + done);
     r.dtype[0] = kFloat;
     r.n = length;
+    r.prefetch = w.prefetch;  // the loss block is in L1; a gathered input too, prefetched for nothing
+    r.hint = w.hint;
     for (int k = 1; k < 3; ++k) {
       char* p = w.ops.data[k];
       for (int d = 0; d < w.rank; ++d) p += index[d] * w.ops.strides[d][k];
