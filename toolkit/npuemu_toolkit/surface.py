@@ -378,6 +378,12 @@ def operator(header: str, *prototypes: str, extra_includes: tuple = ()) -> Heade
 
 
 OPERATORS = (
+    operator("aclnn_binary_cross_entropy_with_logits.h",
+             "aclnnStatus aclnnBinaryCrossEntropyWithLogitsGetWorkspaceSize(const aclTensor *self, "
+             "const aclTensor *target, const aclTensor *weightOptional, const aclTensor *posWeightOptional, "
+             "int64_t reduction, aclTensor *out, uint64_t *workspaceSize, aclOpExecutor **executor)",
+             "aclnnStatus aclnnBinaryCrossEntropyWithLogits(void *workspace, uint64_t workspaceSize, "
+             "aclOpExecutor *executor, const aclrtStream stream)"),
     operator("aclnn_binary_cross_entropy_with_logits_backward.h",
              "aclnnStatus aclnnBinaryCrossEntropyWithLogitsBackwardGetWorkspaceSize(const aclTensor *gradOutput, "
              "const aclTensor *self, const aclTensor *target, const aclTensor *weightOptional, "
