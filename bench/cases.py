@@ -242,6 +242,36 @@ BCE = Operator(
     in_cache=rows_of_last_dim)
 
 # ---------------------------------------------------------------------------------------------
+# BinaryCrossEntropyWithLogits, reduction none, with the backward case's weight (full shape) and
+# posWeight (one per class): the loss per element.
+
+
+def build_forward_bce(size: Size, dtype: int) -> Case:
+    shape = size.params["shape"]
+    inputs = {"self": random_source("bce.self", shape, dtype, normal(2.0)),
+              "target": random_source("bce.target", shape, dtype, uniform(0.0, 1.0)),
+              "weightOptional": random_source("bce.weight", shape, dtype, uniform(0.5, 1.5)),
+              "posWeightOptional": random_source("bce.posWeight", shape[-1:], dtype, uniform(0.5, 2.0))}
+    return Case(FORWARD_BCE, size, dtype, inputs, ("out", shape), {"reduction": 0},
+                ("self", "target", "weightOptional", "posWeightOptional"))
+
+
+def torch_forward_bce(t: dict, attrs: dict, out):
+    """What a PyTorch user calls; it has no out= variant, so its result is copied into out."""
+    torch = _torch()
+    x, target, weight, pos_weight = (t[k] for k in ("self", "target", "weightOptional", "posWeightOptional"))
+    loss = torch.nn.functional.binary_cross_entropy_with_logits
+    return lambda: out.copy_(loss(x, target, weight=weight, pos_weight=pos_weight, reduction="none"))
+
+
+FORWARD_BCE = Operator(
+    "BinaryCrossEntropyWithLogits", ELEMENTWISE_SIZES, build_forward_bce,
+    lambda t, a: (t["self"], t["target"], t["weightOptional"], t["posWeightOptional"], a["reduction"], t["out"]),
+    torch_forward_bce,
+    "F.binary_cross_entropy_with_logits(x, t, weight, pos_weight, reduction='none'), copied into out",
+    in_cache=rows_of_last_dim)
+
+# ---------------------------------------------------------------------------------------------
 # KlDivBackward, reduction none, logTarget false: out = -target * gradOutput (self is not read).
 
 
@@ -515,7 +545,7 @@ def build_ctc_forward(size: Size, dtype: int) -> Case:
     }
     attrs = {"inputLengths": [int(v) for v in data.input_lengths],
              "targetLengths": [int(v) for v in data.target_lengths], "blank": 0, "zeroInfinity": False}
-    return Case(CTC_FORWARD, size, dtype, inputs, ("logAlphaOut", (N, T, A)), attrs, ("logProbs", "targets"))
+    return Case(FORWARD_CTC, size, dtype, inputs, ("logAlphaOut", (N, T, A)), attrs, ("logProbs", "targets"))
 
 
 def torch_ctc_forward(t: dict, attrs: dict, out):
@@ -539,7 +569,7 @@ def torch_ctc_forward(t: dict, attrs: dict, out):
     return run
 
 
-CTC_FORWARD = Operator(
+FORWARD_CTC = Operator(
     "CtcLoss",
     CTC.sizes,
     build_ctc_forward,
@@ -552,5 +582,5 @@ CTC_FORWARD = Operator(
     in_cache_why_not="its work is a serial log-space recursion over T·(2S+1) steps per batch item, not proportional "
                      "to the bytes it moves")
 
-OPERATORS = (LOG_SIGMOID, FORWARD_LOG_SIGMOID, BCE, KL_DIV, FORWARD_KL_DIV, SMS, CTC, CTC_FORWARD)
+OPERATORS = (LOG_SIGMOID, FORWARD_LOG_SIGMOID, BCE, FORWARD_BCE, KL_DIV, FORWARD_KL_DIV, SMS, CTC, FORWARD_CTC)
 BY_NAME = {op.name: op for op in OPERATORS}
