@@ -129,9 +129,7 @@ def c_string(text: str) -> str:
 # ------------------------------------------------------------------------------------------------
 # The C side: a prelude every program shares, building in parallel, running in the toolkit's environment
 
-OPERATOR_HEADERS = ("aclnn_binary_cross_entropy_with_logits_backward.h", "aclnn_ctc_loss.h",
-                    "aclnn_ctc_loss_backward.h", "aclnn_kl_div.h", "aclnn_kl_div_backward.h", "aclnn_logsigmoid.h",
-                    "aclnn_logsigmoid_backward.h", "aclnn_scaled_masked_softmax_backward.h")
+OPERATOR_HEADERS = tuple(header.path for header in surface.OPERATORS) if surface is not None else ()  # every operator
 
 PRELUDE = r"""#include <cstdint>
 #include <cstdio>
@@ -139,7 +137,7 @@ PRELUDE = r"""#include <cstdint>
 #include <cstring>
 #include <vector>
 #include "acl/acl.h"
-""" + "".join('#include "aclnnop/%s"\n' % header for header in OPERATOR_HEADERS) + r"""
+""" + "".join('#include "%s"\n' % header for header in OPERATOR_HEADERS) + r"""
 // One case's outcome: its result and the messages left for aclGetRecentErrMsg (read, so cleared).
 static void report(const char *id, const char *result) {
   const char *message = aclGetRecentErrMsg();
