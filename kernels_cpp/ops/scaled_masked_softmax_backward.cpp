@@ -36,6 +36,7 @@
 #include "common/elementwise.h"
 #include "common/memory_plan.h"
 #include "common/registry.h"
+#include "common/softmax_rows.h"
 #include "common/thread_pool.h"
 #include "common/vector_io.h"
 #include "common/vmath.h"
@@ -45,29 +46,16 @@ namespace py = pybind11;
 namespace npuemu {
 namespace {
 
+using softmax_rows::fold_to_sum;
+using softmax_rows::RowBuffer;
+using softmax_rows::run_in_blocks;
+
 // ---- fp32 arithmetic on dense arrays (every variant gives the same bits: no FMA contraction) ----
 
 // The first level of the row sum: sum[i] = g_lo[i] * y_lo[i] + g_hi[i] * y_hi[i].
 NPUEMU_VECTORIZED void add_products(float* __restrict sum, const float* g_lo, const float* y_lo, const float* g_hi,
                                     const float* y_hi, int64_t n) {
   for (int64_t i = 0; i < n; ++i) sum[i] = g_lo[i] * y_lo[i] + g_hi[i] * y_hi[i];
-}
-
-NPUEMU_VECTORIZED void add_into(float* __restrict lo, const float* __restrict hi, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) lo[i] += hi[i];
-}
-
-// The rest of the row sum, in the fixed binary tree of the docs: the upper half of a level (from
-// index ceil(n/2)) is added onto its lower half until one value remains; the middle element of an
-// odd level passes unchanged. `level` holds the n partial sums left by the first level and is
-// overwritten. The order depends only on n.
-float fold_to_sum(float* level, int64_t n) {
-  while (n > 1) {
-    const int64_t half = (n + 1) / 2;
-    add_into(level, level + half, n - half);
-    n = half;
-  }
-  return level[0];
 }
 
 // out = (g * y - sum * y) * scale (no multiply when scale is 1, as the kernel does), then +0
@@ -83,60 +71,11 @@ NPUEMU_VECTORIZED void finish(float* __restrict out, const float* g, const float
 
 constexpr int64_t kChunk = 256;  // elements of a buffered row finished and stored together
 
-// fp32 row buffer starting on a cache line, so that whole-vector loads and stores never split one.
-class RowBuffer {
- public:
-  explicit RowBuffer(int64_t n) : storage_(n + kLineFloats) {
-    const auto address = reinterpret_cast<uintptr_t>(storage_.data());
-    data_ = storage_.data() + (kLineFloats - address / sizeof(float) % kLineFloats) % kLineFloats;
-  }
-  float* data() { return data_; }
-  float& operator[](int64_t i) { return data_[i]; }
-
- private:
-  static constexpr int64_t kLineFloats = 16;
-  std::vector<float> storage_;
-  float* data_;
-};
-
 // ---- visiting the rows ----
 
 enum Operand { kGrad, kY, kMask, kOut, kOperands };
-using RowPointers = std::array<char*, kOperands>;
-
-// Rows of [B, N, S1] in order, with the byte address of each operand's row; advancing is
-// incremental (no division per row).
-class RowCursor {
- public:
-  RowCursor(const std::array<const TensorArg*, kOperands>& operands, int64_t first_row) {
-    for (int d = 0; d < 3; ++d) {
-      extent_[d] = operands[kGrad]->shape[d];
-      for (int t = 0; t < kOperands; ++t) step_[d][t] = operands[t]->strides[d] * operands[t]->itemsize();
-    }
-    for (int t = 0; t < kOperands; ++t) row_[t] = operands[t]->data;
-    for (int d = 2; d >= 0; --d) {
-      index_[d] = first_row % extent_[d];
-      first_row /= extent_[d];
-      for (int t = 0; t < kOperands; ++t) row_[t] += index_[d] * step_[d][t];
-    }
-  }
-
-  const RowPointers& row() const { return row_; }
-
-  void advance() {
-    for (int d = 2; d >= 0; --d) {
-      for (int t = 0; t < kOperands; ++t) row_[t] += step_[d][t];
-      if (++index_[d] < extent_[d]) return;
-      for (int t = 0; t < kOperands; ++t) row_[t] -= extent_[d] * step_[d][t];
-      index_[d] = 0;
-    }
-  }
-
- private:
-  std::array<int64_t, 3> extent_{}, index_{};
-  std::array<std::array<int64_t, kOperands>, 3> step_{};
-  RowPointers row_{};
-};
+using RowPointers = softmax_rows::RowPointers<kOperands>;
+using RowCursor = softmax_rows::RowCursor<kOperands>;
 
 struct Layout {
   int dtype;
@@ -471,25 +410,6 @@ bool overlaps_otherwise(const TensorArg& out, const TensorArg& in) {
 
 bool has_avx512() { return simd::isa() >= simd::Isa::kAvx512; }
 
-// Rows are handed out in blocks of about this many bytes of input (share_blocks).
-constexpr int64_t kBlockBytes = 1 << 20;
-
-template <class Rows>
-void run_in_blocks(const std::array<const TensorArg*, kOperands>& operands, const Layout& layout) {
-  const int64_t rows = operands[kGrad]->numel() / layout.cols;
-  const int64_t block_rows = std::max<int64_t>(1, kBlockBytes / row_bytes(layout));
-  const int64_t blocks = (rows + block_rows - 1) / block_rows;
-  const int64_t grains = (rows * layout.cols + kGrain - 1) / kGrain;  // below kGrain elements a thread costs more
-  share_blocks(blocks, std::min<int64_t>(threads(), grains), [&](const auto& take) {
-    Rows kernel(layout);
-    for (int64_t block = take(); block >= 0; block = take()) {
-      const int64_t begin = block * block_rows;
-      kernel.run(operands, begin, std::min(rows, begin + block_rows));
-    }
-    if (layout.streaming) store_fence();
-  });
-}
-
 void compute_gradient(const TensorArg& go, const TensorArg& y, const TensorArg& mask, const TensorArg& out,
                       float scale) {
   const Layout layout{go.dtype, go.shape[3], scale, memory_plan().streams(out.numel() * out.itemsize()),
@@ -498,8 +418,8 @@ void compute_gradient(const TensorArg& go, const TensorArg& y, const TensorArg& 
   const bool vector_rows = dense && has_avx512() && !overlaps_otherwise(out, go) && !overlaps_otherwise(out, y);
   dispatch_storage("aclnnScaledMaskedSoftmaxBackward", go.dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    if (vector_rows) run_in_blocks<Avx512Rows<T>>({&go, &y, &mask, &out}, layout);
-    else run_in_blocks<BufferedRows<T>>({&go, &y, &mask, &out}, layout);
+    if (vector_rows) run_in_blocks<Avx512Rows<T>, kOperands>({&go, &y, &mask, &out}, layout, row_bytes(layout));
+    else run_in_blocks<BufferedRows<T>, kOperands>({&go, &y, &mask, &out}, layout, row_bytes(layout));
   });
 }
 
