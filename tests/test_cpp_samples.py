@@ -19,7 +19,7 @@ if shutil.which("cmake", path=VENV_BIN + os.pathsep + os.environ.get("PATH", "")
 
 SAMPLES = ("binary_cross_entropy_with_logits", "binary_cross_entropy_with_logits_backward", "ctc_loss",
            "ctc_loss_backward", "kl_div", "kl_div_backward", "log_sigmoid", "log_sigmoid_forward",
-           "log_sigmoid_backward", "scaled_masked_softmax_backward")
+           "log_sigmoid_backward", "scaled_masked_softmax", "scaled_masked_softmax_backward")
 SOURCES = os.path.join(REPO, "samples", "cpp")
 BUILD_TIMEOUT = 600
 RUN_TIMEOUT = 120

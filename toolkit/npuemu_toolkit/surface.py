@@ -430,6 +430,11 @@ OPERATORS = (
              "const aclTensor *buffer, aclTensor *gradInput, uint64_t *workspaceSize, aclOpExecutor **executor)",
              "aclnnStatus aclnnLogSigmoidBackward(void *workspace, uint64_t workspaceSize, aclOpExecutor *executor, "
              "aclrtStream stream)", extra_includes=("<array>",)),
+    operator("aclnn_scaled_masked_softmax.h",
+             "aclnnStatus aclnnScaledMaskedSoftmaxGetWorkspaceSize(const aclTensor *x, const aclTensor *mask, "
+             "double scale, bool fixTriuMask, aclTensor *y, uint64_t *workspaceSize, aclOpExecutor **executor)",
+             "aclnnStatus aclnnScaledMaskedSoftmax(void *workspace, uint64_t workspaceSize, aclOpExecutor *executor, "
+             "aclrtStream stream)"),
     operator("aclnn_scaled_masked_softmax_backward.h",
              "aclnnStatus aclnnScaledMaskedSoftmaxBackwardGetWorkspaceSize(const aclTensor *gradOutput, "
              "const aclTensor *y, const aclTensor *mask, double scale, bool fixTriuMask, aclTensor *out, "

@@ -1,0 +1,341 @@
+// aclnnScaledMaskedSoftmax (docs/ops/scaled_masked_softmax.md). For each row of [B, N, S1, S2]
+// (the softmax runs along S2):
+//   z = scale * x, then z = -10000 wherever mask (broadcast over B and N through stride 0) is true;
+//   y = e^(z - max z) / sum e^(z - max z).
+// fp32 compute; for FLOAT16 inputs the product scale * x is rounded to fp16 first, as the kernel
+// multiplies and masks in fp16 before its cast to fp32 (scale itself rounded to fp16); FLOAT and
+// BFLOAT16 multiply in fp32. Outputs are rounded to nearest-even.
+//
+// A row goes through three passes over an fp32 buffer that stays in L1/L2 (S2 <= 8192):
+// 1. z from x and the mask (x read from memory once), with the first level of the row's max;
+// 2. e = exp(z - max) in place (simd::exp), with the first level of the row's sum;
+// 3. y = e / sum, stored as it is computed (streamed past the caches for large outputs).
+// The max and the sum are folded in the fixed binary tree of softmax_rows.h, and every other step
+// is one IEEE operation per element, so results do not depend on the vector width (the passes
+// run on the widest instruction set in force, NPUEMU_VECTOR_ISA) nor on the threads, which take
+// blocks of rows. The whole row is read before any of it is written: y may be x itself.
+// Strided rows are gathered into fp32 (x) and byte (mask) buffers first and scattered on output,
+// through the same arithmetic.
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "common/dispatch.h"
+#include "common/memory_plan.h"
+#include "common/registry.h"
+#include "common/simd.h"
+#include "common/softmax_rows.h"
+#include "common/vector_io.h"
+#include "common/vmath.h"
+
+namespace py = pybind11;
+
+namespace npuemu {
+namespace {
+
+using softmax_rows::fold_to_max;
+using softmax_rows::fold_to_sum;
+using softmax_rows::RowBuffer;
+
+constexpr float kMasked = -10000.0f;  // what a masked position's z becomes (not -inf)
+
+enum Operand { kX, kMask, kY, kOperands };
+using Operands = std::array<const TensorArg*, kOperands>;
+using RowPointers = softmax_rows::RowPointers<kOperands>;
+using RowCursor = softmax_rows::RowCursor<kOperands>;
+
+struct Layout {
+  int dtype;
+  int64_t cols;
+  float scale;     // as the multiply uses it: the fp32 attribute, rounded to fp16 for FLOAT16
+  bool streaming;  // non-temporal stores for the output
+  std::array<int64_t, kOperands> strides;  // element strides along S2
+};
+
+// Bytes of input per row: x and the mask.
+int64_t row_bytes(const Layout& layout) { return layout.cols * (dtype_size(layout.dtype) + 1); }
+
+// ---- lanes (every function is always inlined into an instruction set's entry point) ----
+
+typedef char Bytes16 __attribute__((vector_size(16)));
+
+// All ones in the lanes whose mask byte is set (any non-zero byte is true): the bytes widened with
+// one instruction (GCC's generic __builtin_convertvector took one instruction per byte).
+template <class V>
+NPUEMU_INLINE typename V::I masked_lanes(const unsigned char* mask) {
+  using I = typename V::I;
+  if constexpr (V::kWidth == 1) {
+    return I{mask[0] ? -1 : 0};
+  } else {
+    Bytes16 bytes{};
+    std::memcpy(&bytes, mask, V::kWidth);
+    if constexpr (V::kWidth == 8) return (I)__builtin_ia32_pmovzxbd256(bytes) != 0;
+    else return (I)__builtin_ia32_pmovzxbd512_mask(bytes, I{}, -1) != 0;
+  }
+}
+
+template <class V>
+NPUEMU_INLINE void put(float* p, typename V::F v) {
+  std::memcpy(p, &v, sizeof v);
+}
+
+// The arithmetic of a row, on lanes of V. T is the tensors' dtype; the input x is read as S: T
+// itself, or fp32 when a strided row was gathered first.
+template <class V, class T>
+struct RowMath {
+  using F = typename V::F;
+
+  // z = scale * x rounded as T's arithmetic does (fp16 for FLOAT16: the product of two fp16
+  // values is exact in fp32, so this rounds once, as an fp16 multiply), then -10000 where
+  // masked, whatever x holds there.
+  template <class S>
+  NPUEMU_INLINE static F scaled(const S* x, const unsigned char* mask, float scale) {
+    F z = simd::load<V>(x) * scale;
+    if constexpr (std::is_same_v<T, _Float16>) z = V::widen_half(V::narrow_half(z));
+    return masked_lanes<V>(mask) ? V::splat(kMasked) : z;
+  }
+
+  // Pass 1 at lanes i and half + i: z into the row buffer, level[i] = max of the two.
+  template <class S>
+  NPUEMU_INLINE static void first_max(const S* x, const unsigned char* mask, float scale, float* z, float* level,
+                                      int64_t i, int64_t half) {
+    const F lo = scaled(x + i, mask + i, scale), hi = scaled(x + half + i, mask + half + i, scale);
+    put<V>(z + i, lo);
+    put<V>(z + half + i, hi);
+    put<V>(level + i, V::max(lo, hi));
+  }
+
+  // e^(z[i] - max). Below -104, simd::exp gives +0 through its clamp, by arithmetic that
+  // underflows: each such lane costs a microcode assist (rows with 15% masked, whose z - max is
+  // about -10000, measured 4x slower). Those lanes take +0 directly: the same bits.
+  NPUEMU_INLINE static F exp_at(const float* z, int64_t i, float max) {
+    const F d = simd::load<V>(z + i) - max, zero = V::splat(0.0f);
+    const typename V::I vanishes = d < -104.0f;
+    return vanishes ? zero : simd::exp<V>(vanishes ? zero : d);
+  }
+
+  // Pass 2 at lanes i and half + i: z becomes e, level[i] = the sum of the two.
+  NPUEMU_INLINE static void first_sum(float* z, float* level, float max, int64_t i, int64_t half) {
+    const F lo = exp_at(z, i, max), hi = exp_at(z, half + i, max);
+    put<V>(z + i, lo);
+    put<V>(z + half + i, hi);
+    put<V>(level + i, lo + hi);
+  }
+
+  // Pass 3: y = e / sum for lanes [begin, end) (a multiple of the width), stored in T.
+  NPUEMU_INLINE static void divide(T* y, const float* e, float sum, int64_t begin, int64_t end, bool streaming) {
+    for (int64_t j = begin; j < end; j += V::kWidth) simd::store<V>(y + j, simd::load<V>(e + j) / sum, streaming);
+  }
+};
+
+// ---- the rows ----
+
+// Rows are handed to the threads in blocks of about this many bytes of input: a row costs more
+// arithmetic per byte than the backward's, so smaller blocks than its 1 MiB keep both threads busy
+// on smaller calls (2x4x96x128 FLOAT, 2 threads: 0.082 -> 0.053 ms).
+constexpr int64_t kBlockBytes = 128 << 10;
+// How far ahead of the row computed its inputs are prefetched, in bytes of input.
+constexpr int64_t kPrefetchBytes = 12 << 10;
+
+template <class T>
+class ForwardRows {
+ public:
+  explicit ForwardRows(const Layout& layout)
+      : l_(layout),
+        z_(layout.cols),
+        level_((layout.cols + 1) / 2),
+        x_(layout.strides[kX] == 1 ? 0 : layout.cols),
+        mask_(layout.strides[kMask] == 1 ? 0 : layout.cols) {}
+
+  // Rows [begin, end) of the operands, on the widest instruction set in force.
+  void run(const Operands& operands, int64_t begin, int64_t end);
+
+  // Rows [begin, end); while a row is computed from cache (pass 2), the dense inputs of the row
+  // about kPrefetchBytes of input ahead are prefetched into L2.
+  template <class V>
+  NPUEMU_INLINE void visit(const Operands& operands, int64_t begin, int64_t end) {
+    const bool dense = l_.strides[kX] == 1 && l_.strides[kMask] == 1;
+    const int64_t distance = (kPrefetchBytes + row_bytes(l_) - 1) / row_bytes(l_);
+    RowCursor cursor(operands, begin), ahead(operands, std::min(begin + distance, end - 1));
+    for (int64_t r = begin; r < end; ++r, cursor.advance()) {
+      const bool prefetch = dense && r + distance < end;
+      row<V>(cursor.row(), prefetch ? &ahead.row() : nullptr);
+      if (prefetch) ahead.advance();
+    }
+  }
+
+ private:
+  template <class V>
+  NPUEMU_INLINE void row(const RowPointers& p, const RowPointers* far) {
+    const unsigned char* mask = mask_row(p[kMask]);
+    float max;
+    if (l_.strides[kX] == 1) {
+      max = scale_and_mask<V>(reinterpret_cast<const T*>(p[kX]), mask);
+    } else {
+      gather_as_float(l_.dtype, p[kX], l_.strides[kX] * static_cast<int64_t>(sizeof(T)), x_.data(), l_.cols);
+      max = scale_and_mask<V>(x_.data(), mask);
+    }
+    const float sum = exponentials<V>(max, far);
+    if (l_.strides[kY] == 1) store_dense<V>(reinterpret_cast<T*>(p[kY]), sum);
+    else store_strided<V>(p[kY], sum);
+  }
+
+  const unsigned char* mask_row(const char* mask) {
+    if (l_.strides[kMask] == 1) return reinterpret_cast<const unsigned char*>(mask);
+    for (int64_t j = 0; j < l_.cols; ++j) mask_[j] = mask[j * l_.strides[kMask]];
+    return mask_.data();
+  }
+
+  // Pass 1: z into the row buffer and the first level of the max; returns the row's max.
+  template <class V, class S>
+  NPUEMU_INLINE float scale_and_mask(const S* x, const unsigned char* mask) {
+    using Scalar = simd::Scalar;
+    const int64_t n = l_.cols, half = (n + 1) / 2, pairs = n - half;
+    const float scale = l_.scale;
+    float* const z = z_.data();
+    float* const level = level_.data();
+    int64_t i = 0;
+    for (; i + V::kWidth <= pairs; i += V::kWidth) RowMath<V, T>::first_max(x, mask, scale, z, level, i, half);
+    for (; i < pairs; ++i) RowMath<Scalar, T>::first_max(x, mask, scale, z, level, i, half);
+    if (n & 1) level[half - 1] = z[half - 1] = RowMath<Scalar, T>::scaled(x + half - 1, mask + half - 1, scale)[0];
+    return fold_to_max(level, half);
+  }
+
+  // Pass 2: z becomes e = exp(z - max), with the first level of the sum; returns the row's sum.
+  template <class V>
+  NPUEMU_INLINE float exponentials(float max, const RowPointers* far) {
+    using Scalar = simd::Scalar;
+    const int64_t n = l_.cols, half = (n + 1) / 2, pairs = n - half;
+    float* const z = z_.data();
+    float* const level = level_.data();
+    int64_t i = 0;
+    if (far) {
+      for (; i + V::kWidth <= pairs; i += V::kWidth) {
+        prefetch(*far, i);
+        prefetch(*far, half + i);
+        RowMath<V, T>::first_sum(z, level, max, i, half);
+      }
+    }
+    for (; i + V::kWidth <= pairs; i += V::kWidth) RowMath<V, T>::first_sum(z, level, max, i, half);
+    for (; i < pairs; ++i) RowMath<Scalar, T>::first_sum(z, level, max, i, half);
+    if (n & 1) level[half - 1] = z[half - 1] = RowMath<Scalar, T>::exp_at(z, half - 1, max)[0];
+    return fold_to_sum(level, half);
+  }
+
+  // x and the mask of a row ahead, at column j. Always inlined: to GCC a function that only
+  // prefetches has no side effect, so a call to it may be deleted altogether.
+  NPUEMU_INLINE static void prefetch(const RowPointers& row, int64_t j) {
+    __builtin_prefetch(row[kX] + j * sizeof(T), 0, 2);
+    __builtin_prefetch(row[kMask] + j, 0, 2);
+  }
+
+  // Pass 3, dense output: single lanes up to the first address streaming stores accept, whole
+  // vectors, then single lanes.
+  template <class V>
+  NPUEMU_INLINE void store_dense(T* y, float sum) {
+    const int64_t n = l_.cols, align = V::kWidth * static_cast<int64_t>(sizeof(T));
+    const auto address = reinterpret_cast<uintptr_t>(y);
+    const bool streaming = V::kStreams && l_.streaming && address % sizeof(T) == 0;
+    const int64_t head = streaming ? std::min<int64_t>(n, (align - address % align) % align / sizeof(T)) : 0;
+    const int64_t body_end = head + (n - head) / V::kWidth * V::kWidth;
+    const float* e = z_.data();
+    RowMath<simd::Scalar, T>::divide(y, e, sum, 0, head, false);
+    RowMath<V, T>::divide(y, e, sum, head, body_end, streaming);
+    RowMath<simd::Scalar, T>::divide(y, e, sum, body_end, n, false);
+  }
+
+  // Pass 3, strided output: y = e / sum into the row buffer, then scattered.
+  template <class V>
+  NPUEMU_INLINE void store_strided(char* y, float sum) {
+    const int64_t n = l_.cols, body_end = n / V::kWidth * V::kWidth;
+    float* const e = z_.data();
+    for (int64_t j = 0; j < body_end; j += V::kWidth) put<V>(e + j, simd::load<V>(e + j) / sum);
+    for (int64_t j = body_end; j < n; ++j) e[j] /= sum;
+    scatter_from_float(l_.dtype, e, y, l_.strides[kY] * static_cast<int64_t>(sizeof(T)), n);
+  }
+
+  Layout l_;
+  RowBuffer z_, level_, x_;
+  std::vector<unsigned char> mask_;
+};
+
+// The entry points of the instruction sets: each compiles the always-inlined row code for its own.
+template <class T>
+NPUEMU_TARGET_AVX512_BF16 void rows_avx512_bf16(ForwardRows<T>& rows, const Operands& ops, int64_t begin, int64_t end) {
+  rows.template visit<simd::Avx512Bf16>(ops, begin, end);
+}
+template <class T>
+NPUEMU_TARGET_AVX512 void rows_avx512(ForwardRows<T>& rows, const Operands& ops, int64_t begin, int64_t end) {
+  rows.template visit<simd::Avx512>(ops, begin, end);
+}
+template <class T>
+NPUEMU_TARGET_AVX2 void rows_avx2(ForwardRows<T>& rows, const Operands& ops, int64_t begin, int64_t end) {
+  rows.template visit<simd::Avx2>(ops, begin, end);
+}
+template <class T>
+void rows_scalar(ForwardRows<T>& rows, const Operands& ops, int64_t begin, int64_t end) {
+  rows.template visit<simd::Scalar>(ops, begin, end);
+}
+
+template <class T>
+void ForwardRows<T>::run(const Operands& operands, int64_t begin, int64_t end) {
+  switch (simd::isa()) {
+    case simd::Isa::kAvx512Bf16: return rows_avx512_bf16(*this, operands, begin, end);
+    case simd::Isa::kAvx512: return rows_avx512(*this, operands, begin, end);
+    case simd::Isa::kAvx2: return rows_avx2(*this, operands, begin, end);
+    default: return rows_scalar(*this, operands, begin, end);
+  }
+}
+
+// ---- the call ----
+
+
+// The longest row any chip admits (the first phase's limit): a row runs between two checkpoints.
+constexpr int64_t kMaxCols = 8192;
+
+void check_operands(const TensorArg& x, const TensorArg& mask, const TensorArg& y) {
+  if (x.shape.size() != 4 || mask.shape != x.shape || y.shape != x.shape)
+    throw ContractError("aclnnScaledMaskedSoftmax: expected x, mask and y viewed as one [B, N, S1, S2] shape");
+  if (x.shape[3] > kMaxCols || (x.shape[3] == 0 && x.numel() > 0))
+    throw ContractError("aclnnScaledMaskedSoftmax: expected 0 < S2 <= " + std::to_string(kMaxCols) + ", found " +
+                        std::to_string(x.shape[3]));
+  if (y.dtype != x.dtype || mask.dtype != kBool)
+    throw ContractError("aclnnScaledMaskedSoftmax: expected x and y of one dtype, mask BOOL");
+}
+
+// The multiplier of the kernel: fp16 arithmetic for FLOAT16 takes the attribute rounded to fp16.
+float multiplier(int dtype, float scale) {
+  return dtype == kFloat16 ? half_bits_to_float(float_to_half_bits(scale)) : scale;
+}
+
+void softmax(const TensorArg& x, const TensorArg& mask, const TensorArg& y, float scale) {
+  const Layout layout{x.dtype, x.shape[3], multiplier(x.dtype, scale), memory_plan().streams(y.numel() * y.itemsize()),
+                      {x.strides[3], mask.strides[3], y.strides[3]}};
+  dispatch_storage("aclnnScaledMaskedSoftmax", x.dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    softmax_rows::run_in_blocks<ForwardRows<T>, kOperands>({&x, &mask, &y}, layout, row_bytes(layout), kBlockBytes);
+  });
+}
+
+void scaled_masked_softmax(const TensorArg& x, const TensorArg& mask, const TensorArg& y, float scale) {
+  check_operands(x, mask, y);
+  dispatch_storage("aclnnScaledMaskedSoftmax", x.dtype, [](auto) {});  // no DOUBLE kernel
+  if (x.numel() == 0) return;
+  KernelCall("aclnnScaledMaskedSoftmax").run([&] { softmax(x, mask, y, scale); });
+}
+
+void bind(py::module_& m) {
+  m.def("scaled_masked_softmax", &scaled_masked_softmax,
+        "y = softmax(scale * x, -10000 where mask) along the last axis");
+}
+
+NPUEMU_REGISTER_OP(bind);
+
+}  // namespace
+}  // namespace npuemu
