@@ -364,6 +364,39 @@ SMS = Operator(
     in_cache=heads_of_rows)
 
 # ---------------------------------------------------------------------------------------------
+# ScaledMaskedSoftmax, the forward of the above at its sizes: y = softmax(x·scale, −10000 where
+# mask) along the last axis; mask [B,1,S1,S2].
+
+
+def build_sms_forward(size: Size, dtype: int) -> Case:
+    shape = size.params["shape"]
+    mask_shape = (shape[0], 1) + tuple(shape[2:])
+    inputs = {"x": random_source("smsf.x", shape, dtype, normal(3.0)),
+              "mask": random_source("smsf.mask", mask_shape, nn.ACL_BOOL, bernoulli(0.15))}
+    return Case(FORWARD_SMS, size, dtype, inputs, ("y", shape), {"scale": 0.125, "fixTriuMask": False}, ("x", "mask"))
+
+
+def torch_sms_forward(t: dict, attrs: dict, out):
+    """The composite a PyTorch user writes, with a preallocated scratch: scale, mask, softmax."""
+    torch = _torch()
+    x, mask, scale = t["x"], t["mask"], attrs["scale"]
+    scores = torch.empty_like(x)
+    softmax = torch.ops.aten._softmax.out
+
+    def run():
+        torch.mul(x, scale, out=scores).masked_fill_(mask, -10000.0)
+        return softmax(scores, -1, False, out=out)
+    return run
+
+
+FORWARD_SMS = Operator(
+    "ScaledMaskedSoftmax", SMS.sizes, build_sms_forward,
+    lambda t, a: (t["x"], t["mask"], a["scale"], a["fixTriuMask"], t["y"]),
+    torch_sms_forward,
+    "composite: torch.mul(x, scale, out=scratch), masked_fill_(mask, -10000), aten._softmax.out",
+    in_cache=heads_of_rows)
+
+# ---------------------------------------------------------------------------------------------
 # CtcLossBackward. Inputs are what a forward pass would hand over: log-probabilities of a fairly
 # confident model (each frame favours one label of an alignment of its target), and the true
 # logAlpha / negLogLikelihood of those (rounded) log-probabilities, computed here in float64.
@@ -582,5 +615,5 @@ FORWARD_CTC = Operator(
     in_cache_why_not="its work is a serial log-space recursion over T·(2S+1) steps per batch item, not proportional "
                      "to the bytes it moves")
 
-OPERATORS = (LOG_SIGMOID, FORWARD_LOG_SIGMOID, BCE, FORWARD_BCE, KL_DIV, FORWARD_KL_DIV, SMS, CTC, FORWARD_CTC)
+OPERATORS = (LOG_SIGMOID, FORWARD_LOG_SIGMOID, BCE, FORWARD_BCE, KL_DIV, FORWARD_KL_DIV, SMS, FORWARD_SMS, CTC, FORWARD_CTC)
 BY_NAME = {op.name: op for op in OPERATORS}
