@@ -248,24 +248,31 @@ def reference(v: dict) -> np.ndarray:
 # ------------------------------------------------------------------------------------------------
 # Declaration
 
+def declared_targets(labels: list, C: int, padded: bool, width: Optional[int], target_dtype: int) -> np.ndarray:
+    """A declared sample's targets: (N, width) padded with an invalid label (C + 3) the kernel must
+    not read, or the labels concatenated; float targets are label + 0.25 (the cast to INT64
+    truncates)."""
+    longest = max([len(l) for l in labels] + [0])
+    if padded:
+        targets = np.full((len(labels), width or longest + 1), C + 3, dtype=np.int64)
+        for b, l in enumerate(labels):
+            targets[b, :len(l)] = l
+    else:
+        targets = np.concatenate([np.asarray(l, dtype=np.int64) for l in labels] + [np.zeros(0, np.int64)])
+    return targets + 0.25 if target_dtype in (ACL_FLOAT, ACL_FLOAT16) else targets
+
+
 def _sample(label: str, rng: np.random.Generator, T: int, C: int, blank: int, labels: list, input_lengths: list,
             padded: bool = True, target_dtype: int = ACL_INT64, width: int = 0, zero_infinity: bool = False,
             unbatched: bool = False, log_probs: Optional[np.ndarray] = None) -> SampleInput:
-    """Log-probabilities (log-softmax of normal logits, unless given), targets whose padding holds an
-    invalid label (C + 3) the kernel must not read (float targets are label + 0.25: the cast to
-    INT64 truncates), and outputs of the chip in force's width, filled with NaN."""
+    """Log-probabilities (log-softmax of normal logits, unless given), targets as declared_targets
+    makes them, and outputs of the chip in force's width, filled with NaN."""
     N = len(labels)
     if log_probs is None:
         logits = rng.normal(size=(T, N, C)) * 2
         log_probs = logits - np.log(np.exp(logits).sum(axis=2, keepdims=True))
     longest = max([len(l) for l in labels] + [0])
-    if padded:
-        targets = np.full((N, width or longest + 1), C + 3, dtype=np.int64)
-        for b, l in enumerate(labels):
-            targets[b, :len(l)] = l
-    else:
-        targets = np.concatenate([np.asarray(l, dtype=np.int64) for l in labels] + [np.zeros(0, np.int64)])
-    targets = targets + 0.25 if target_dtype in (ACL_FLOAT, ACL_FLOAT16) else targets
+    targets = declared_targets(labels, C, padded, width, target_dtype)
     A = alpha_width(longest, soc().family)
     return SampleInput(label, {
         "logProbs": TensorInput(log_probs[:, 0, :] if unbatched else log_probs),

@@ -22,7 +22,7 @@ from emulator.dtypes import (ACL_BF16, ACL_BOOL, ACL_DOUBLE, ACL_FLOAT, ACL_FLOA
 from .declaration import (ChipDtypes, ErrorInput, IntArrayInput, OpDeclaration, SampleInput, TensorInput,
                           declaration_files)
 from .operator import KernelLaunch, Workspace, first_phase, second_phase, soc, view
-from .ctc_loss import batch_labels as _labels, extended_labels as _extended, log_alpha
+from .ctc_loss import batch_labels as _labels, declared_targets, extended_labels as _extended, log_alpha
 from .tensor import aclTensor
 
 OP = "aclnnCtcLossBackward"
@@ -212,13 +212,7 @@ def _sample(label: str, rng: np.random.Generator, T: int, C: int, blank: int, la
     longest = max([len(l) for l in labels] + [0])
     alpha_width = 2 * longest + 1 if exact_alpha else -(-(2 * longest + 1) // 8) * 8
     nll, alpha = forward(lp, labels, input_lengths, blank, alpha_width)
-    if padded:
-        targets = np.full((N, width or longest + 1), C + 3, dtype=np.int64)
-        for b, l in enumerate(labels):
-            targets[b, :len(l)] = l
-    else:
-        targets = np.concatenate([np.asarray(l, dtype=np.int64) for l in labels] + [np.zeros(0, np.int64)])
-    targets = targets + 0.25 if target_dtype in (ACL_FLOAT, ACL_FLOAT16) else targets
+    targets = declared_targets(labels, C, padded, width, target_dtype)
     return SampleInput(label, {
         "gradOut": TensorInput(rng.uniform(0.5, 2.0, size=N)), "logProbs": TensorInput(lp),
         "targets": TensorInput(targets, target_dtype), "inputLengths": IntArrayInput(tuple(input_lengths)),
