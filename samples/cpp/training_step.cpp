@@ -102,8 +102,9 @@ class Device {
     return {};
   }
 
-  // Both phases of an operator on the stream; the workspace lives until Synchronize().
-  void Run(const char* name, const FirstPhase& first, SecondPhase second) {
+  // The first phase of an operator, with its workspace; returns the launch of its second phase on
+  // the stream. The workspace lives until Synchronize().
+  std::function<void()> Plan(const char* name, const FirstPhase& first, SecondPhase second) {
     uint64_t size = 0;
     aclOpExecutor* executor = nullptr;
     Check(name, first(&size, &executor));
@@ -112,8 +113,12 @@ class Device {
       Check("allocate workspace", aclrtMalloc(&workspace, size, ACL_MEM_MALLOC_HUGE_FIRST));
       workspaces_.push_back(workspace);
     }
-    Check(name, second(workspace, size, executor, stream_));
+    aclrtStream stream = stream_;
+    return [=] { Check(name, second(workspace, size, executor, stream)); };
   }
+
+  // Both phases of an operator on the stream.
+  void Run(const char* name, const FirstPhase& first, SecondPhase second) { Plan(name, first, second)(); }
 
   void Synchronize() {
     Check("aclrtSynchronizeStream", aclrtSynchronizeStream(stream_));
@@ -140,7 +145,8 @@ class Device {
   std::vector<void*> workspaces_;
 };
 
-// forward() then backward() on the stream between three events; the milliseconds of each.
+// The planned forward and backward (Device::Plan's launches) queued on the stream between three
+// events, so that the events time the device's work alone; the milliseconds of each.
 void StepWithEvents(Device& device, const std::function<void()>& forward, const std::function<void()>& backward,
                     float* forward_ms, float* backward_ms) {
   aclrtEvent events[3];
@@ -198,14 +204,12 @@ Pair LogSigmoid(std::mt19937& rng) {
     aclTensor* buffer = device.Zeros(shape);
     aclTensor* gradOutput = device.Floats(g, shape);
     aclTensor* gradInput = device.Zeros(shape);
-    StepWithEvents(device, [&] {
-      device.Run("aclnnLogSigmoidForward", [&](uint64_t* size, aclOpExecutor** executor) {
-        return aclnnLogSigmoidForwardGetWorkspaceSize(self, out, buffer, size, executor); }, aclnnLogSigmoidForward);
-    }, [&] {
-      device.Run("aclnnLogSigmoidBackward", [&](uint64_t* size, aclOpExecutor** executor) {
+    StepWithEvents(device,
+      device.Plan("aclnnLogSigmoidForward", [&](uint64_t* size, aclOpExecutor** executor) {
+        return aclnnLogSigmoidForwardGetWorkspaceSize(self, out, buffer, size, executor); }, aclnnLogSigmoidForward),
+      device.Plan("aclnnLogSigmoidBackward", [&](uint64_t* size, aclOpExecutor** executor) {
         return aclnnLogSigmoidBackwardGetWorkspaceSize(gradOutput, self, buffer, gradInput, size, executor); },
-        aclnnLogSigmoidBackward);
-    }, forward_ms, backward_ms);
+        aclnnLogSigmoidBackward), forward_ms, backward_ms);
     return device.Read(gradInput);
   };
   return pair;
@@ -237,16 +241,14 @@ Pair BinaryCrossEntropyWithLogits(std::mt19937& rng) {
     aclTensor* out = device.Zeros(one);
     aclTensor* gradOutput = device.Floats({1.0}, one);
     aclTensor* grad = device.Zeros(shape);
-    StepWithEvents(device, [&] {
-      device.Run("aclnnBinaryCrossEntropyWithLogits", [&](uint64_t* size, aclOpExecutor** executor) {
+    StepWithEvents(device,
+      device.Plan("aclnnBinaryCrossEntropyWithLogits", [&](uint64_t* size, aclOpExecutor** executor) {
         return aclnnBinaryCrossEntropyWithLogitsGetWorkspaceSize(self, t, w, p, mean, out, size, executor); },
-        aclnnBinaryCrossEntropyWithLogits);
-    }, [&] {
-      device.Run("aclnnBinaryCrossEntropyWithLogitsBackward", [&](uint64_t* size, aclOpExecutor** executor) {
+        aclnnBinaryCrossEntropyWithLogits),
+      device.Plan("aclnnBinaryCrossEntropyWithLogitsBackward", [&](uint64_t* size, aclOpExecutor** executor) {
         return aclnnBinaryCrossEntropyWithLogitsBackwardGetWorkspaceSize(gradOutput, self, t, w, p, mean, grad, size,
                                                                          executor); },
-        aclnnBinaryCrossEntropyWithLogitsBackward);
-    }, forward_ms, backward_ms);
+        aclnnBinaryCrossEntropyWithLogitsBackward), forward_ms, backward_ms);
     return device.Read(grad);
   };
   return pair;
@@ -289,14 +291,12 @@ Pair KlDiv(std::mt19937& rng) {
     aclTensor* out = device.Zeros(one);
     aclTensor* gradOutput = device.Floats({1.0}, one);
     aclTensor* grad = device.Zeros(shape);
-    StepWithEvents(device, [&] {
-      device.Run("aclnnKlDiv", [&](uint64_t* size, aclOpExecutor** executor) {
-        return aclnnKlDivGetWorkspaceSize(self, t, batchmean, false, out, size, executor); }, aclnnKlDiv);
-    }, [&] {
-      device.Run("aclnnKlDivBackward", [&](uint64_t* size, aclOpExecutor** executor) {
+    StepWithEvents(device,
+      device.Plan("aclnnKlDiv", [&](uint64_t* size, aclOpExecutor** executor) {
+        return aclnnKlDivGetWorkspaceSize(self, t, batchmean, false, out, size, executor); }, aclnnKlDiv),
+      device.Plan("aclnnKlDivBackward", [&](uint64_t* size, aclOpExecutor** executor) {
         return aclnnKlDivBackwardGetWorkspaceSize(gradOutput, self, t, batchmean, false, grad, size, executor); },
-        aclnnKlDivBackward);
-    }, forward_ms, backward_ms);
+        aclnnKlDivBackward), forward_ms, backward_ms);
     return device.Read(grad);
   };
   return pair;
@@ -310,10 +310,10 @@ Pair CtcLoss(std::mt19937& rng) {
   const int64_t blank = 0;
   const std::vector<double> g = Random(rng, N, 0.5, 1.5);
   Pair pair{"CtcLoss", shape, Random(rng, T * N * C, -2, 2), nullptr, nullptr};
-  // Queues the forward of log_softmax(z); the caller synchronises and reads nll.
+  // The planned forward of log_softmax(z) (Device::Plan's launch).
   auto forward = [=](Device& device, aclTensor* logProbs, aclTensor* nll, aclTensor* logAlpha, aclTensor* t,
                      aclIntArray* il, aclIntArray* tl) {
-    device.Run("aclnnCtcLoss", [&](uint64_t* size, aclOpExecutor** executor) {
+    return device.Plan("aclnnCtcLoss", [&](uint64_t* size, aclOpExecutor** executor) {
       return aclnnCtcLossGetWorkspaceSize(logProbs, t, il, tl, blank, false, nll, logAlpha, size, executor); },
       aclnnCtcLoss);
   };
@@ -324,7 +324,7 @@ Pair CtcLoss(std::mt19937& rng) {
     aclTensor* logAlpha = device.Zeros(alphaShape);
     aclIntArray* il = aclCreateIntArray(inputLengths.data(), N);
     aclIntArray* tl = aclCreateIntArray(targetLengths.data(), N);
-    forward(device, logProbs, nll, logAlpha, t, il, tl);
+    forward(device, logProbs, nll, logAlpha, t, il, tl)();
     device.Synchronize();
     aclDestroyIntArray(il);
     aclDestroyIntArray(tl);
@@ -339,12 +339,11 @@ Pair CtcLoss(std::mt19937& rng) {
     aclTensor* grad = device.Zeros(shape);
     aclIntArray* il = aclCreateIntArray(inputLengths.data(), N);
     aclIntArray* tl = aclCreateIntArray(targetLengths.data(), N);
-    StepWithEvents(device, [&] { forward(device, logProbs, nll, logAlpha, t, il, tl); }, [&] {
-      device.Run("aclnnCtcLossBackward", [&](uint64_t* size, aclOpExecutor** executor) {
+    StepWithEvents(device, forward(device, logProbs, nll, logAlpha, t, il, tl),
+      device.Plan("aclnnCtcLossBackward", [&](uint64_t* size, aclOpExecutor** executor) {
         return aclnnCtcLossBackwardGetWorkspaceSize(gradOut, logProbs, t, il, tl, nll, logAlpha, blank, false, grad,
                                                     size, executor); },
-        aclnnCtcLossBackward);
-    }, forward_ms, backward_ms);
+        aclnnCtcLossBackward), forward_ms, backward_ms);
     aclDestroyIntArray(il);
     aclDestroyIntArray(tl);
     return device.Read(grad);
@@ -375,15 +374,13 @@ Pair ScaledMaskedSoftmax(std::mt19937& rng) {
     aclTensor* y = device.Zeros(shape);
     aclTensor* gradOutput = device.Floats(g, shape);
     aclTensor* grad = device.Zeros(shape);
-    StepWithEvents(device, [&] {
-      device.Run("aclnnScaledMaskedSoftmax", [&](uint64_t* size, aclOpExecutor** executor) {
+    StepWithEvents(device,
+      device.Plan("aclnnScaledMaskedSoftmax", [&](uint64_t* size, aclOpExecutor** executor) {
         return aclnnScaledMaskedSoftmaxGetWorkspaceSize(self, m, scale, false, y, size, executor); },
-        aclnnScaledMaskedSoftmax);
-    }, [&] {
-      device.Run("aclnnScaledMaskedSoftmaxBackward", [&](uint64_t* size, aclOpExecutor** executor) {
+        aclnnScaledMaskedSoftmax),
+      device.Plan("aclnnScaledMaskedSoftmaxBackward", [&](uint64_t* size, aclOpExecutor** executor) {
         return aclnnScaledMaskedSoftmaxBackwardGetWorkspaceSize(gradOutput, y, m, scale, false, grad, size, executor); },
-        aclnnScaledMaskedSoftmaxBackward);
-    }, forward_ms, backward_ms);
+        aclnnScaledMaskedSoftmaxBackward), forward_ms, backward_ms);
     return device.Read(grad);
   };
   return pair;
