@@ -1,4 +1,5 @@
-"""`make bench`: npuemu's five operators against PyTorch CPU and this machine's memory bandwidth.
+"""`make bench`: every npuemu operator (the five backwards and their forwards) against PyTorch CPU and
+this machine's memory bandwidth.
 
 For each operator (cases.py), size, dtype and thread count: npuemu's whole two-phase call on device
 tensors prepared beforehand, the PyTorch CPU path a user would run on the same data, and a
@@ -407,7 +408,7 @@ def small_profile(torch, calls: int, budget) -> dict:
 
 def parse_args(argv: Optional[list]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--ops", help="comma-separated operator names (default: all five)")
+    parser.add_argument("--ops", help="comma-separated operator names (default: all of them)")
     parser.add_argument("--sizes", default="4x4,1e5,large", help="size classes (default: 4x4,1e5,large)")
     parser.add_argument("--dtypes", default="float32,float16,bfloat16")
     parser.add_argument("--threads", default="1,2")
