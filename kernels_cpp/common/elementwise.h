@@ -278,7 +278,7 @@ template <class Op>
 void run_dense(const Op& op, const std::array<void*, Op::kInputs + 1>& data,
                const std::array<int, Op::kInputs + 1>& dtype, int64_t n, bool streaming) {
   const MemoryPlan plan = memory_plan();
-  elementwise_detail::Run<Op::kInputs + 1> r{{}, dtype, {}, n, streaming, plan.prefetch, plan.hint};
+  elementwise_detail::Run<Op::kInputs + 1> r{{}, dtype, {}, n, streaming, plan.prefetch_for(Op::kInputs), plan.hint};
   for (int k = 0; k <= Op::kInputs; ++k) r.data[k] = static_cast<char*>(data[k]);
   elementwise_detail::run(op, r);
 }
@@ -325,7 +325,7 @@ void run_elementwise(const Op& op, const std::array<const TensorArg*, Op::kInput
   const int64_t inner = ops.shape[rank - 1];
   const auto& inner_strides = ops.strides[rank - 1];
   bool lanes_ok = inner_strides[0] == ops.itemsize[0];  // the output dense, every input dense or broadcast
-  Run<N> run_template{ops.data, ops.dtype, {}, 0, streaming, plan.prefetch, plan.hint};
+  Run<N> run_template{ops.data, ops.dtype, {}, 0, streaming, plan.prefetch_for(Op::kInputs), plan.hint};
   for (int k = 1; k < N; ++k) {
     run_template.broadcast[k] = inner_strides[k] == 0;
     lanes_ok &= inner_strides[k] == ops.itemsize[k] || inner_strides[k] == 0;

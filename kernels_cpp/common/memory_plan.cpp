@@ -174,6 +174,7 @@ struct Probe {
     return (in[1] * z + in[2]) / (1.0f + z);
   }
 };
+static_assert(Probe::kInputs == kProbeInputs, "the plan's prefetch distance is per input of the probe");
 constexpr int kProbeOperands = Probe::kInputs + 1;
 
 // Evicts [p, p + bytes) from every cache level, writing dirty lines back (clflushopt where the

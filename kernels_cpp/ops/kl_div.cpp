@@ -151,7 +151,7 @@ Walk walk_of(const TensorArg& self, const TensorArg& target) {
   w.rank = static_cast<int>(w.ops.shape.size());
   w.inner = w.ops.shape[w.rank - 1];
   const MemoryPlan plan = memory_plan();  // inputs read in place are prefetched ahead of the loads
-  w.prefetch = plan.prefetch;
+  w.prefetch = plan.prefetch_for(2);  // self and target
   w.hint = plan.hint;
   return w;
 }
