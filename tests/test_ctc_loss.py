@@ -23,6 +23,7 @@ import acl
 import aclnn_api as nn
 import emulator
 from aclnn_api import _kernels, ctc_loss as ctc, ctc_loss_backward as ctc_backward
+from test_ctc_loss_backward import dtypes_of, random_labels, strided, target_values  # the backward's helpers
 from support import (ALL_SOCS, SANITIZED, assert_close, decode, kernel_variants, last_error, npu, representable,
                      run_sample)
 
@@ -36,10 +37,6 @@ BACKWARD = (nn.aclnnCtcLossBackwardGetWorkspaceSize, nn.aclnnCtcLossBackward)
 F, H, B, D = nn.ACL_FLOAT, nn.ACL_FLOAT16, nn.ACL_BF16, nn.ACL_DOUBLE
 I8, I32, I64, BOOL = nn.ACL_INT8, nn.ACL_INT32, nn.ACL_INT64, nn.ACL_BOOL
 HALF_SOCS = ("Ascend910B", "Ascend910_93", "Ascend950")
-
-
-def dtypes_of(soc: str) -> tuple:
-    return (F, H, B, D) if soc in HALF_SOCS else (F, D)
 
 
 def width_on(soc: str, max_target: int) -> int:
@@ -71,11 +68,6 @@ class Case:
     @property
     def max_target(self) -> int:
         return max([len(l) for l in self.labels] + [0])
-
-
-def random_labels(rng, lengths, C, blank) -> list:
-    classes = [c for c in range(C) if c != blank]
-    return [rng.choice(classes, size=n).astype(np.int64) for n in lengths]
 
 
 def _scenarios() -> dict:
@@ -114,32 +106,6 @@ def _scenarios() -> dict:
 
 
 SCENARIOS = _scenarios()
-
-
-def strided(shape: tuple, order: tuple, gap: int, offset: int) -> dict:
-    """Layout whose storage order is `order` (outer to inner dims), innermost step `gap`."""
-    strides, step = [0] * len(shape), gap
-    for dim in reversed(order):
-        strides[dim] = step
-        step *= max(shape[dim], 1)
-    return {"strides": strides, "offset": offset}
-
-
-def target_values(case: Case) -> np.ndarray:
-    """The targets tensor: padding holds an invalid label (C + 3), which the kernel must not read;
-    float targets are label + 0.25 (the cast to INT64 truncates)."""
-    if case.padded:
-        width = case.target_width if case.target_width is not None else case.max_target + 2
-        values = np.full((case.N, width), case.C + 3, dtype=np.int64)
-        for b, l in enumerate(case.labels):
-            values[b, :len(l)] = l
-    else:
-        values = np.concatenate([np.asarray(l, dtype=np.int64) for l in case.labels] + [np.zeros(0, np.int64)])
-    if case.target_dtype in (F, H):
-        return values + 0.25
-    if case.target_dtype == BOOL:
-        return values.astype(bool)
-    return values
 
 
 def log_probs(case: Case, dtype: int, rng) -> np.ndarray:
