@@ -18,6 +18,7 @@ import aclnn_api as nn
 import emulator
 from aclnn_api import binary_cross_entropy_with_logits as bce
 from emulator.dtypes import dtype_name
+from test_binary_cross_entropy_with_logits_backward import column_major_spaced, contiguous  # the backward's views
 from support import (assert_close, assert_rejected, assert_sample_prints, bf16_bits, kernel_variants, last_error, npu,
                      representable)
 
@@ -31,19 +32,6 @@ CHIP_DTYPES = {"Ascend910": (F, H), "Ascend310P": (F, H), "Ascend910B": (F, H, B
 
 pytestmark = [pytest.mark.filterwarnings("ignore:overflow encountered in cast"),
               pytest.mark.filterwarnings("ignore:invalid value encountered in cast")]
-
-
-def contiguous(shape):
-    return None, 0
-
-
-def column_major_spaced(shape):
-    """Dims reversed in memory, every other element, after an offset: nothing coalesces."""
-    strides, step = [], 2
-    for dim in shape:
-        strides.append(step)
-        step *= max(dim, 1)
-    return strides, 5
 
 
 def out_shape(x_shape: tuple, reduction: int) -> tuple:

@@ -17,6 +17,7 @@ import pytest
 import aclnn_api as nn
 import emulator
 from aclnn_api import _kernels, kl_div
+from test_kl_div_backward import LAYOUTS, layout  # the backward's views
 from support import (ALL_SOCS, TOLERANCE, assert_close, assert_sample_prints, kernel_variants, last_error, npu,
                      representable)
 
@@ -32,24 +33,6 @@ EXPECTED = -6.906180  # the doc example's mean (the sum is -55.249443)
 
 
 # ---------------------------------------------------------------- helpers
-
-def layout(shape, kind):
-    """(strides, offset) of a view of `shape`: dense, column-major, offset, or every other element."""
-    dense = nn.tensor.contiguous_strides(shape)
-    if kind == "transposed":
-        strides, step = [], 1
-        for dim in shape:
-            strides.append(step)
-            step *= max(dim, 1)
-        return tuple(strides), 0
-    if kind == "offset":
-        return dense, 5
-    if kind == "strided":
-        return tuple(2 * s for s in dense), 3
-    return dense, 0
-
-
-LAYOUTS = ("contiguous", "transposed", "offset", "strided")
 
 
 def out_shape_of(x, t, reduction):

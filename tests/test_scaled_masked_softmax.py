@@ -16,6 +16,7 @@ import pytest
 import aclnn_api as nn
 import emulator
 from aclnn_api import scaled_masked_softmax as sms
+from test_scaled_masked_softmax_backward import layout, mask_shape  # the backward's views and mask forms
 from support import (ALL_SOCS, assert_close, assert_rejected, assert_sample_prints, kernel_variants, last_error, npu,
                      representable)
 
@@ -51,25 +52,6 @@ def reference(x, mask, scale, dtype):
 
 
 # ---------------------------------------------------------------- running it
-
-def layout(kind, shape):
-    """(strides, offset) of a 4-D view of `shape` laid out as `kind` in a larger storage."""
-    b, n, s1, s2 = shape
-    if kind == "contiguous":
-        return None, 0
-    if kind == "offset":
-        return None, 11
-    if kind == "transposed":  # stored as [B, N, S2, S1]: the softmax axis is not unit-stride
-        return (n * s2 * s1, s2 * s1, 1, s1), 0
-    if kind == "strided":  # every other element, padded rows, then an offset
-        row = 2 * s2 + 3
-        return (n * s1 * row, s1 * row, row, 2), 5
-    raise ValueError(kind)
-
-
-def mask_shape(form, shape):
-    b, n, s1, s2 = shape
-    return {"BN": (b, n, s1, s2), "B1": (b, 1, s1, s2), "1N": (1, n, s1, s2), "11": (1, 1, s1, s2)}[form]
 
 
 def run_case(device, dtype, x, mask, scale, kind="contiguous", mask_kind="contiguous", y_kind=None):
