@@ -54,7 +54,7 @@ struct BceWithLogits {
     using F = typename V::F;
     const F x = in[0], t = in[1];
     const F z = simd::exp_nonpositive<V>(V::from_bits(V::bits(x) | 0x80000000u));  // e^-|x|
-    const F log_sigmoid = V::min(x, V::splat(0.0f)) - simd::log1p<V>(z);
+    const F log_sigmoid = V::min(x, V::splat(0.0f)) - simd::log1p_unit<V>(z);
     F weighted = log_sigmoid;
     if (kPosWeight) weighted = (1.0f + (in[2 + kWeight] - 1.0f) * t) * log_sigmoid;
     const F loss = (1.0f - t) * x - weighted;

@@ -1,8 +1,9 @@
 // aclnnLogSigmoid and aclnnLogSigmoidForward (docs/ops/log_sigmoid.md): out = log(1/(1 + e^-x)), in
 // fp32, in the form that neither overflows nor cancels: out = min(x, 0) - log1p(e^-|x|).
 // e^-|x| is in (0, 1], so log1p's argument never overflows, and for large |x| the result is
-// min(x, 0) minus a tiny term that log1p keeps exact to the last bit (log(1 + z) would round it
-// away). One pass over memory through the element-wise engine (common/elementwise.h).
+// min(x, 0) minus a tiny term that log1p keeps (log(1 + z) would round it away); simd::log1p_unit
+// evaluates it for z in [0, 1] without a division. One pass over memory through the element-wise
+// engine (common/elementwise.h).
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
@@ -26,7 +27,7 @@ struct LogSigmoid {
     const F x = in[0];
     const F z = simd::exp_nonpositive<V>(V::from_bits(V::bits(x) | 0x80000000u));  // e^-|x|; NaN stays NaN
     // min's second operand is returned when either is NaN (simd.h): a NaN x gives NaN, and -0 stays -0.
-    return V::min(V::splat(0.0f), x) - simd::log1p<V>(z);
+    return V::min(V::splat(0.0f), x) - simd::log1p_unit<V>(z);
   }
 };
 
