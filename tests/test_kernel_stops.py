@@ -1,10 +1,13 @@
-"""Kernels stop: at the task timeout (TimeoutError naming the kernel and the limit) and on Ctrl-C
-(KeyboardInterrupt), every one of the five operators, on 1 and 2 threads, and the pool still works
-afterwards.
+"""Kernels stop: at the task timeout (TimeoutError naming the operator and the limit) and on Ctrl-C
+(KeyboardInterrupt), every one of the ten operators, on 1 and 2 threads, and the pool still works
+afterwards: aclnnLogSigmoid, aclnnBinaryCrossEntropyWithLogits, aclnnKlDiv, aclnnCtcLoss,
+aclnnScaledMaskedSoftmax and their five backward operators.
 
 The calls are views with zero strides whose element counts (2^54 and more) no buffer holds: they
 would run for days over a 64-byte buffer. They call `_kernels` directly, bypassing the first phase,
-which would reject them: the kernels must defend themselves.
+which would reject them: the kernels must defend themselves. One call is shorter: the summed
+aclnnBinaryCrossEntropyWithLogits keeps a partial sum per 4096 losses in its workspace, so it sums
+2^38 losses (minutes of work) into a 256 MiB workspace, of which it writes the first pages only.
 """
 import os
 import queue
@@ -17,64 +20,111 @@ import time
 import numpy as np
 import pytest
 
-from aclnn_api import _kernels
+from aclnn_api import _kernels, ctc_loss, ctc_loss_backward
 from emulator.dtypes import ACL_BOOL, ACL_FLOAT, ACL_INT64
 
 HUGE = 1 << 54  # rows of 16 elements: every call below goes over 2^58 elements
+SUMMED = 1 << 34  # rows of the summed BCE: 2^38 losses, a partial sum of 4 bytes per 4096 of them
 
 
 def endless_calls() -> dict:
     """Operator -> a call of its kernel over a huge zero-stride view of small buffers. The rows are
     dense (16 elements) and many, so that 2 threads share them; one strided call of a single row
-    covers the strided paths."""
+    covers the element-wise engine's strided path, and one of rows of every other element the
+    gathers of KlDiv's sum. Each reduction of a forward operator has its call: none, the sum, and
+    the fill that gives an empty input's result."""
     keep = []
 
-    def buffer(dtype=np.float32, fill=0.5):
-        array = np.full(16, fill, dtype=dtype)
+    def buffer(dtype=np.float32, fill=0.5, size=16):
+        array = np.full(size, fill, dtype=dtype)
         keep.append(array)
         return array.ctypes.data
 
-    def rows(dtype=ACL_FLOAT, fill=0.5):  # HUGE rows of the same 16 elements
-        return (buffer(np.bool_ if dtype == ACL_BOOL else np.float32, fill), dtype, (HUGE, 16), (0, 1))
+    def rows(dtype=ACL_FLOAT, fill=0.5, count=HUGE):  # `count` rows of the same 16 elements
+        return (buffer(np.bool_ if dtype == ACL_BOOL else np.float32, fill), dtype, (count, 16), (0, 1))
 
     def strided():  # one row of 2^62 elements, all the same element
         return (buffer(), ACL_FLOAT, (1 << 62,), (0,))
+
+    def gathered():  # HUGE rows of every other element of 32
+        return (buffer(size=32), ACL_FLOAT, (HUGE, 16), (0, 2))
+
+    def one():  # the one element of a sum
+        return (buffer(), ACL_FLOAT, (), ())
 
     def softmax_rows(dtype=ACL_FLOAT, fill=0.5):
         view = rows(dtype, fill)
         return (view[0], dtype, (1 << 20, 1 << 20, 1 << 14, 16), (0, 0, 0, 1))
 
+    def bce_summed():  # reduction mean: a partial sum per BCE_WITH_LOGITS_SUM_BLOCK losses in the workspace
+        blocks = SUMMED * 16 // _kernels.BCE_WITH_LOGITS_SUM_BLOCK
+        partials = np.zeros(blocks, np.float32)  # 256 MiB, whose pages are only taken as the kernel writes them
+        keep.append(partials)
+        _kernels.binary_cross_entropy_with_logits(one(), rows(count=SUMMED), rows(count=SUMMED), None, None, ACL_FLOAT,
+                                                  1, None, None, partials.ctypes.data, blocks)
+
     batch, classes, labels = 2, 16, 3
     width = 2 * labels + 1
-    sizes = [batch * width * 8, batch * width * 8, batch * ((width + 1) // 2) * 8, batch * 2 * width * 4,
-             batch * ((width + 1) // 2) * 4]
-    workspace = [np.zeros(size, np.uint8) for size in sizes]
     targets = np.array([1, 2, 3], np.int64)
-    keep += workspace + [targets]
+    keep.append(targets)
     time_steps = 1 << 40
 
-    def ctc():
-        log_probs = (buffer(fill=-2.0), ACL_FLOAT, (time_steps, batch, classes), (0, 0, 1))
+    def ctc_inputs():  # logProbs, targets, lengths, blank, zeroInfinity
+        return ((buffer(fill=-2.0), ACL_FLOAT, (time_steps, batch, classes), (0, 0, 1)),
+                (targets.ctypes.data, ACL_INT64, (batch, labels), (0, 1)), [time_steps] * batch, [labels] * batch, 0,
+                False)
+
+    def ctc_workspace(layout):  # slots and label width, the parts' addresses, their sizes
+        sizes = list(layout(batch, width, ACL_FLOAT))
+        parts = [np.zeros(size, np.uint8) for size in sizes]
+        keep.extend(parts)
+        return (batch, width, *(part.ctypes.data for part in parts), sizes)
+
+    def ctc_backward():
+        log_probs, targets_view, *settings = ctc_inputs()
         alpha = (buffer(fill=-1.0), ACL_FLOAT, (batch, time_steps, width), (0, 0, 1))
         out = (buffer(), ACL_FLOAT, (time_steps, batch, classes), (0, 0, 1))
         per_item = (buffer(fill=1.0), ACL_FLOAT, (batch,), (0,))
-        _kernels.ctc_loss_backward(per_item, log_probs, (targets.ctypes.data, ACL_INT64, (batch, labels), (0, 1)),
-                                   per_item, alpha, out, [time_steps] * batch, [labels] * batch, 0, False, batch,
-                                   width, *(w.ctypes.data for w in workspace), sizes)
+        _kernels.ctc_loss_backward(per_item, log_probs, targets_view, per_item, alpha, out, *settings,
+                                   *ctc_workspace(ctc_loss_backward.workspace_layout))
+
+    def ctc_forward():
+        log_probs, targets_view, *settings = ctc_inputs()
+        nll = (buffer(), ACL_FLOAT, (batch,), (0,))
+        alpha = (buffer(), ACL_FLOAT, (batch, time_steps, width + 1), (0, 0, 1))  # one column of padding
+        _kernels.ctc_loss(log_probs, targets_view, nll, alpha, *settings, *ctc_workspace(ctc_loss.workspace_layout))
 
     return {
+        "log_sigmoid": lambda: _kernels.log_sigmoid(rows(), rows(), "aclnnLogSigmoid"),
         "log_sigmoid_backward": lambda: _kernels.log_sigmoid_backward(rows(), rows(), rows()),
         "log_sigmoid_backward strided": lambda: _kernels.log_sigmoid_backward(strided(), strided(), strided()),
+        "binary_cross_entropy_with_logits": lambda: _kernels.binary_cross_entropy_with_logits(
+            rows(), rows(), rows(), None, None, ACL_FLOAT, 0, None, None, None, 0),  # reduction none
+        "binary_cross_entropy_with_logits summed": bce_summed,
+        "binary_cross_entropy_with_logits filled": lambda: _kernels.binary_cross_entropy_with_logits_fill(
+            rows(), float("nan")),
         "binary_cross_entropy_with_logits_backward": lambda: _kernels.binary_cross_entropy_with_logits_backward(
             rows(), rows(), rows(), rows(), rows(), None, 0.5),
+        "kl_div": lambda: _kernels.kl_div(rows(), rows(), rows(), False, ACL_FLOAT),
+        "kl_div summed": lambda: _kernels.kl_div_reduce(one(), rows(), rows(), True, ACL_FLOAT, 1.0),
+        "kl_div summed gathered": lambda: _kernels.kl_div_reduce(one(), gathered(), rows(), False, ACL_FLOAT, 1.0),
+        "kl_div filled": lambda: _kernels.kl_div_fill(rows(), float("nan")),
         "kl_div_backward": lambda: _kernels.kl_div_backward(rows(), rows(), rows(), 1.0, True),
         "kl_div_backward summed": lambda: _kernels.kl_div_backward((buffer(), ACL_FLOAT, (16,), (1,)), rows(),
                                                                    rows(), 1.0, False),
+        "scaled_masked_softmax": lambda: _kernels.scaled_masked_softmax(
+            softmax_rows(), softmax_rows(ACL_BOOL, False), softmax_rows(), 1.0),
         "scaled_masked_softmax_backward": lambda: _kernels.scaled_masked_softmax_backward(
             softmax_rows(), softmax_rows(), softmax_rows(ACL_BOOL, False), softmax_rows(), 1.0),
-        "ctc_loss_backward": ctc,
+        "ctc_loss": ctc_forward,
+        "ctc_loss_backward": ctc_backward,
         "_buffers": keep,
     }
+
+
+def operator_of(case: str) -> str:
+    """The operator whose kernel a case calls: "kl_div_backward summed" -> "aclnnKlDivBackward"."""
+    return "aclnn" + "".join(word.capitalize() for word in case.split()[0].split("_"))
 
 
 CASES = [name for name in endless_calls() if not name.startswith("_")]
@@ -100,7 +150,8 @@ def test_every_kernel_stops_at_the_task_timeout_with_a_timeout_error(case, threa
         calls[case]()
     assert time.monotonic() - start < 2.0
     message = str(stopped.value)
-    assert "aclnn" in message and "0.1 s" in message and "NPUEMU_TASK_TIMEOUT" in message, message
+    assert message.startswith(operator_of(case) + ": "), message
+    assert "0.1 s" in message and "NPUEMU_TASK_TIMEOUT" in message, message
 
 
 def test_the_pool_computes_right_after_a_stopped_kernel(kernel_settings):
@@ -151,10 +202,10 @@ for phase, names in (("timeout", sys.argv[2].split(",")), ("interrupt", sys.argv
 
 @pytest.mark.parametrize("threads", [1, 2])
 def test_npuemu_task_timeout_and_ctrl_c_stop_kernels_in_a_real_process(threads):
-    """The timeout of the environment reaches the kernels; a SIGINT 0.5 s into a call stops it, in
-    blocks shared by the threads and in one long part per thread (the summed KlDiv). Every kernel's
-    checkpoints are tested above, in this process."""
-    timed, interrupted = ["log_sigmoid_backward"], ["log_sigmoid_backward", "kl_div_backward summed"]
+    """The timeout of the environment reaches the kernels; a SIGINT 0.5 s into a call stops every
+    kernel of the table, in blocks shared by the threads and in one long part per thread (the summed
+    KlDivBackward, the batch items of CtcLoss and CtcLossBackward)."""
+    timed, interrupted = ["log_sigmoid_backward"], CASES
     env = dict(os.environ, NPUEMU_TASK_TIMEOUT="0.5", NPUEMU_THREADS=str(threads))
     child = subprocess.Popen([sys.executable, "-c", CHILD, os.path.dirname(__file__), ",".join(timed),
                               ",".join(interrupted)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
