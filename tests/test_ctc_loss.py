@@ -6,8 +6,8 @@ dtypes x blank positions x lengths (zero too) x zeroInfinity x unbatched x views
 x extreme log-probabilities, on every chip with its logAlpha width; -inf in every padding
 position and nothing written outside the views; bit-identity with PyTorch in FLOAT and DOUBLE;
 the forward's outputs fed to aclnnCtcLossBackward against PyTorch autograd; what the rules accept;
-data faults; the workspace; stops; the documentation's example (A2/A3 width 16, Ascend950 width
-11) and the training sample."""
+data faults; the workspace (the kernel's stops are in test_kernel_stops.py); the documentation's
+example (A2/A3 width 16, Ascend950 width 11) and the training sample."""
 from __future__ import annotations
 
 import dataclasses
@@ -640,7 +640,7 @@ def test_what_the_rules_refuse_is_refused(soc, changes, words):
 
 
 # ------------------------------------------------------------------------------------------------
-# Data faults, workspace, stops
+# Data faults, workspace
 
 FAULTS = [  # (targets values, targets dtype, inputLengths, targetLengths, words): only the data is wrong
     (np.array([[1, 5], [2, 0]]), I64, [4, 4], [2, 1], ["targets", "[0, C = 5)", "found 5", "batch item 0"]),
@@ -712,34 +712,6 @@ def test_an_empty_batch_succeeds_with_workspace_zero_and_writes_nothing():
                                                               alpha.tensor)
         assert (ret, executor) == (161002, None) and "blank" in last_error()  # N == 0 still needs blank < C
         nn.aclDestroyIntArray(empty)
-
-
-@pytest.fixture
-def kernel_settings():
-    """Restores the pool size and the task timeout the other tests run with."""
-    threads, timeout = _kernels.threads(), _kernels.task_timeout()
-    yield
-    _kernels.set_threads(threads)
-    _kernels.set_task_timeout(timeout)
-
-
-@pytest.mark.parametrize("threads", [1, 2])
-def test_the_kernel_stops_at_the_task_timeout(threads, kernel_settings):
-    """2^40 time steps over zero strides (no buffer holds them): the kernel must stop by itself."""
-    buffers = [np.full(16, -2.0, np.float32), np.zeros(16, np.float32), np.full(64, np.nan, np.float32)]
-    targets = np.array([1, 2, 3], np.int64)
-    batch, steps, width = 2, 1 << 40, 7
-    labels_ws, rows_ws = np.zeros(batch * width * 8, np.uint8), np.zeros(batch * 2 * width * 4, np.uint8)
-    _kernels.set_threads(threads)
-    _kernels.set_task_timeout(0.1)
-    with pytest.raises(TimeoutError) as stopped:
-        _kernels.ctc_loss((buffers[0].ctypes.data, F, (steps, batch, 16), (0, 0, 1)),
-                          (targets.ctypes.data, I64, (batch, 3), (0, 1)), (buffers[1].ctypes.data, F, (batch,), (0,)),
-                          (buffers[2].ctypes.data, F, (batch, steps, 8), (0, 0, 1)), [steps] * batch, [3] * batch, 0,
-                          False, batch, width, labels_ws.ctypes.data, rows_ws.ctypes.data,
-                          [labels_ws.size, rows_ws.size])
-    message = str(stopped.value)
-    assert "aclnnCtcLoss" in message and "0.1 s" in message, message
 
 
 def test_the_kernel_refuses_a_workspace_of_another_layout():
