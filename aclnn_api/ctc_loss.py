@@ -119,9 +119,11 @@ def workspace_layout(slots: int, label_width: int, data_type: int) -> tuple:
     """(labels, alpha rows) byte sizes, in workspace order, for `slots` batch items at once: the
     extended label sequence as INT64 (targets cast, as the library does on the device), then two
     rows of log alpha in the compute type (fp64 for DOUBLE, else fp32), as the A2/A3 kernel keeps
-    its rows in fp32. Int64 first keeps both parts aligned to their element size."""
+    its rows in fp32. Int64 first keeps both parts aligned to their element size. Each slot's rows
+    start on a cache line of their own (the kernels' slot stride)."""
     compute = aclDataTypeSize(ACL_DOUBLE if data_type == ACL_DOUBLE else ACL_FLOAT)
-    return slots * label_width * 8, slots * 2 * label_width * compute
+    stride = _kernels.ctc_slot_stride(label_width)
+    return slots * stride * 8, slots * 2 * stride * compute
 
 
 def _batched_views(logProbs: aclTensor, negLogLikelihoodOut: aclTensor) -> tuple:

@@ -124,11 +124,11 @@ def workspace_layout(slots: int, label_width: int, data_type: int) -> tuple:
     library does on the device), the index of each label among the item's distinct classes, and
     those classes (at most max targetLength + 1: the labels and the blank). In the compute type
     (fp64 for DOUBLE, else fp32): two rows of log beta, and lcab of each distinct class (lcab is
-    -inf for every other class). Int64 first keeps every part aligned to its element size."""
+    -inf for every other class). Int64 first keeps every part aligned to its element size. Each
+    slot's rows start on a cache line of their own (the kernels' slot stride)."""
     compute = aclDataTypeSize(ACL_DOUBLE if data_type == ACL_DOUBLE else ACL_FLOAT)
-    classes = (label_width + 1) // 2
-    return (slots * label_width * 8, slots * label_width * 8, slots * classes * 8,
-            slots * 2 * label_width * compute, slots * classes * compute)
+    row, classes = _kernels.ctc_slot_stride(label_width), _kernels.ctc_slot_stride((label_width + 1) // 2)
+    return (slots * row * 8, slots * row * 8, slots * classes * 8, slots * 2 * row * compute, slots * classes * compute)
 
 
 @first_phase(OP)

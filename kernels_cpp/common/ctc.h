@@ -23,6 +23,14 @@
 namespace npuemu {
 namespace ctc {
 
+// ---- the workspace's scratch slots ----
+
+// Elements from one slot's scratch row to the next slot's: `width` rounded up to 16, so that no
+// cache line holds two slots' rows (which the threads that own them write at every step: sharing
+// a line made 2 threads no faster than 1 on 4 batch items). The workspace layouts of aclnn_api ask
+// for it (_kernels.ctc_slot_stride).
+inline int64_t slot_stride(int64_t width) { return (width + 15) / 16 * 16; }
+
 // ---- the compute type, loads and stores ----
 
 template <class T>

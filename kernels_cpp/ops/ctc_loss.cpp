@@ -152,7 +152,7 @@ void compute_loss(Problem& p, const Workspace& ws) {
   const int64_t row = std::min(p.width, p.A);  // 2S+1 must fit the label and alpha rows
   p.labels = ctc::locate_labels(p.targets, p.input_lengths, p.target_lengths, p.T, row >= 1 ? (row - 1) / 2 : -1,
                                 p.C);
-  const int64_t slots = ws.slots, width = p.width;
+  const int64_t slots = ws.slots, stride = ctc::slot_stride(p.width);
   dispatch_floating(p.log_probs.dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
     using A = Acc<T>;
@@ -161,8 +161,8 @@ void compute_loss(Problem& p, const Workspace& ws) {
     share_blocks(slots, threads(), [&](const auto& take) {
       Pacer pacer;
       for (int64_t slot = take(); slot >= 0; slot = take()) {
-        int64_t* labels = reinterpret_cast<int64_t*>(ws.labels) + slot * width;
-        A* rows = reinterpret_cast<A*>(ws.rows) + slot * 2 * width;
+        int64_t* labels = reinterpret_cast<int64_t*>(ws.labels) + slot * stride;
+        A* rows = reinterpret_cast<A*>(ws.rows) + slot * 2 * stride;
         for (int64_t b = p.N * slot / slots; b < p.N * (slot + 1) / slots; ++b) forward_item<T>(p, b, labels, rows, pacer);
       }
     });
@@ -179,7 +179,8 @@ void check_contract(const Problem& p, int64_t slots, const std::vector<int64_t>&
                         " lengths each, found " + std::to_string(p.input_lengths.size()) + " and " +
                         std::to_string(p.target_lengths.size()));
   const int64_t acc_size = p.log_probs.dtype == kDouble ? 8 : 4;
-  const std::vector<int64_t> needed = {slots * p.width * 8, slots * 2 * p.width * acc_size};
+  const int64_t stride = ctc::slot_stride(p.width);
+  const std::vector<int64_t> needed = {slots * stride * 8, slots * 2 * stride * acc_size};
   if (slots < 1 || p.width < 1 || p.width % 2 == 0 || workspace_sizes != needed)
     throw ContractError("aclnnCtcLoss: workspace: expected the layout of " + std::to_string(slots) +
                         " slot(s) of width " + std::to_string(p.width) + ", found other part sizes");
@@ -209,6 +210,7 @@ void ctc_loss(const TensorArg& log_probs, const TensorArg& targets, const Tensor
 
 void bind(py::module_& m) {
   m.def("ctc_loss", &ctc_loss, "CTC loss forward: negLogLikelihood and logAlpha (PyTorch CPU _ctc_loss algorithm)");
+  m.def("ctc_slot_stride", &ctc::slot_stride, "elements from one CTC scratch slot's row to the next's, for a row width");
 }
 
 NPUEMU_REGISTER_OP(bind);

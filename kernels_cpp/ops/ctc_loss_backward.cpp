@@ -299,7 +299,8 @@ struct Workspace {
 
 void compute_gradient(Problem& p, const Workspace& ws) {
   validate_data(p);
-  const int64_t slots = ws.slots, width = p.width, half = (width + 1) / 2;
+  const int64_t slots = ws.slots, stride = ctc::slot_stride(p.width);
+  const int64_t class_stride = ctc::slot_stride((p.width + 1) / 2);
   dispatch_floating(p.log_probs.dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
     using A = Acc<T>;
@@ -308,10 +309,11 @@ void compute_gradient(Problem& p, const Workspace& ws) {
     share_blocks(slots, threads(), [&](const auto& take) {
       Pacer pacer;
       for (int64_t slot = take(); slot >= 0; slot = take()) {
-        Scratch<A> w{reinterpret_cast<int64_t*>(ws.labels) + slot * width,
-                     reinterpret_cast<int64_t*>(ws.class_of) + slot * width,
-                     reinterpret_cast<int64_t*>(ws.classes) + slot * half,
-                     reinterpret_cast<A*>(ws.beta) + slot * 2 * width, reinterpret_cast<A*>(ws.lcab) + slot * half};
+        Scratch<A> w{reinterpret_cast<int64_t*>(ws.labels) + slot * stride,
+                     reinterpret_cast<int64_t*>(ws.class_of) + slot * stride,
+                     reinterpret_cast<int64_t*>(ws.classes) + slot * class_stride,
+                     reinterpret_cast<A*>(ws.beta) + slot * 2 * stride,
+                     reinterpret_cast<A*>(ws.lcab) + slot * class_stride};
         for (int64_t b = p.N * slot / slots; b < p.N * (slot + 1) / slots; ++b) backward_item<T>(p, b, w, pacer);
       }
       if (p.streaming) store_fence();  // this thread's streamed rows, visible before the kernel returns
@@ -333,9 +335,10 @@ void ctc_loss_backward(const TensorArg& grad_out, const TensorArg& log_probs, co
   p.T = p.log_probs.shape[0];
   p.N = p.log_probs.shape[1];
   p.C = p.log_probs.shape[2];
-  const int64_t acc_size = p.log_probs.dtype == kDouble ? 8 : 4, half = (width + 1) / 2;
-  const std::vector<int64_t> needed = {slots * width * 8, slots * width * 8, slots * half * 8,
-                                       slots * 2 * width * acc_size, slots * half * acc_size};
+  const int64_t acc_size = p.log_probs.dtype == kDouble ? 8 : 4;
+  const int64_t stride = ctc::slot_stride(width), class_stride = ctc::slot_stride((width + 1) / 2);
+  const std::vector<int64_t> needed = {slots * stride * 8, slots * stride * 8, slots * class_stride * 8,
+                                       slots * 2 * stride * acc_size, slots * class_stride * acc_size};
   if (slots < 1 || width < 1 || width % 2 == 0 || workspace_sizes != needed)
     throw ContractError("aclnnCtcLossBackward: workspace: expected the layout of " + std::to_string(slots) +
                         " slot(s) of width " + std::to_string(width) + ", found other part sizes");
