@@ -3,15 +3,19 @@
 // - RowCursor: the byte address of each operand's row, in row order, advanced incrementally;
 // - RowBuffer: fp32 scratch for a row, starting on a cache line;
 // - fold_to_sum / fold_to_max: a row's reduction in one fixed binary tree, so that its result
-//   depends only on the row's length, never on the machine's vector width or the threads;
+//   depends only on the row's length, never on the machine's vector width or the threads (the
+//   _avx512 forms: the same tree, faster);
 // - run_in_blocks: rows handed to the threads in blocks of about kBlockBytes of input.
 #pragma once
+#include <immintrin.h>
+
 #include <algorithm>
 #include <array>
 #include <cstdint>
 #include <vector>
 
 #include "common/elementwise.h"  // kGrain
+#include "common/simd.h"         // NPUEMU_TARGET_AVX512
 #include "common/tensor_arg.h"
 #include "common/thread_pool.h"
 #include "common/vector_io.h"    // store_fence
@@ -106,6 +110,57 @@ inline float fold_to_max(float* level, int64_t n) {
     n = half;
   }
   return level[0];
+}
+
+// The same folds on AVX-512, with the same operations in the same order: the levels wider than a
+// vector in memory, the last ones inside one register (lane i + half moved onto lane i). One call
+// for the whole tree, where the portable form makes one (through the loader) per level: about 95
+// cycles for a level of 512 against about 40.
+NPUEMU_TARGET_AVX512 inline __mmask16 first_lanes(int64_t count) { return static_cast<__mmask16>((1u << count) - 1); }
+
+template <bool kMax>
+NPUEMU_TARGET_AVX512 inline __m512 fold_step(__m512 lo, __m512 hi) {
+  if constexpr (kMax) return _mm512_max_ps(lo, hi);  // lo > hi ? lo : hi, as max_into
+  return _mm512_add_ps(lo, hi);
+}
+
+template <bool kMax>
+NPUEMU_TARGET_AVX512 inline float fold_avx512(float* level, int64_t n) {
+  for (; n > 16; n = (n + 1) / 2) {
+    const int64_t half = (n + 1) / 2, count = n - half;
+    int64_t i = 0;
+    for (; i + 16 <= count; i += 16)
+      _mm512_storeu_ps(level + i, fold_step<kMax>(_mm512_loadu_ps(level + i), _mm512_loadu_ps(level + half + i)));
+    if (i < count) {
+      const __mmask16 m = first_lanes(count - i);
+      const __m512 lo = _mm512_maskz_loadu_ps(m, level + i), hi = _mm512_maskz_loadu_ps(m, level + half + i);
+      _mm512_mask_storeu_ps(level + i, m, fold_step<kMax>(lo, hi));
+    }
+  }
+  const __m512i lane = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+  __m512 v = _mm512_maskz_loadu_ps(first_lanes(n), level);
+  for (; n > 1; n = (n + 1) / 2) {
+    const int64_t half = (n + 1) / 2;
+    const __m512 upper = _mm512_permutexvar_ps(_mm512_add_epi32(lane, _mm512_set1_epi32(static_cast<int>(half))), v);
+    v = _mm512_mask_mov_ps(v, first_lanes(n - half), fold_step<kMax>(v, upper));
+  }
+  return _mm512_cvtss_f32(v);
+}
+
+NPUEMU_TARGET_AVX512 inline float fold_to_sum_avx512(float* level, int64_t n) { return fold_avx512<false>(level, n); }
+NPUEMU_TARGET_AVX512 inline float fold_to_max_avx512(float* level, int64_t n) { return fold_avx512<true>(level, n); }
+
+// The fold of the caller's instruction set V (its rows' code is compiled for V's target).
+template <class V>
+NPUEMU_INLINE float fold_to_sum_with(float* level, int64_t n) {
+  if constexpr (V::kWidth == 16) return fold_to_sum_avx512(level, n);
+  return fold_to_sum(level, n);
+}
+
+template <class V>
+NPUEMU_INLINE float fold_to_max_with(float* level, int64_t n) {
+  if constexpr (V::kWidth == 16) return fold_to_max_avx512(level, n);
+  return fold_to_max(level, n);
 }
 
 // ---- rows shared between the threads ----

@@ -39,8 +39,8 @@ namespace py = pybind11;
 namespace npuemu {
 namespace {
 
-using softmax_rows::fold_to_max;
-using softmax_rows::fold_to_sum;
+using softmax_rows::fold_to_max_with;
+using softmax_rows::fold_to_sum_with;
 using softmax_rows::RowBuffer;
 
 constexpr float kMasked = -10000.0f;  // what a masked position's z becomes (not -inf)
@@ -111,13 +111,14 @@ struct RowMath {
     put<V>(level + i, V::max(lo, hi));
   }
 
-  // e^(z[i] - max). Below -104, simd::exp gives +0 through its clamp, by arithmetic that
-  // underflows: each such lane costs a microcode assist (rows with 15% masked, whose z - max is
-  // about -10000, measured 4x slower). Those lanes take +0 directly: the same bits.
+  // e^(z[i] - max), never of a positive number (NaN aside). Below -104, simd::exp_nonpositive gives
+  // +0 through its clamp, by arithmetic that underflows: each such lane costs a microcode assist
+  // (rows with 15% masked, whose z - max is about -10000, measured 4x slower). Those lanes take +0
+  // directly: the same bits.
   NPUEMU_INLINE static F exp_at(const float* z, int64_t i, float max) {
     const F d = simd::load<V>(z + i) - max, zero = V::splat(0.0f);
     const typename V::I vanishes = d < -104.0f;
-    return vanishes ? zero : simd::exp<V>(vanishes ? zero : d);
+    return vanishes ? zero : simd::exp_nonpositive<V>(vanishes ? zero : d);
   }
 
   // Pass 2 at lanes i and half + i: z becomes e, level[i] = the sum of the two.
@@ -226,7 +227,7 @@ class ForwardRows {
     for (; i + V::kWidth <= pairs; i += V::kWidth) RowMath<V, T>::first_max(x, mask, scale, z, level, i, half);
     for (; i < pairs; ++i) RowMath<Scalar, T>::first_max(x, mask, scale, z, level, i, half);
     if (n & 1) level[half - 1] = z[half - 1] = RowMath<Scalar, T>::scaled(x + half - 1, mask + half - 1, scale)[0];
-    return fold_to_max(level, half);
+    return fold_to_max_with<V>(level, half);
   }
 
   // Pass 2: z becomes e = exp(z - max), with the first level of the sum; returns the row's sum.
@@ -258,7 +259,7 @@ class ForwardRows {
     }
     for (; i < pairs; ++i) RowMath<Scalar, T>::first_sum(z, level, max, i, half);
     if (n & 1) level[half - 1] = z[half - 1] = RowMath<Scalar, T>::exp_at(z, half - 1, max)[0];
-    return fold_to_sum(level, half);
+    return fold_to_sum_with<V>(level, half);
   }
 
   // Pass 3 of a dense row, to do: single lanes up to the first address streaming stores accept,

@@ -46,7 +46,9 @@ namespace py = pybind11;
 namespace npuemu {
 namespace {
 
+using softmax_rows::first_lanes;
 using softmax_rows::fold_to_sum;
+using softmax_rows::fold_to_sum_avx512;
 using softmax_rows::RowBuffer;
 using softmax_rows::run_in_blocks;
 
@@ -204,32 +206,6 @@ template <>
 struct Lanes<_Float16> : Lanes16<_Float16, Half> {};
 template <>
 struct Lanes<bfloat16> : Lanes16<bfloat16, Brain> {};
-
-NPUEMU_AVX512 inline __mmask16 first_lanes(int64_t count) { return static_cast<__mmask16>((1u << count) - 1); }
-
-// fold_to_sum with the same additions in the same order: levels wider than a vector in memory,
-// the last ones inside a register (lane i + half moved onto lane i).
-NPUEMU_AVX512 float fold_to_sum_avx512(float* level, int64_t n) {
-  for (; n > 16; n = (n + 1) / 2) {
-    const int64_t half = (n + 1) / 2, count = n - half;
-    int64_t i = 0;
-    for (; i + 16 <= count; i += 16)
-      _mm512_storeu_ps(level + i, _mm512_add_ps(_mm512_loadu_ps(level + i), _mm512_loadu_ps(level + half + i)));
-    if (i < count) {
-      const __mmask16 m = first_lanes(count - i);
-      _mm512_mask_storeu_ps(level + i, m,
-                            _mm512_add_ps(_mm512_maskz_loadu_ps(m, level + i), _mm512_maskz_loadu_ps(m, level + half + i)));
-    }
-  }
-  const __m512i lane = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
-  __m512 v = _mm512_maskz_loadu_ps(first_lanes(n), level);
-  for (; n > 1; n = (n + 1) / 2) {
-    const int64_t half = (n + 1) / 2;
-    const __m512 upper = _mm512_permutexvar_ps(_mm512_add_epi32(lane, _mm512_set1_epi32(static_cast<int>(half))), v);
-    v = _mm512_mask_add_ps(v, first_lanes(n - half), v, upper);
-  }
-  return _mm512_cvtss_f32(v);
-}
 
 // Dense rows where out is either apart from the inputs or the very same tensor as one of them
 // (each vector of out is written after the same vector of the inputs is read).
