@@ -22,6 +22,16 @@ namespace npuemu {
 #define NPUEMU_VECTORIZED __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 
 namespace simd {
+
+// c[0]·x^(N−1) + c[1]·x^(N−2) + ... + c[N−1] by Horner's rule in fused multiply-adds (the loop is
+// unrolled: N is a constant).
+template <class V, int N>
+NPUEMU_INLINE typename V::F horner(typename V::F x, const float (&c)[N]) {
+  typename V::F p = V::fma(V::splat(c[0]), x, V::splat(c[1]));
+  for (int i = 2; i < N; ++i) p = V::fma(p, x, V::splat(c[i]));
+  return p;
+}
+
 namespace exp_detail {
 constexpr float kShift = 0x1.8p23f;  // adding it rounds to an integer kept in the low mantissa bits
 constexpr float kInvLn2 = 0x1.715476p+0f;
@@ -104,18 +114,12 @@ constexpr uint32_t kSqrtHalfBits = 0x3f3504f3u;  // √½: the reduced m starts 
 // log(1 + f) for f = m − 1 in [√½ − 1, √2 − 1], as f + f²·R(f): R of degree 8 fitted to
 // (log1p(f) − f)/f² there (a Chebyshev fit, 3.1e-8 relative), in fused multiply-adds. The last
 // step adds the small correction f²·R to f, rounding once: within 0.82 ulp, and no division.
+constexpr float kLog1pR[] = {-0x1.3a4ff6p-4f, 0x1.048f72p-3f,  -0x1.0cda32p-3f, 0x1.22ea5ap-3f, -0x1.548382p-3f,
+                             0x1.99a012p-3f,  -0x1.00020cp-2f, 0x1.555554p-2f,  -0x1.fffffep-2f};
+
 template <class V>
 NPUEMU_INLINE typename V::F log1p_reduced(typename V::F f) {
-  using F = typename V::F;
-  F r = V::fma(V::splat(-0x1.3a4ff6p-4f), f, V::splat(0x1.048f72p-3f));
-  r = V::fma(r, f, V::splat(-0x1.0cda32p-3f));
-  r = V::fma(r, f, V::splat(0x1.22ea5ap-3f));
-  r = V::fma(r, f, V::splat(-0x1.548382p-3f));
-  r = V::fma(r, f, V::splat(0x1.99a012p-3f));
-  r = V::fma(r, f, V::splat(-0x1.00020cp-2f));
-  r = V::fma(r, f, V::splat(0x1.555554p-2f));
-  r = V::fma(r, f, V::splat(-0x1.fffffep-2f));
-  return V::fma(r, f * f, f);
+  return V::fma(horner<V>(f, kLog1pR), f * f, f);
 }
 }  // namespace log_detail
 
@@ -142,25 +146,18 @@ NPUEMU_INLINE typename V::F log(typename V::F x) {
   return x <= 0.0f ? below_or_zero : (x < inf ? result : x);  // +inf and NaN as they are
 }
 
-// log(1 + z) for z in [0, 1] (and NaN), as z·Q(z): Q of degree 9 fitted to log1p(z)/z on [0, 1] (a
-// Chebyshev fit, 5.2e-9 relative), in fused multiply-adds: no division and no select. (log(u)·z/(u − 1)
-// with u = 1 + z, the device's form, costs two divisions: aclnnLogSigmoid's kernel ran at a third of
-// this speed with it.) Within 1.4 ulp of log1p over [0, 1] (200001 points against double precision);
-// for tiny z, Q(z) is 1 and the result z exactly, so log σ(x) keeps its tiny values for large x. A
-// NaN z gives NaN.
+// log(1 + z) for z in [0, 1] (and NaN), as z·Q(z): Q of degree 9 fitted to log1p(z)/z on [0, 1]
+// (a Chebyshev fit, 5.2e-9 relative), in fused multiply-adds: no division and no select.
+// (log(u)·z/(u − 1) with u = 1 + z, the device's form, costs two divisions: aclnnLogSigmoid's
+// kernel ran at a third of this speed with it.) Within 1.4 ulp of log1p over [0, 1] (200001
+// points against double precision); for tiny z, Q(z) is 1 and the result z exactly, so log σ(x)
+// keeps its tiny values for large x. A NaN z gives NaN.
+constexpr float kLog1pUnitQ[] = {-0x1.a04acap-9f, 0x1.402f4cp-6f, -0x1.cdd008p-5f, 0x1.afdde8p-4f, -0x1.38b908p-3f,
+                                 0x1.92b43p-3f,   -0x1.ff0254p-3f, 0x1.554bd6p-2f, -0x1.ffffb8p-2f, 1.0f};
+
 template <class V>
 NPUEMU_INLINE typename V::F log1p_unit(typename V::F z) {
-  using F = typename V::F;
-  F q = V::fma(V::splat(-0x1.a04acap-9f), z, V::splat(0x1.402f4cp-6f));
-  q = V::fma(q, z, V::splat(-0x1.cdd008p-5f));
-  q = V::fma(q, z, V::splat(0x1.afdde8p-4f));
-  q = V::fma(q, z, V::splat(-0x1.38b908p-3f));
-  q = V::fma(q, z, V::splat(0x1.92b43p-3f));
-  q = V::fma(q, z, V::splat(-0x1.ff0254p-3f));
-  q = V::fma(q, z, V::splat(0x1.554bd6p-2f));
-  q = V::fma(q, z, V::splat(-0x1.ffffb8p-2f));
-  q = V::fma(q, z, V::splat(1.0f));
-  return q * z;
+  return horner<V>(z, kLog1pUnitQ) * z;
 }
 
 }  // namespace simd
