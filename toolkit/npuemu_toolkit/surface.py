@@ -22,9 +22,13 @@ from typing import Optional
 
 RUNTIME_LIBRARIES = ("libascendcl", "libacl_rt")   # the same exports: the docs link either
 FRAMEWORK_LIBRARIES = ("libnnopbase",)
-OPERATOR_LIBRARIES = ("libopapi", "libopapi_nn")   # libopapi_nn: the nn operators; libopapi: all operators
+# An operator is exported by libopapi (every operator) and by the library of the CANN repository it
+# comes from: libopapi_nn (ops-nn) or libopapi_math (ops-math). `operator(...)` takes one of these.
+NN_LIBRARIES = ("libopapi", "libopapi_nn")
+MATH_LIBRARIES = ("libopapi", "libopapi_math")
+OPERATOR_LIBRARIES = ("libopapi", "libopapi_nn", "libopapi_math")   # every library that exports operators
 # Empty libraries some build recipes link or load by name (no symbol of npuemu's lives there yet).
-EMPTY_LIBRARIES = ("libopapi_math", "libaclnn_ops_infer", "libaclnn_math", "libacl_op_compiler", "libhccl")
+EMPTY_LIBRARIES = ("libaclnn_ops_infer", "libaclnn_math", "libacl_op_compiler", "libhccl")
 LIBRARIES = RUNTIME_LIBRARIES + FRAMEWORK_LIBRARIES + OPERATOR_LIBRARIES + EMPTY_LIBRARIES  # every public one
 # A library's own dependencies besides the bridge, so that dlopen("libopapi.so") + dlsym("aclCreateTensor")
 # finds the framework, as it does on the card's toolkit.
@@ -364,13 +368,14 @@ ACLNN_UTIL = Header("aclnnop/aclnn_util.h", aliases=("aclnnop/level2/aclnn_util.
 ))
 
 
-def operator(header: str, *prototypes: str, extra_includes: tuple = ()) -> Header:
+def operator(header: str, *prototypes: str, libraries: tuple = NN_LIBRARIES, extra_includes: tuple = ()) -> Header:
     """An operator's header: the prototypes of its two phases, in the header's order, forwarded to
-    aclnn_api's functions of the same names. A header that declares several operators (as
+    aclnn_api's functions of the same names, exported by `libraries` (NN_LIBRARIES for an operator of
+    ops-nn, MATH_LIBRARIES for one of ops-math). A header that declares several operators (as
     aclnn_logsigmoid.h declares aclnnLogSigmoid and aclnnLogSigmoidForward) lists both phases of
     each, one operator after the other."""
     return Header("aclnnop/" + header, includes=extra_includes + ('"aclnn/aclnn_base.h"', '"aclnn_util.h"'),
-                  libraries=OPERATOR_LIBRARIES, cpp_only=True, visibility="ACLNN_API",
+                  libraries=libraries, cpp_only=True, visibility="ACLNN_API",
                   aliases=("aclnnop/level2/" + header,), blocks=tuple(
                       Function(prototype, NN + ":" + prototype.split("(")[0].split()[-1],
                                outputs=("workspaceSize", "executor") if "GetWorkspaceSize" in prototype else ())
@@ -409,7 +414,7 @@ OPERATORS = (
              "aclnnStatus aclnnKlDivGetWorkspaceSize(const aclTensor *self, const aclTensor *target, int64_t reduction, "
              "bool logTarget, aclTensor *out, uint64_t *workspaceSize, aclOpExecutor **executor)",
              "aclnnStatus aclnnKlDiv(void *workspace, uint64_t workspaceSize, aclOpExecutor *executor, "
-             "aclrtStream stream)"),
+             "aclrtStream stream)", libraries=MATH_LIBRARIES),
     operator("aclnn_kl_div_backward.h",
              "aclnnStatus aclnnKlDivBackwardGetWorkspaceSize(const aclTensor *gradOutput, const aclTensor *self, "
              "const aclTensor *target, int64_t reduction, bool logTarget, aclTensor *out, uint64_t *workspaceSize, "
