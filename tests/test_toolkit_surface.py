@@ -2,7 +2,8 @@
 Python runtime, as a C or C++ user meets it: every header compiles alone (C++11, C++17 with the old
 ABI, the acl/ ones as C99; the aclnn ones refuse C with an #error), every function has the exact type
 its table prototype says, every library exports exactly its table's functions (no symbol versions,
-SONAME = file name, the operator libraries need the framework), a C program finds every function with
+SONAME = file name, the operator libraries need the framework; aclnnKlDiv is libopapi_math's, so its
+example links with that library alone), a C program finds every function with
 dlopen + dlsym as torch_npu does, set_env.sh sets up the documented environment, `npuemu toolkit`
 prints and copies the tree, every enum and constant of the headers has the runtime's value, every
 declared operator has its C prototype, and a bad set-up is a clear message, never a crash.
@@ -44,6 +45,8 @@ LIBRARIES = surface.LIBRARIES
 # Symbols a linker may define in any shared object besides its exports.
 LINKER_SYMBOLS = {"_init", "_fini", "_edata", "_end", "__bss_start"}
 LOG_SIGMOID_BACKWARD_VALUES = ["0.268941", "0.119203", "0.047426", "0.017986"]
+# The functions of the one math operator (ops-math; libopapi_math): every other operator is an nn one.
+MATH_OPERATOR_FUNCTIONS = {"aclnnKlDiv", "aclnnKlDivGetWorkspaceSize"}
 
 # The language modes every header must compile in: (compiler, flags, source suffix, headers).
 HEADER_MODES = {
@@ -258,10 +261,8 @@ def binutils():
     ctoolkit.require_binutils()
 
 
-@pytest.mark.parametrize("library", LIBRARIES)
-def test_library_exports_exactly_its_table_functions(binutils, library):
-    """`nm -D --defined-only` lists the functions whose header the table assigns to this library, each
-    as a function, and nothing else (no other acl*/Acl* name, no helper of the toolkit's)."""
+def exported_symbols(library: str) -> dict:
+    """{name: nm type letter} of what `nm -D --defined-only` lists for the library."""
     done = run(["nm", "-D", "--defined-only", library_path(library)])
     assert done.returncode == 0, done.stderr
     symbols = {}
@@ -269,6 +270,14 @@ def test_library_exports_exactly_its_table_functions(binutils, library):
         parts = line.split()
         if len(parts) >= 3:
             symbols[parts[2]] = parts[1]
+    return symbols
+
+
+@pytest.mark.parametrize("library", LIBRARIES)
+def test_library_exports_exactly_its_table_functions(binutils, library):
+    """`nm -D --defined-only` lists the functions whose header the table assigns to this library, each
+    as a function, and nothing else (no other acl*/Acl* name, no helper of the toolkit's)."""
+    symbols = exported_symbols(library)
     expected = {fn.name for header, fn in FUNCTIONS if library in header.libraries}
     exported = set(symbols) - LINKER_SYMBOLS
     assert sorted(expected - exported) == [], "%s does not export these functions of the table" % library
@@ -308,9 +317,62 @@ def test_operator_libraries_need_the_framework(binutils, library, needs):
 
 
 def test_operator_libraries_of_the_table_are_the_documented_ones():
-    """The table makes libopapi.so, libopapi_nn.so and libopapi_math.so depend on the framework."""
+    """The table makes libopapi.so, libopapi_nn.so and libopapi_math.so depend on the framework, and
+    gives every operator to libopapi and to its CANN repository's library: aclnnKlDiv (ops-math) to
+    libopapi_math, every other operator (ops-nn, aclnnKlDivBackward too) to libopapi_nn."""
     assert {"libopapi", "libopapi_nn", "libopapi_math"} <= set(surface.LIBRARY_NEEDS)
     assert all(needs == ("libnnopbase",) for needs in surface.LIBRARY_NEEDS.values())
+    assert surface.NN_LIBRARIES == ("libopapi", "libopapi_nn")
+    assert surface.MATH_LIBRARIES == ("libopapi", "libopapi_math")
+    assert set(surface.OPERATOR_LIBRARIES) == set(surface.NN_LIBRARIES + surface.MATH_LIBRARIES)
+    assert not set(surface.OPERATOR_LIBRARIES) & set(surface.EMPTY_LIBRARIES)
+    libraries = {fn.name: header.libraries for header, fn in FUNCTIONS if header in surface.OPERATORS}
+    assert {name: where for name, where in libraries.items() if where != surface.NN_LIBRARIES} == {
+        name: surface.MATH_LIBRARIES for name in MATH_OPERATOR_FUNCTIONS}
+    assert libraries["aclnnKlDivBackward"] == libraries["aclnnKlDivBackwardGetWorkspaceSize"] == surface.NN_LIBRARIES
+
+
+def test_kl_div_is_exported_by_libopapi_and_libopapi_math_not_libopapi_nn(binutils):
+    """nm -D: aclnnKlDiv and aclnnKlDivGetWorkspaceSize are in libopapi.so and libopapi_math.so and not
+    in libopapi_nn.so, as CANN ships them; aclnnKlDivBackward's two phases are in libopapi_nn.so (and
+    libopapi.so), not in libopapi_math.so."""
+    backward = {"aclnnKlDivBackward", "aclnnKlDivBackwardGetWorkspaceSize"}
+    exports = {library: exported_symbols(library) for library in ("libopapi", "libopapi_nn", "libopapi_math")}
+    assert MATH_OPERATOR_FUNCTIONS | backward <= set(exports["libopapi"])
+    assert MATH_OPERATOR_FUNCTIONS <= set(exports["libopapi_math"])
+    assert not MATH_OPERATOR_FUNCTIONS & set(exports["libopapi_nn"])
+    assert backward <= set(exports["libopapi_nn"])
+    assert not backward & set(exports["libopapi_math"])
+
+
+def test_kl_div_example_links_with_libopapi_math_alone(tmp_path):
+    """samples/cpp/kl_div.cpp (aclnnKlDiv's documented example) builds with -lopapi_math -lnnopbase
+    -lascendcl, without libopapi_nn, loads no libopapi_nn.so and prints the documented value."""
+    ctoolkit.require_compilers()
+    with open(os.path.join(REPO, "samples", "cpp", "kl_div.cpp"), encoding="utf-8") as file:
+        source = file.read()
+    program = ctoolkit.compile_program(source, tmp_path, name="kl_div", libraries=("opapi_math", "nnopbase",
+                                                                                   "ascendcl"))
+    loaded = run([program], cwd=tmp_path, env=ctoolkit.toolkit_environment(LD_TRACE_LOADED_OBJECTS="1"))
+    assert "libopapi_math.so => " in loaded.stdout and "libopapi_nn.so" not in loaded.stdout, loaded.stdout
+    done = ctoolkit.run_program(program)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.splitlines() == ["result[0] is: -6.906180"]
+
+
+def test_kl_div_example_does_not_link_with_libopapi_nn_alone(tmp_path):
+    """The same example linked with -lopapi_nn instead of -lopapi_math fails to link, naming aclnnKlDiv's
+    functions: libopapi_nn.so does not export them (it does on no CANN toolkit either)."""
+    ctoolkit.require_compilers()
+    shutil.copy(os.path.join(REPO, "samples", "cpp", "kl_div.cpp"), str(tmp_path / "kl_div.cpp"))
+    root = ctoolkit.toolkit_root()
+    done = run(["g++", "-std=c++11", "kl_div.cpp", "-I", os.path.join(root, "include"),
+                "-I", os.path.join(root, "include", "aclnnop"), "-I", os.path.join(root, "include", "aclnn"),
+                "-L", os.path.join(root, "lib64"), "-lopapi_nn", "-lnnopbase", "-lascendcl", "-o", "kl_div"],
+               cwd=tmp_path)
+    assert done.returncode != 0, done.stdout + done.stderr
+    undefined = set(re.findall(r"undefined reference to \W(\w+)", done.stderr))
+    assert undefined == MATH_OPERATOR_FUNCTIONS, done.stderr
 
 
 @pytest.mark.parametrize("library", LIBRARIES + ("libnpuemu_bridge",))
@@ -612,7 +674,7 @@ def test_every_declared_operator_has_its_c_prototypes(declaration):
         assert fn is not None, ("%s has no C prototype: add it to %s (an operator(...) entry of OPERATORS), "
                                 "so that the C toolkit exports it" % (name, TABLE))
         header = next(header for header, candidate in FUNCTIONS if candidate is fn)
-        assert set(surface.OPERATOR_LIBRARIES) <= set(header.libraries), header.path
+        assert header.libraries in (surface.NN_LIBRARIES, surface.MATH_LIBRARIES), header.path
         c_names = [param.name for param in generate.parse(fn.prototype).params if param.name not in fn.outputs]
         python_names = list(inspect.signature(python).parameters)
         assert c_names == python_names, ("%s: the C parameters in %s differ from aclnn_api's; make the prototype "
