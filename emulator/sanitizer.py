@@ -307,7 +307,8 @@ class Tracker:
         self.host_copies = [copy for copy in self.host_copies if copy.task.stream is not stream]
         if state is None:
             return
-        unseen = state.count - self.host.get(state.handle, 0)
+        unseen = state.count - self.host.pop(state.handle, 0)
+        self._forget(state.handle)
         if unseen > 0 and state.last_task is not None:
             report.publish(
                 "pending work destroyed", "synccheck",
@@ -316,6 +317,15 @@ class Tracker:
                 (("host call %s" % call, site), ("last unsynchronised task %s, launched" % state.last_task.name,
                                                  state.last_task.site)),
                 ("stream %s, made at %s" % (stream.describe(), stream.site),))
+
+    def _forget(self, handle: int) -> None:
+        """A gone stream has no task left to order anything after: its entry leaves every clock. (Kept,
+        the entries of every stream a process ever made made each launch's join walk them all: after
+        600 streams, a 4x4 call took 60 us more.)"""
+        for state in self.clocks.values():
+            state.clock.pop(handle, None)
+        for recorded in self.events.values():
+            recorded.pop(handle, None)
 
     def host_freeing(self, start: int, end: int, call: str, site: Site) -> None:
         """aclrtFreeHost: an async copy the host has not seen complete still needs the memory."""

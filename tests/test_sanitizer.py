@@ -459,6 +459,34 @@ def test_a_program_that_never_synchronises_keeps_the_tracker_bounded(monkeypatch
     assert emulator.reports() == []
 
 
+def test_a_destroyed_stream_leaves_every_clock():
+    """The tracker's clocks name live streams only. A process that makes and destroys streams (a test
+    session makes some in every test) otherwise made every launch join the clocks of all the streams
+    it had ever made: slower and slower, 60 us more for a 4x4 call after 600 streams."""
+    from emulator import sanitizer
+    program = Program()
+    try:
+        a, event, gone = program.malloc(), program.event(), []
+        for _ in range(20):
+            stream, _ = acl.rt.create_stream()
+            assert acl.rt.memset_async(a, N, 1, N, stream) == 0
+            assert acl.rt.record_event(event, stream) == 0
+            assert acl.rt.stream_wait_event(program.s1, event) == 0
+            assert acl.rt.synchronize_stream(stream) == 0
+            assert acl.rt.destroy_stream(stream) == 0
+            gone.append(stream)
+        assert acl.rt.memset_async(a, N, 2, N, program.s1) == 0
+        assert acl.rt.synchronize_stream(program.s1) == 0
+        tracker = sanitizer.TRACKER
+        named = set(tracker.host) | set(tracker.clocks)
+        named |= {handle for state in tracker.clocks.values() for handle in state.clock}
+        named |= {handle for recorded in tracker.events.values() for handle in recorded}
+        assert named <= {program.s1, program.s2}, named & set(gone)
+    finally:
+        program.close()
+    assert emulator.reports() == []
+
+
 @pytest.mark.sanitizer_reports("uninitialised read")
 def test_a_pointer_kept_across_a_device_reset_is_named_as_freed_by_the_reset():
     assert acl.init() == 0 and acl.rt.set_device(0) == 0
