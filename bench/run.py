@@ -23,6 +23,7 @@ import numpy as np
 import aclnn_api as nn
 import emulator
 from aclnn_api import _kernels
+from aclnn_api.kernel_info import describe_plan
 
 import c_path
 import roofline
@@ -81,6 +82,8 @@ def machine_info(torch) -> dict:
             "PyTorch": torch.__version__ if torch else "not installed",
             "NumPy": np.__version__, "Python": platform.python_version(),
             "emulated chip": emulator.settings().soc_name, "kernels": _kernels.build_info(),
+            # measured once per process: a row that is off in one run only may owe it to this
+            "kernels' memory plan": describe_plan(_kernels.memory_plan()),
             "sanitizer (NPUEMU_SANITIZE) of the npuemu columns": emulator.settings().sanitize,
             "load average at start": "%.2f %.2f %.2f" % os.getloadavg(), "commit": git_commit()}
 
