@@ -89,12 +89,13 @@ def machine_info(torch) -> dict:
 
 
 def git_commit() -> str:
-    """The commit the benchmarked tree is at ("+ changes" when it has uncommitted ones), or "unknown"."""
+    """The commit the benchmarked tree is at ("+ changes" when it has uncommitted ones), or "unknown".
+    RESULTS.md itself does not count: a run rewrites it, and the next run measures the same code."""
     try:
         head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=HERE, capture_output=True, text=True,
                               timeout=10)
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=HERE,
-                               capture_output=True, text=True, timeout=10)
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", ":/",
+                                ":(top,exclude)bench/RESULTS.md"], cwd=HERE, capture_output=True, text=True, timeout=10)
     except (OSError, subprocess.SubprocessError):
         return "unknown"
     if head.returncode != 0:
