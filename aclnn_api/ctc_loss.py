@@ -38,9 +38,44 @@ UNPADDED_WIDTH_CHIPS = ("Ascend950",)  # regbase: logAlpha's width is 2·maxTL +
 SCRATCH_SLOTS = 32  # sets of batch items, each with its own scratch, that threads claim in turn
 
 
-def _max_floor0(array: aclIntArray) -> int:
+def max_floor0(array: aclIntArray) -> int:
     """The library's max of a length array, at least 0 (an empty or all-negative array gives 0)."""
     return max((0,) + tuple(array.values))
+
+
+# The checks aclnnCtcLoss and aclnnCtcLossBackward share (each calls them in its own order).
+
+def check_time_steps(logProbs: aclTensor) -> None:
+    """T = logProbs' dim 0 is not 0 (the library slices its first time step)."""
+    if logProbs.rank >= 1 and logProbs.view_dims[0] == 0:
+        checks.fail("logProbs: expected T = dim 0 > 0, found 0 (start (0) + length (1) exceeds dimension size (0)); "
+                    "shape %s" % list(logProbs.view_dims))
+
+
+def check_padded_width(targets: aclTensor, max_target_length: int) -> None:
+    """2-D (padded) targets hold the longest target."""
+    if targets.rank == 2 and targets.view_dims[1] < max_target_length:
+        checks.fail("targets: expected dim 1 >= max(targetLengths) = %d for 2-D (padded) targets, found %d"
+                    % (max_target_length, targets.view_dims[1]))
+
+
+def check_concatenated_length(targets: aclTensor, targetLengths: aclIntArray) -> None:
+    """1-D (concatenated) targets hold exactly the targets."""
+    if targets.rank == 1 and targets.view_dims[0] != sum(targetLengths.values):
+        checks.fail("targets: expected dim 0 == sum(targetLengths) = %d for 1-D (concatenated) targets, found %d"
+                    % (sum(targetLengths.values), targets.view_dims[0]))
+
+
+def check_half_limits(logProbs: aclTensor, n: int, c: int, alpha_width: int, chip: str) -> None:
+    """FLOAT16/BFLOAT16 on Ascend910B/910_93: C, N and (A-1)/2 within the kernel's limits."""
+    if logProbs.data_type not in (ACL_FLOAT16, ACL_BF16) or chip not in HALF_LIMIT_CHIPS:
+        return
+    found = {"C": c, "N": n, "(A-1)/2": (alpha_width - 1) // 2}
+    for what, limit in HALF_LIMITS.items():
+        if found[what] > limit:
+            checks.fail("logProbs: %s not supported now: expected %s <= %d with %s on %s, found %d"
+                        % (dtype_name(logProbs.data_type), what, limit, dtype_name(logProbs.data_type), chip,
+                           found[what]))
 
 
 def alpha_width(max_target_length: int, chip: str) -> int:
@@ -60,33 +95,25 @@ def _check_shapes(logProbs: aclTensor, targets: aclTensor, inputLengths: aclIntA
     """The library's shape and value checks, in order (all before any dtype check)."""
     checks.valid_shapes(logProbs=logProbs, targets=targets, negLogLikelihoodOut=negLogLikelihoodOut,
                         logAlphaOut=logAlphaOut)
-    if logProbs.rank >= 1 and logProbs.view_dims[0] == 0:
-        checks.fail("logProbs: expected T = dim 0 > 0, found 0 (start (0) + length (1) exceeds dimension size (0)); "
-                    "shape %s" % list(logProbs.view_dims))
+    check_time_steps(logProbs)
     checks.rank_is("logProbs", logProbs, (2, 3))
     t, n, c = _logical_dims(logProbs)
     if not 0 <= blank < c:
         checks.fail("blank: expected 0 <= blank < C = %d (logProbs' last dim), found %d" % (c, blank))
     if len(inputLengths) != n:
         checks.fail("inputLengths: expected N = %d lengths (the batch of logProbs), found %d" % (n, len(inputLengths)))
-    if _max_floor0(inputLengths) > t:
+    if max_floor0(inputLengths) > t:
         checks.fail("inputLengths: expected values <= T = %d (logProbs dim 0), found max %d"
-                    % (t, _max_floor0(inputLengths)))
+                    % (t, max_floor0(inputLengths)))
     if len(targetLengths) != n:
         checks.fail("targetLengths: expected N = %d lengths (the batch of logProbs), found %d"
                     % (n, len(targetLengths)))
     checks.rank_is("targets", targets, (1, 2))
-    max_target_length = _max_floor0(targetLengths)
-    if targets.rank == 2:
-        if targets.view_dims[0] != n:
-            checks.fail("targets: expected dim 0 == N = %d for 2-D (padded) targets, found %d"
-                        % (n, targets.view_dims[0]))
-        if targets.view_dims[1] < max_target_length:
-            checks.fail("targets: expected dim 1 >= max(targetLengths) = %d for 2-D (padded) targets, found %d"
-                        % (max_target_length, targets.view_dims[1]))
-    elif targets.view_dims[0] != sum(targetLengths.values):
-        checks.fail("targets: expected dim 0 == sum(targetLengths) = %d for 1-D (concatenated) targets, found %d"
-                    % (sum(targetLengths.values), targets.view_dims[0]))
+    max_target_length = max_floor0(targetLengths)
+    if targets.rank == 2 and targets.view_dims[0] != n:
+        checks.fail("targets: expected dim 0 == N = %d for 2-D (padded) targets, found %d" % (n, targets.view_dims[0]))
+    check_padded_width(targets, max_target_length)
+    check_concatenated_length(targets, targetLengths)
     expected = (n,) if logProbs.rank == 3 else ()
     if negLogLikelihoodOut.view_dims != expected:
         checks.fail("negLogLikelihoodOut: expected shape %s (%s), found %s"
@@ -102,14 +129,8 @@ def _check_shapes(logProbs: aclTensor, targets: aclTensor, inputLengths: aclIntA
 def _check_dtypes(logProbs: aclTensor, targets: aclTensor, negLogLikelihoodOut: aclTensor, logAlphaOut: aclTensor,
                   chip: str) -> None:
     checks.dtype_in("logProbs", logProbs, DTYPES.on(chip), chip)
-    if logProbs.data_type in (ACL_FLOAT16, ACL_BF16) and chip in HALF_LIMIT_CHIPS:
-        _, n, c = _logical_dims(logProbs)  # the library reads dims 1 and 2 even of 2-D logProbs; N = 1 here
-        found = {"C": c, "N": n, "(A-1)/2": (logAlphaOut.view_dims[2] - 1) // 2}
-        for what, limit in HALF_LIMITS.items():
-            if found[what] > limit:
-                checks.fail("logProbs: %s not supported now: expected %s <= %d with %s on %s, found %d"
-                            % (dtype_name(logProbs.data_type), what, limit, dtype_name(logProbs.data_type),
-                               chip, found[what]))
+    _, n, c = _logical_dims(logProbs)  # the library reads dims 1 and 2 even of 2-D logProbs; N = 1 here
+    check_half_limits(logProbs, n, c, logAlphaOut.view_dims[2], chip)
     checks.dtype_in("targets", targets, TARGET_DTYPES)
     checks.same_dtype("negLogLikelihoodOut", negLogLikelihoodOut, "logProbs", logProbs)
     checks.same_dtype("logAlphaOut", logAlphaOut, "logProbs", logProbs)
@@ -153,7 +174,7 @@ def aclnnCtcLossGetWorkspaceSize(logProbs: aclTensor, targets: aclTensor, inputL
     if n == 0:
         return None
     slots = min(n, SCRATCH_SLOTS)
-    label_width = 2 * _max_floor0(targetLengths) + 1  # l' and alpha scratch rows
+    label_width = 2 * max_floor0(targetLengths) + 1  # l' and alpha scratch rows
     sizes = workspace_layout(slots, label_width, logProbs.data_type)
     log_probs, nll = _batched_views(logProbs, negLogLikelihoodOut)
     return KernelLaunch(
@@ -284,7 +305,8 @@ def _sample(label: str, rng: np.random.Generator, T: int, C: int, blank: int, la
         "logAlphaOut": TensorInput(np.full((N, T, A), np.nan))})
 
 
-def _random_labels(rng: np.random.Generator, lengths: list, C: int, blank: int) -> list:
+def random_labels(rng: np.random.Generator, lengths: list, C: int, blank: int) -> list:
+    """A label sequence of each length, of classes in [0, C) other than the blank."""
     classes = [c for c in range(C) if c != blank]
     return [rng.choice(classes, size=n).astype(np.int64) for n in lengths]
 
@@ -304,11 +326,11 @@ def sample_inputs(rng: np.random.Generator) -> list:
     """Valid calls on the chip in force (logAlpha's width depends on it)."""
     medium_lengths = list(rng.integers(1, 7, 8))
     samples = [
-        _sample("T4 N2 C5", rng, 4, 5, 0, _random_labels(rng, [2, 1], 5, 0), [4, 3], width=3),
+        _sample("T4 N2 C5", rng, 4, 5, 0, random_labels(rng, [2, 1], 5, 0), [4, 3], width=3),
         _sample("concatenated int32, blank last", rng, 8, 6, 5, [np.array([2, 2]), np.array([1, 3, 3, 4]),
                                                                  np.array([0])], [8, 8, 3], padded=False,
                 target_dtype=ACL_INT32),
-        _sample("float targets, blank in the middle", rng, 6, 5, 2, _random_labels(rng, [3, 1, 2], 5, 2), [6, 2, 5],
+        _sample("float targets, blank in the middle", rng, 6, 5, 2, random_labels(rng, [3, 1, 2], 5, 2), [6, 2, 5],
                 target_dtype=ACL_FLOAT, width=4),
         _sample("zero lengths", rng, 5, 4, 0, [np.zeros(0, np.int64), np.array([1, 2]), np.zeros(0, np.int64),
                                                np.array([3])], [0, 0, 4, 5], target_dtype=ACL_FLOAT16),
@@ -316,12 +338,12 @@ def sample_inputs(rng: np.random.Generator) -> list:
                                                                       np.array([2])], [2, 3, 5], zero_infinity=True),
         _sample("impossible alignments, concatenated", rng, 5, 5, 0, [np.array([1, 2, 3]), np.array([4, 4]),
                                                                       np.array([2])], [2, 3, 5], padded=False),
-        _sample("extreme log-probabilities", rng, 7, 4, 1, _random_labels(rng, [2, 3, 1], 4, 1), [7, 6, 7],
+        _sample("extreme log-probabilities", rng, 7, 4, 1, random_labels(rng, [2, 3, 1], 4, 1), [7, 6, 7],
                 log_probs=_extremes(rng, 7, 3, 4)),
         _sample("unbatched, concatenated", rng, 6, 5, 0, [np.array([3, 1, 1])], [6], padded=False, unbatched=True),
         _sample("unbatched, padded bool", rng, 5, 3, 0, [np.array([1, 1])], [5], target_dtype=ACL_BOOL,
                 unbatched=True),
-        _sample("T30 N8 C20", rng, 30, 20, 0, _random_labels(rng, medium_lengths, 20, 0),
+        _sample("T30 N8 C20", rng, 30, 20, 0, random_labels(rng, medium_lengths, 20, 0),
                 list(rng.integers(20, 31, 8))),
         _sample("empty batch", rng, 3, 4, 0, [], []),
     ]

@@ -12,30 +12,22 @@ the checks in order.
 """
 from __future__ import annotations
 
-
 import numpy as np
 
 from . import _kernels, checks
 from .arrays import aclIntArray
-from emulator.dtypes import (ACL_BF16, ACL_BOOL, ACL_DOUBLE, ACL_FLOAT, ACL_FLOAT16, ACL_INT16, ACL_INT32, ACL_INT64,
-                             aclDataTypeSize, dtype_name)
-from .declaration import (ChipDtypes, ErrorInput, IntArrayInput, OpDeclaration, SampleInput, TensorInput,
-                          declaration_files)
+from emulator.dtypes import (ACL_BF16, ACL_DOUBLE, ACL_FLOAT, ACL_FLOAT16, ACL_INT16, ACL_INT32, ACL_INT64,
+                             aclDataTypeSize)
+from .declaration import ErrorInput, IntArrayInput, OpDeclaration, SampleInput, TensorInput, declaration_files
 from .operator import KernelLaunch, Workspace, first_phase, second_phase, soc, view
-from .ctc_loss import batch_labels as _labels, declared_targets, extended_labels as _extended, log_alpha
+from .ctc_loss import (DTYPES, SCRATCH_SLOTS, TARGET_DTYPES, batch_labels as _labels, check_concatenated_length,
+                       check_half_limits, check_padded_width, check_time_steps, declared_targets,
+                       extended_labels as _extended, log_alpha, max_floor0, random_labels)
 from .tensor import aclTensor
 
 OP = "aclnnCtcLossBackward"
-DTYPES = ChipDtypes((ACL_FLOAT, ACL_DOUBLE), (ACL_FLOAT16, ACL_BF16))  # of logProbs; A2, A3 and 950 add halves
-TARGET_DTYPES = (ACL_INT32, ACL_INT64, ACL_BOOL, ACL_FLOAT, ACL_FLOAT16)  # non-int ones are cast to INT64
-HALF_LIMITS = {"C": 200000, "N": 8180, "(A-1)/2": 1000}  # fp16/bf16 on 910B/910_93
-HALF_LIMIT_CHIPS = ("Ascend910B", "Ascend910_93")
-SCRATCH_SLOTS = 32  # sets of batch items, each with its own scratch, that threads claim in turn
-
-
-def _max_floor0(array: aclIntArray) -> int:
-    """The library's max of a length array, at least 0 (an empty or all-negative array gives 0)."""
-    return max((0,) + array.values)
+# DTYPES (of logProbs), TARGET_DTYPES and SCRATCH_SLOTS are aclnnCtcLoss's, as are the checks the
+# two operators share (imported above).
 
 
 def _check_ranks(gradOut: aclTensor, negLogLikelihood: aclTensor, logProbs: aclTensor, logAlpha: aclTensor,
@@ -61,23 +53,19 @@ def _check_shapes(gradOut: aclTensor, logProbs: aclTensor, targets: aclTensor, i
     """The nine shape checks of the library, in order."""
     checks.valid_shapes(gradOut=gradOut, logProbs=logProbs, targets=targets, negLogLikelihood=negLogLikelihood,
                         logAlpha=logAlpha, out=out)
-    if logProbs.rank >= 1 and logProbs.view_dims[0] == 0:
-        checks.fail("logProbs: expected T = dim 0 > 0, found 0 (start (0) + length (1) exceeds dimension size (0)); "
-                    "shape %s" % list(logProbs.view_dims))
+    check_time_steps(logProbs)
     _check_ranks(gradOut, negLogLikelihood, logProbs, logAlpha, targets, out)
     t, n, c = logProbs.view_dims
     if not 0 <= blank < c:
         checks.fail("blank: expected 0 <= blank < C = %d (logProbs dim 2), found %d" % (c, blank))
-    max_target_length = _max_floor0(targetLengths)
+    max_target_length = max_floor0(targetLengths)
     alpha_width = logAlpha.view_dims[2]
     # Floor division: A = 0 cannot hold even the one entry (2*0+1) of an empty target.
     if max_target_length > (alpha_width - 1) // 2:
         checks.fail("S of targets must be smaller than half of alphaLength: targetLengths: expected a max <= "
                     "(A - 1) / 2 = %d for logAlpha dim 2 A = %d, found %d"
                     % ((alpha_width - 1) // 2, alpha_width, max_target_length))
-    if targets.rank == 2 and targets.view_dims[1] < max_target_length:
-        checks.fail("targets: expected dim 1 >= max(targetLengths) = %d for 2-D (padded) targets, found %d"
-                    % (max_target_length, targets.view_dims[1]))
+    check_padded_width(targets, max_target_length)
     _check_batch(n, [("gradOut dim 0", gradOut.view_dims[0]), ("out dim 1", out.view_dims[1]),
                      ("negLogLikelihood dim 0", negLogLikelihood.view_dims[0]),
                      ("logAlpha dim 0", logAlpha.view_dims[0]), ("inputLengths size", len(inputLengths)),
@@ -86,15 +74,13 @@ def _check_shapes(gradOut: aclTensor, logProbs: aclTensor, targets: aclTensor, i
     for name, size in (("out dim 0", out.view_dims[0]), ("logAlpha dim 1", logAlpha.view_dims[1])):
         if size != t:
             checks.fail("Check max time failed: %s: expected T = %d of logProbs (dim 0), found %d" % (name, t, size))
-    if _max_floor0(inputLengths) > t:
+    if max_floor0(inputLengths) > t:
         checks.fail("Check max time failed: inputLengths: expected values <= T = %d, found max %d"
-                    % (t, _max_floor0(inputLengths)))
+                    % (t, max_floor0(inputLengths)))
     if out.view_dims[2] != c:
         checks.fail("Check symbolSet failed: out dim 2: expected C = %d of logProbs (dim 2), found %d"
                     % (c, out.view_dims[2]))
-    if targets.rank == 1 and targets.view_dims[0] != sum(targetLengths.values):
-        checks.fail("targets: expected dim 0 == sum(targetLengths) = %d for 1-D (concatenated) targets, found %d"
-                    % (sum(targetLengths.values), targets.view_dims[0]))
+    check_concatenated_length(targets, targetLengths)
     # The library's last check, out shape == logProbs shape, is implied by the rank, batch, time and
     # symbolSet checks above.
 
@@ -108,14 +94,8 @@ def _check_dtypes(gradOut: aclTensor, logProbs: aclTensor, targets: aclTensor, n
     checks.same_dtype("negLogLikelihood", negLogLikelihood, "logProbs", logProbs)
     checks.same_dtype("logAlpha", logAlpha, "logProbs", logProbs)
     checks.same_dtype("out", out, "logProbs", logProbs)
-    if logProbs.data_type in (ACL_FLOAT16, ACL_BF16) and chip in HALF_LIMIT_CHIPS:
-        _, n, c = logProbs.view_dims
-        found = {"C": c, "N": n, "(A-1)/2": (logAlpha.view_dims[2] - 1) // 2}
-        for what, limit in HALF_LIMITS.items():
-            if found[what] > limit:
-                checks.fail("logProbs: %s not supported now: expected %s <= %d with %s on %s, found %d"
-                            % (dtype_name(logProbs.data_type), what, limit, dtype_name(logProbs.data_type),
-                               chip, found[what]))
+    _, n, c = logProbs.view_dims
+    check_half_limits(logProbs, n, c, logAlpha.view_dims[2], chip)
 
 
 def workspace_layout(slots: int, label_width: int, data_type: int) -> tuple:
@@ -147,7 +127,7 @@ def aclnnCtcLossBackwardGetWorkspaceSize(gradOut: aclTensor, logProbs: aclTensor
     if n == 0:
         return None
     slots = min(n, SCRATCH_SLOTS)
-    label_width = 2 * _max_floor0(targetLengths) + 1  # l' and beta rows; logAlpha is read up to here
+    label_width = 2 * max_floor0(targetLengths) + 1  # l' and beta rows; logAlpha is read up to here
     sizes = workspace_layout(slots, label_width, logProbs.data_type)
     offsets = tuple(sum(sizes[:i]) for i in range(len(sizes)))
     return KernelLaunch(
@@ -221,23 +201,18 @@ def _sample(label: str, rng: np.random.Generator, T: int, C: int, blank: int, la
         "out": TensorInput(np.full(lp.shape, np.nan))})
 
 
-def _random_labels(rng: np.random.Generator, lengths: list, C: int, blank: int) -> list:
-    classes = [c for c in range(C) if c != blank]
-    return [rng.choice(classes, size=n).astype(np.int64) for n in lengths]
-
-
 def sample_inputs(rng: np.random.Generator) -> list:
     medium_lengths = list(rng.integers(1, 7, 8))
     samples = [
-        _sample("T4 N2 C5", rng, 4, 5, 0, _random_labels(rng, [2, 1], 5, 0), [4, 3], width=3),
+        _sample("T4 N2 C5", rng, 4, 5, 0, random_labels(rng, [2, 1], 5, 0), [4, 3], width=3),
         _sample("concatenated int32, blank last", rng, 8, 6, 5, [np.array([2, 2]), np.array([1, 3, 3, 4]),
                                                                  np.array([0])], [8, 8, 3], padded=False,
                 target_dtype=ACL_INT32, exact_alpha=True),
-        _sample("float targets, blank in the middle", rng, 6, 5, 2, _random_labels(rng, [3, 1, 2], 5, 2), [6, 2, 5],
+        _sample("float targets, blank in the middle", rng, 6, 5, 2, random_labels(rng, [3, 1, 2], 5, 2), [6, 2, 5],
                 target_dtype=ACL_FLOAT, width=4),
         _sample("infinite nll zeroed", rng, 5, 5, 0, [np.array([1, 2, 3]), np.array([4, 4]), np.array([2])],
                 [2, 3, 5], zero_infinity=True),
-        _sample("T30 N8 C20", rng, 30, 20, 0, _random_labels(rng, medium_lengths, 20, 0),
+        _sample("T30 N8 C20", rng, 30, 20, 0, random_labels(rng, medium_lengths, 20, 0),
                 list(rng.integers(20, 31, 8))),
         _sample("empty batch", rng, 3, 4, 0, [], []),
     ]

@@ -23,7 +23,7 @@ import acl
 import aclnn_api as nn
 import emulator
 from aclnn_api import _kernels, ctc_loss as ctc, ctc_loss_backward as ctc_backward
-from test_ctc_loss_backward import dtypes_of, random_labels, strided, target_values  # the backward's helpers
+from test_ctc_loss_backward import FAULTS, dtypes_of, random_labels, strided, target_values  # the backward's
 from support import (ALL_SOCS, SANITIZED, assert_close, decode, kernel_variants, last_error, npu, representable,
                      run_sample)
 
@@ -641,17 +641,6 @@ def test_what_the_rules_refuse_is_refused(soc, changes, words):
 
 # ------------------------------------------------------------------------------------------------
 # Data faults, workspace
-
-FAULTS = [  # (targets values, targets dtype, inputLengths, targetLengths, words): only the data is wrong
-    (np.array([[1, 5], [2, 0]]), I64, [4, 4], [2, 1], ["targets", "[0, C = 5)", "found 5", "batch item 0"]),
-    (np.array([[1, 2], [-1, 0]]), I32, [4, 4], [2, 1], ["targets", "found -1", "batch item 1"]),
-    (np.array([1.5, 2.0, np.nan]), F, [4, 4], [2, 1], ["targets", "nan", "batch item 1"]),
-    (np.array([1.0, 5.5, 2.0]), H, [4, 4], [2, 1], ["targets", "found 5.5"]),
-    (np.array([[1, 2], [3, 0]]), I64, [-1, 4], [2, 1], ["inputLengths[0]", "found -1"]),
-    (np.array([1]), I64, [4, 4], [-1, 2], ["targetLengths[0]", "found -1"]),
-    (np.array([[1, 2], [3, 0]]), I64, [4, 4], [2, -3], ["targetLengths[1]", "found -3"]),
-]
-
 
 @pytest.mark.parametrize("targets,target_dtype,input_lengths,target_lengths,words", FAULTS)
 def test_bad_labels_and_lengths_fault_at_run_time_without_writing(targets, target_dtype, input_lengths,
