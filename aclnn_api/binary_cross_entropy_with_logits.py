@@ -68,9 +68,8 @@ def _needs_cast(name: str, tensor: aclTensor, compute: int) -> bool:
 def _check_out(out: aclTensor, self: aclTensor, mode: int) -> None:
     if mode == NONE:
         checks.same_shape("out", out, "self", self)
-    elif out.numel != 1:
-        checks.fail("out: expected exactly one element for reduction %d (%s), found shape %s"
-                    % (mode, REDUCTIONS[mode], list(out.view_dims)))
+    else:
+        checks.one_element("out", out, "reduction %d (%s)" % (mode, REDUCTIONS[mode]))
 
 
 def _aligned(size: int) -> int:

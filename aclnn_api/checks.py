@@ -138,6 +138,13 @@ def same_shape(name: str, tensor: aclTensor, other_name: str, other: aclTensor) 
              % (name, other_name, list(other.view_dims), list(tensor.view_dims)))
 
 
+def one_element(name: str, tensor: aclTensor, reduction: str) -> None:
+    """A reduction's output holds its one result: any shape of one element ([], [1], [1, 1]...), as
+    the library's CheckReduceOutShape accepts."""
+    if tensor.numel != 1:
+        fail("%s: expected exactly one element for %s, found shape %s" % (name, reduction, list(tensor.view_dims)))
+
+
 def broadcast_pair(name: str, tensor: aclTensor, other_name: str, other: aclTensor) -> tuple:
     shape = broadcast_shapes(tensor.view_dims, other.view_dims)
     if shape is None:

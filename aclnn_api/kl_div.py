@@ -84,9 +84,7 @@ def aclnnKlDivGetWorkspaceSize(self: aclTensor, target: aclTensor, reduction: in
                         % (list(shape), list(out.view_dims)))
         return KernelLaunch(_kernels.kl_div, (view("out", out), view("self", self, shape), view("target", target, shape),
                                               logTarget, compute))
-    if out.numel != 1:  # CheckReduceOutShape: [], [1], [1, 1]... all hold the one result
-        checks.fail("out: expected exactly one element for reduction %s, found shape %s"
-                    % (REDUCTIONS[reduction], list(out.view_dims)))
+    checks.one_element("out", out, "reduction " + REDUCTIONS[reduction])
     unsqueezed = shape or (1,)  # both 0-D: B is [1]
     return KernelLaunch(_kernels.kl_div_reduce, (view("out", out), view("self", self, shape),
                                                  view("target", target, shape), logTarget, compute,
