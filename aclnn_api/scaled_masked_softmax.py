@@ -17,14 +17,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from emulator.errors import AclError
 from emulator.resource import live
 
 from . import _kernels, checks, status
-from emulator.dtypes import ACL_BF16, ACL_BOOL, ACL_DOUBLE, ACL_FLOAT, ACL_FLOAT16, ACL_INT32, ACL_UINT8, dtype_name
+from emulator.dtypes import ACL_BF16, ACL_BOOL, ACL_DOUBLE, ACL_FLOAT, ACL_FLOAT16, ACL_INT32, ACL_UINT8
 from .declaration import ChipDtypes, ErrorInput, OpDeclaration, SampleInput, TensorInput, declaration_files
 from .operator import KernelLaunch, first_phase, second_phase, soc, view
-from .scaled_masked_softmax_backward import fp32_attribute, last_dim_limit
+from .scaled_masked_softmax_backward import check_kernel_exists, fp32_attribute, last_dim_limit
 from .tensor import aclTensor
 
 OP = "aclnnScaledMaskedSoftmax"
@@ -63,15 +62,6 @@ def check_last_dim(x: aclTensor, chip: str) -> None:
                     % (limit, chip, cols, list(x.view_dims)))
 
 
-def check_kernel_exists(chip: str, data_type: int) -> None:
-    """The step after tiling: a chip without a kernel binary for this dtype fails with 561003."""
-    available = KERNEL_DTYPES.on(chip)
-    if data_type not in available:
-        raise AclError(status.ACLNN_ERR_INNER_FIND_KERNEL_ERROR,
-                       "x: expected a dtype with a ScaledMaskedSoftmaxV2 kernel on %s (%s), found %s"
-                       % (chip, ", ".join(dtype_name(d) for d in available) or "none", dtype_name(data_type)))
-
-
 @first_phase(OP)
 def aclnnScaledMaskedSoftmaxGetWorkspaceSize(x: aclTensor, mask: aclTensor, scale: float, fixTriuMask: bool,
                                              y: aclTensor):
@@ -96,7 +86,7 @@ def aclnnScaledMaskedSoftmaxGetWorkspaceSize(x: aclTensor, mask: aclTensor, scal
     checks.same_shape("y", y, "x", x)
     if y.is_empty:
         return None
-    check_kernel_exists(chip, x.data_type)
+    check_kernel_exists("x", x.data_type, "ScaledMaskedSoftmaxV2", KERNEL_DTYPES, chip)
     return KernelLaunch(_kernels.scaled_masked_softmax,
                         (view("x", x), view("mask", mask, x.view_dims), view("y", y), fp32_attribute(scale)))
 

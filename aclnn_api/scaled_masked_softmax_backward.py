@@ -69,13 +69,15 @@ def check_mask_shape(mask: aclTensor, grad_output: aclTensor) -> None:
                     % (batch, heads, found[0], found[1], found))
 
 
-def check_kernel_exists(chip: str, data_type: int) -> None:
-    """The step after tiling: a chip without a kernel binary for this dtype fails with 561003."""
-    available = KERNEL_DTYPES.on(chip)
+def check_kernel_exists(name: str, data_type: int, kernel: str, kernels: ChipDtypes, chip: str) -> None:
+    """The step after tiling: a chip without a binary of `kernel` for the dtype of tensor `name` (the
+    `kernels` table) fails with 561003. Both softmax operators end their checks with it."""
+    available = kernels.on(chip)
     if data_type not in available:
         raise AclError(status.ACLNN_ERR_INNER_FIND_KERNEL_ERROR,
-                       "gradOutput: expected a dtype with a ScaledMaskedSoftmaxGradV2 kernel on %s (%s), found %s"
-                       % (chip, ", ".join(dtype_name(d) for d in available) or "none", dtype_name(data_type)))
+                       "%s: expected a dtype with a %s kernel on %s (%s), found %s"
+                       % (name, kernel, chip, ", ".join(dtype_name(d) for d in available) or "none",
+                          dtype_name(data_type)))
 
 
 def fp32_attribute(scale: float) -> float:
@@ -109,7 +111,7 @@ def aclnnScaledMaskedSoftmaxBackwardGetWorkspaceSize(gradOutput: aclTensor, y: a
         checks.fail("fixTriuMask: expected false (the upper-triangular mask is not supported), found true")
     if out.is_empty:
         return None
-    check_kernel_exists(chip, gradOutput.data_type)
+    check_kernel_exists("gradOutput", gradOutput.data_type, "ScaledMaskedSoftmaxGradV2", KERNEL_DTYPES, chip)
     shape = gradOutput.view_dims
     return KernelLaunch(_kernels.scaled_masked_softmax_backward,
                         (view("gradOutput", gradOutput), view("y", y), view("mask", mask, shape),
