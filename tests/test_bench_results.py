@@ -2,6 +2,8 @@
 import os
 import sys
 
+import pytest
+
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "bench"))
 
 from report import CPU_MARK, merge, sections  # noqa: E402
@@ -39,6 +41,7 @@ def test_the_committed_results_have_a_section_per_cpu_with_its_commit():
 # The roofline of the large cases: pure functions on synthetic Results (no timing).
 
 import aclnn_api as nn  # noqa: E402
+from aclnn_api import _kernels  # noqa: E402
 from report import Result, render, roofline_headline, roofline_table  # noqa: E402
 from roofline import Ceiling, in_cache_units, l2_bytes, not_measured, seconds_per_element  # noqa: E402
 from cases import BY_NAME, Size  # noqa: E402
@@ -140,3 +143,19 @@ def test_the_in_cache_shapes_keep_the_inner_layout():
     assert softmax.in_cache(large, 4).params["shape"] == (1, 16, 4, 512)
     ctc = BY_NAME["CtcLossBackward"]
     assert ctc.in_cache is None and ctc.in_cache_why_not
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("row_bytes,block_bytes", [(3 << 10, 128 << 10), (5 << 10, 128 << 10), (9 << 10, 1 << 20),
+                                                   (1536, 128 << 10), (8192 * 9, 1 << 20), (100, 128 << 10)])
+def test_a_power_of_two_of_softmax_rows_shares_evenly_between_the_threads(threads, row_bytes, block_bytes):
+    # The in-cache calls of the roofline are powers of two of rows; with blocks of 42 rows, 128 rows
+    # went 42/42/42/2 and the difference of two calls measured one thread's share.
+    cols = row_bytes // 3
+    for rows in (2 ** k for k in range(0, 15)):
+        block = _kernels.softmax_block_rows(rows, cols, threads, row_bytes, block_bytes)
+        assert block & (block - 1) == 0
+        assert block == 1 or block * row_bytes <= block_bytes
+        blocks = -(-rows // block)
+        if rows >= 4 * threads and rows * cols >= threads * (1 << 13):
+            assert blocks % threads == 0, (rows, block)

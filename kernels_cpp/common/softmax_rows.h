@@ -168,22 +168,37 @@ NPUEMU_INLINE float fold_to_max_with(float* level, int64_t n) {
 // Rows are handed out in blocks of about this many bytes of input, by default.
 constexpr int64_t kBlockBytes = 1 << 20;
 
+// Rows per block: at most block_bytes of input, about four blocks per thread (as the element-wise
+// engine's block_elements), rounded down to a power of two, so that a power of two of rows shares
+// evenly between the threads. With 42 rows a block (1024 FLOAT16 columns, 128 KiB), 128 rows made
+// 42/42/42/2 and 2 threads finished at different times; `make bench`'s in-cache calls are such
+// powers of two, and their difference then measured one thread's blocks (aclnnScaledMaskedSoftmax's
+// 2-thread ceiling came out at 2.7 times the 1-thread one, ScaledMaskedSoftmaxBackward's below it).
+inline int64_t block_rows(int64_t rows, int64_t cols, int64_t participants, int64_t row_bytes, int64_t block_bytes) {
+  const int64_t most = std::max<int64_t>(1, block_bytes / row_bytes);
+  const int64_t wanted = std::max<int64_t>(1, block_elements(rows * cols, participants, most * cols) / cols);
+  int64_t power = 1;
+  while (power * 2 <= wanted) power *= 2;
+  return power;
+}
+
 // Runs Rows(layout).run(operands, begin, end) over every row of operands[0] ([B, N, S1, S2], S2 =
 // layout.cols > 0), each thread taking blocks of rows from a shared counter (a thread that starts
 // late or is slowed down takes fewer); a row's result never depends on which thread runs it.
-// `row_bytes`: the bytes of input a row reads; `block_bytes`: of a block.
+// `row_bytes`: the bytes of input a row reads; `block_bytes`: the most of a block.
 template <class Rows, int N, class Layout>
 void run_in_blocks(const std::array<const TensorArg*, N>& operands, const Layout& layout, int64_t row_bytes,
                    int64_t block_bytes = kBlockBytes) {
   const int64_t rows = operands[0]->numel() / layout.cols;
-  const int64_t block_rows = std::max<int64_t>(1, block_bytes / row_bytes);
-  const int64_t blocks = (rows + block_rows - 1) / block_rows;
   const int64_t grains = (rows * layout.cols + kGrain - 1) / kGrain;  // below kGrain elements a thread costs more
-  share_blocks(blocks, std::min<int64_t>(threads(), grains), [&](const auto& take) {
+  const int64_t participants = std::max<int64_t>(1, std::min<int64_t>(threads(), grains));
+  const int64_t rows_per_block = block_rows(rows, layout.cols, participants, row_bytes, block_bytes);
+  const int64_t blocks = (rows + rows_per_block - 1) / rows_per_block;
+  share_blocks(blocks, participants, [&](const auto& take) {
     Rows kernel(layout);
     for (int64_t block = take(); block >= 0; block = take()) {
-      const int64_t begin = block * block_rows;
-      kernel.run(operands, begin, std::min(rows, begin + block_rows));
+      const int64_t begin = block * rows_per_block;
+      kernel.run(operands, begin, std::min(rows, begin + rows_per_block));
     }
     if (layout.streaming) store_fence();
   });

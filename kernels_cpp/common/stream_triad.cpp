@@ -13,6 +13,7 @@
 #include "common/elementwise.h"
 #include "common/memory_plan.h"
 #include "common/registry.h"
+#include "common/softmax_rows.h"
 #include "common/thread_pool.h"
 
 namespace py = pybind11;
@@ -56,6 +57,10 @@ void bind(py::module_& m) {
   // Elements per thread below which the element-wise engine (and the softmax) use fewer threads:
   // bench/roofline.py sizes its in-cache calls above it.
   m.attr("ELEMENTWISE_GRAIN") = kGrain;
+  // The rows of a softmax block: bench/roofline.py's in-cache calls must share evenly between the
+  // threads (tests/test_bench_results.py).
+  m.def("softmax_block_rows", &softmax_rows::block_rows, py::arg("rows"), py::arg("cols"), py::arg("threads"),
+        py::arg("row_bytes"), py::arg("block_bytes"), "rows per block of the softmax kernels (softmax_rows.h)");
 }
 
 NPUEMU_REGISTER_OP(bind);
