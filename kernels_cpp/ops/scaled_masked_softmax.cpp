@@ -137,10 +137,6 @@ struct RowMath {
 
 // ---- the rows ----
 
-// Rows are handed to the threads in blocks of about this many bytes of input: a row costs more
-// arithmetic per byte than the backward's, so smaller blocks than its 1 MiB keep both threads busy
-// on smaller calls (2x4x96x128 FLOAT, 2 threads: 0.082 -> 0.053 ms).
-constexpr int64_t kBlockBytes = 128 << 10;
 // How far ahead of the row computed its inputs are prefetched, in bytes of input.
 constexpr int64_t kPrefetchBytes = 12 << 10;
 
@@ -158,8 +154,11 @@ class ForwardRows {
   // Rows [begin, end) of the operands, on the widest instruction set in force.
   void run(const Operands& operands, int64_t begin, int64_t end);
 
-  // Rows [begin, end); while a row is computed from cache (pass 2), the dense inputs of the row
-  // about kPrefetchBytes of input ahead are prefetched into L2, and a dense output's previous row
+  // Rows [begin, end) (a block: at most softmax_rows::kBlockBytes of input; the rows of a block
+  // ahead of the first few are prefetched, so the fewer blocks the better: with blocks of 128 KiB,
+  // 2x8x1024x1024 FLOAT took 20% longer on one thread and 25% on two, on the Intel Xeon, whose
+  // hardware prefetchers do not cover a block's first rows). While a row is computed from cache
+  // (pass 2), the dense inputs of the row about kPrefetchBytes of input ahead are prefetched into L2, and a dense output's previous row
   // is divided and stored (its pass 3): the divisions and stores interleave with the exponentials
   // instead of coming as a burst of their own (FLOAT, 1 thread, on the Intel Xeon: 1x8x8x1024 in
   // cache 1.67 -> 2.15 Gelem/s, 8x16x512x512 24.2 -> 21.6 ms). Each element's arithmetic is the
@@ -372,7 +371,7 @@ void softmax(const TensorArg& x, const TensorArg& mask, const TensorArg& y, floa
                       {x.strides[3], mask.strides[3], y.strides[3]}};
   dispatch_storage("aclnnScaledMaskedSoftmax", x.dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    softmax_rows::run_in_blocks<ForwardRows<T>, kOperands>({&x, &mask, &y}, layout, row_bytes(layout), kBlockBytes);
+    softmax_rows::run_in_blocks<ForwardRows<T>, kOperands>({&x, &mask, &y}, layout, row_bytes(layout));
   });
 }
 
