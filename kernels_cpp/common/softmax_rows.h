@@ -165,7 +165,7 @@ NPUEMU_INLINE float fold_to_max_with(float* level, int64_t n) {
 
 // ---- rows shared between the threads ----
 
-// Rows are handed out in blocks of about this many bytes of input, by default.
+// Rows are handed out in blocks of at most this many bytes of input, by default.
 constexpr int64_t kBlockBytes = 1 << 20;
 
 // Rows per block: at most block_bytes of input, about four blocks per thread (as the element-wise

@@ -158,12 +158,12 @@ class ForwardRows {
   // ahead of the first few are prefetched, so the fewer blocks the better: with blocks of 128 KiB,
   // 2x8x1024x1024 FLOAT took 20% longer on one thread and 25% on two, on the Intel Xeon, whose
   // hardware prefetchers do not cover a block's first rows). While a row is computed from cache
-  // (pass 2), the dense inputs of the row about kPrefetchBytes of input ahead are prefetched into L2, and a dense output's previous row
-  // is divided and stored (its pass 3): the divisions and stores interleave with the exponentials
-  // instead of coming as a burst of their own (FLOAT, 1 thread, on the Intel Xeon: 1x8x8x1024 in
-  // cache 1.67 -> 2.15 Gelem/s, 8x16x512x512 24.2 -> 21.6 ms). Each element's arithmetic is the
-  // same either way, and so are the bits. A row is written once the next one has been read (and
-  // its own): y may be x itself.
+  // (pass 2), the dense inputs of the row about kPrefetchBytes of input ahead are prefetched into
+  // L2, and a dense output's previous row is divided and stored (its pass 3): the divisions and
+  // stores interleave with the exponentials instead of coming as a burst of their own (FLOAT, 1
+  // thread, on the Intel Xeon: 1x8x8x1024 in cache 1.67 -> 2.15 Gelem/s, 8x16x512x512 24.2 -> 21.6
+  // ms). Each element's arithmetic is the same either way, and so are the bits. A row is written
+  // once the next one has been read (and its own): y may be x itself.
   template <class V>
   NPUEMU_INLINE void visit(const Operands& operands, int64_t begin, int64_t end) {
     const bool dense = l_.strides[kX] == 1 && l_.strides[kMask] == 1;
