@@ -29,7 +29,7 @@ import math
 import os
 import re
 import subprocess
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable, Optional
 
 import numpy as np
@@ -270,7 +270,27 @@ def error_cases() -> list:
 
 
 ERROR_CASES = error_cases()
+
+
+@dataclass
+class NullOutCase:
+    """A valid first-phase call of a declaration from C with one of its two out-pointers null (only C can
+    pass one): 161001 and a message naming it."""
+    key: str
+    declaration: object
+    out: str                  # "workspaceSize" or "executor"
+    changes: dict = field(default_factory=dict)
+    chip: str = DEFAULT_CHIP
+
+    @property
+    def id(self) -> str:
+        return "%s-null-%s" % (self.declaration.name[len("aclnn"):], self.out)
+
+
+NULL_OUT_CASES = [NullOutCase("n%d-%s" % (number, out), declaration, out)
+                  for number, declaration in enumerate(DECLARATIONS) for out in ("workspaceSize", "executor")]
 C_ERROR_CASES = [case for case in ERROR_CASES if case.changes is not None]
+C_PHASE_CASES = C_ERROR_CASES + NULL_OUT_CASES  # the cases of the error-input program
 
 
 def c_literal(kind: str, value) -> str:
@@ -290,8 +310,10 @@ def c_int_list(values) -> str:
 
 def c_error_case(number: int, case: ErrorCase) -> str:
     """A function making the case's tensors and arrays as support.Call does (each tensor over its own
-    aclrtMalloc of its storage's byte size, storage shape [extent]) and calling the first phase."""
+    aclrtMalloc of its storage's byte size, storage shape [extent]) and calling the first phase, with a
+    null workspaceSize or executor pointer for a NullOutCase."""
     sample, nulls = apply_changes(first_sample(case.declaration, case.chip), case.changes)
+    null_out = getattr(case, "out", None)
     lines = ["static void error_case_%d() {" % number, "  Made made;"]
     arguments = []
     for kind, name in c_parameters(case.declaration):
@@ -311,8 +333,10 @@ def c_error_case(number: int, case: ErrorCase) -> str:
     lines += ["  uint64_t workspaceSize = 0;",
               "  aclOpExecutor *executor = nullptr;",
               "  forget_messages();",
-              "  const aclnnStatus ret = %s(%s, &workspaceSize, &executor);" % (case.declaration.first_phase_name,
-                                                                                  ", ".join(arguments)),
+              "  const aclnnStatus ret = %s(%s, %s, %s);" % (
+                  case.declaration.first_phase_name, ", ".join(arguments),
+                  "nullptr" if null_out == "workspaceSize" else "&workspaceSize",
+                  "nullptr" if null_out == "executor" else "&executor"),
               "  report_phase(%s, ret, executor);" % c_string(case.key),
               "  if (executor != nullptr) aclDestroyAclOpExecutor(executor);",
               "}"]
@@ -356,9 +380,9 @@ static void report_phase(const char *id, aclnnStatus ret, const aclOpExecutor *e
 
 
 def error_program() -> str:
-    functions = [c_error_case(number, case) for number, case in enumerate(C_ERROR_CASES)]
+    functions = [c_error_case(number, case) for number, case in enumerate(C_PHASE_CASES)]
     table = ",\n".join("  {%s, error_case_%d}" % (c_string(case.chip), number)
-                       for number, case in enumerate(C_ERROR_CASES))
+                       for number, case in enumerate(C_PHASE_CASES))
     return c_program(ERROR_PROGRAM_HEAD + "\n\n".join(functions) + r"""
 
 struct Case { const char *chip; void (*run)(); };
@@ -828,14 +852,6 @@ c_only("aclGetViewShape-null-viewDims", "device", """Lsb lsb;
   uint64_t count = 0;
   report_status(ID, aclGetViewShape(lsb.tensors[0], nullptr, &count));""", 161001,
        "AclNN_Parameter_Error(EZ1001): aclGetViewShape: viewDims: expected a non-null pointer, found null")
-
-c_only("aclnnLogSigmoidBackwardGetWorkspaceSize-null-workspaceSize", "device", """Lsb lsb;
-  aclOpExecutor *executor = nullptr;
-  report_status(ID, aclnnLogSigmoidBackwardGetWorkspaceSize(lsb.tensors[0], lsb.tensors[1], lsb.tensors[2], lsb.tensors[3], nullptr, &executor));
-  if (executor != nullptr) aclDestroyAclOpExecutor(executor);""", 161001,
-       "AclNN_Parameter_Error(EZ1001): aclnnLogSigmoidBackwardGetWorkspaceSize: workspaceSize: expected a non-null "
-       "pointer, found null")
-
 
 @bad_call("aclnnLogSigmoidBackward-null-executor", "device",
           "report_status(ID, aclnnLogSigmoidBackward(nullptr, 0, nullptr, stream));", 161001)
@@ -1446,7 +1462,7 @@ def finished(done: subprocess.CompletedProcess) -> dict:
 def error_input_runs(built) -> dict:
     """{chip: {case key: Outcome}}: the error-input program run once per chip, NPUEMU_SOC set to it."""
     runs = {}
-    for chip in sorted({case.chip for case in C_ERROR_CASES}):
+    for chip in sorted({case.chip for case in C_PHASE_CASES}):
         done = run(built["error_inputs"], chip, NPUEMU_SOC=chip)
         runs[chip] = finished(done)
         assert "leak" not in done.stderr and "Traceback" not in done.stderr, done.stderr
@@ -1473,6 +1489,16 @@ def test_each_error_input_gives_from_c_the_code_and_message_python_gets(case, er
     ret, executor, message = first_phase_of(case.declaration, case.changes, case.error.chip)
     assert "%d %s" % (ret, "null" if executor is None else "non-null") == c.result, message
     assert normalised(c.message) == normalised(message), "C:      %s\nPython: %s" % (c.message, message)
+
+
+@pytest.mark.parametrize("case", NULL_OUT_CASES, ids=[case.id for case in NULL_OUT_CASES])
+def test_each_first_phase_given_a_null_out_pointer_from_c_names_it(case, error_input_runs):
+    """The library itself never checks its two out-pointers; npuemu's C functions answer 161001 and name
+    the one that is null, for every operator of the toolkit."""
+    c = error_input_runs[case.chip][case.key]
+    assert c.result == "161001 null", c.message
+    assert without_prefix(c.message) == "AclNN_Parameter_Error(EZ1001): %s: %s: expected a non-null pointer, found null" % (
+        case.declaration.first_phase_name, case.out), c.message
 
 
 @pytest.mark.sanitizer_reports("uninitialised read")
