@@ -248,6 +248,7 @@ class ErrorCase:
     declaration: object
     error: object
     changes: Optional[dict]   # None: not expressible in C
+    out: Optional[str] = None  # both out-pointers given (NullOutCase: the one passed null)
 
     @property
     def chip(self) -> str:
@@ -313,7 +314,6 @@ def c_error_case(number: int, case: ErrorCase) -> str:
     aclrtMalloc of its storage's byte size, storage shape [extent]) and calling the first phase, with a
     null workspaceSize or executor pointer for a NullOutCase."""
     sample, nulls = apply_changes(first_sample(case.declaration, case.chip), case.changes)
-    null_out = getattr(case, "out", None)
     lines = ["static void error_case_%d() {" % number, "  Made made;"]
     arguments = []
     for kind, name in c_parameters(case.declaration):
@@ -335,8 +335,8 @@ def c_error_case(number: int, case: ErrorCase) -> str:
               "  forget_messages();",
               "  const aclnnStatus ret = %s(%s, %s, %s);" % (
                   case.declaration.first_phase_name, ", ".join(arguments),
-                  "nullptr" if null_out == "workspaceSize" else "&workspaceSize",
-                  "nullptr" if null_out == "executor" else "&executor"),
+                  "nullptr" if case.out == "workspaceSize" else "&workspaceSize",
+                  "nullptr" if case.out == "executor" else "&executor"),
               "  report_phase(%s, ret, executor);" % c_string(case.key),
               "  if (executor != nullptr) aclDestroyAclOpExecutor(executor);",
               "}"]

@@ -5,7 +5,8 @@
 // - fold_to_sum / fold_to_max: a row's reduction in one fixed binary tree, so that its result
 //   depends only on the row's length, never on the machine's vector width or the threads (the
 //   _avx512 forms: the same tree, faster);
-// - run_in_blocks: rows handed to the threads in blocks of about kBlockBytes of input.
+// - run_in_blocks: rows handed to the threads in blocks of a power of two of rows, at most
+//   kBlockBytes of input and about four per thread (block_rows).
 #pragma once
 #include <immintrin.h>
 
