@@ -57,6 +57,11 @@ class Case:
         return sum(self.inputs[name].nbytes for name in self.reads) + self.output_bytes
 
 
+def output_elements(case: Case) -> int:
+    """The output's element count: the work of a kernel that computes each output element once."""
+    return int(np.prod(case.output[1], dtype=np.int64))
+
+
 @dataclass(frozen=True)
 class Operator:
     name: str
@@ -75,6 +80,10 @@ class Operator:
     # (roofline.py): same kernel, dtype and per-element work. None: the operator has no such form.
     in_cache: Optional[Callable[[Size, int], Size]] = None
     in_cache_why_not: str = ""                             # when in_cache is None: why
+    # The kernel's work in a case, in units a compute ceiling counts per second (roofline.py):
+    # its output elements, unless its work is not one step per output element.
+    work: Callable[[Case], int] = output_elements
+    work_unit: str = "elem"
 
     @property
     def declaration(self) -> Optional[OpDeclaration]:
@@ -406,28 +415,35 @@ CTC_GROUP = 2    # batches whose alpha is computed together (one block of logAlp
 
 
 class CtcData:
-    """Targets, lengths and the log-probability rows of one CTC case, plus its forward pass."""
+    """Targets, lengths and the log-probability rows of one CTC case, plus its forward pass.
 
-    def __init__(self, T: int, N: int, C: int, S: int, dtype: int, blank: int = 0):
+    `kept` < C makes a cut of the case (ctc_lattice_cut): the rows are still log-softmaxes over C
+    classes, of which the tensor keeps the first `kept` (the labels are among them), so the values
+    the recursion reads are distributed as the full case's; `full_lengths` gives every batch item
+    the whole T and S instead of lengths drawn below them."""
+
+    def __init__(self, T: int, N: int, C: int, S: int, dtype: int, blank: int = 0, kept: Optional[int] = None,
+                 full_lengths: bool = False):
         self.T, self.N, self.C, self.S, self.dtype, self.blank = T, N, C, S, dtype, blank
+        self.kept = kept or C
         self.A = -(-(2 * S + 1) // 8) * 8
         g = np.random.default_rng([SEED, T, N, C, S])
-        self.target_lengths = g.integers(max(1, S // 2), S + 1, N)
+        self.target_lengths = np.full(N, S) if full_lengths else g.integers(max(1, S // 2), S + 1, N)
         self.target_lengths[0] = S
-        self.input_lengths = g.integers(max(S, 3 * T // 4), T + 1, N)
+        self.input_lengths = np.full(N, T) if full_lengths else g.integers(max(S, 3 * T // 4), T + 1, N)
         self.input_lengths[0] = T
         self.targets = self._labels_without_repeats(g)
         self.path = self._alignment()
         self.nll = np.full(N, np.nan)
 
     def _labels_without_repeats(self, g: np.random.Generator) -> np.ndarray:
-        """Labels 1..C-1 (0 is blank), no label twice in a row, so that every frame of an
+        """Labels 1..kept-1 (0 is blank), no label twice in a row, so that every frame of an
         alignment can carry a label and input length >= target length suffices."""
         labels = np.empty((self.N, self.S), dtype=np.int64)
-        labels[:, 0] = g.integers(1, self.C, self.N)
+        labels[:, 0] = g.integers(1, self.kept, self.N)
         for k in range(1, self.S):
-            step = g.integers(1, self.C - 1, self.N)
-            labels[:, k] = (labels[:, k - 1] - 1 + step) % (self.C - 1) + 1
+            step = g.integers(1, self.kept - 1, self.N)
+            labels[:, k] = (labels[:, k - 1] - 1 + step) % (self.kept - 1) + 1
         return labels
 
     def _alignment(self) -> np.ndarray:
@@ -445,7 +461,7 @@ class CtcData:
         boosted = favoured >= 0
         logits[boosted, favoured[boosted]] += math.log(self.C) + 3.0
         shifted = logits - logits.max(axis=1, keepdims=True)
-        return shifted - np.log(np.exp(shifted).sum(axis=1, keepdims=True))
+        return (shifted - np.log(np.exp(shifted).sum(axis=1, keepdims=True)))[:, :self.kept]
 
     def extended_labels(self, b0: int, b1: int) -> np.ndarray:
         """l' of batches b0..b1-1: blank, t1, blank, t2, ..., blank (width 2S+1)."""
@@ -569,10 +585,10 @@ def build_ctc_forward(size: Size, dtype: int) -> Case:
     from aclnn_api.ctc_loss import alpha_width
     p = size.params
     T, N, C, S = p["T"], p["N"], p["C"], p["S"]
-    data = CtcData(T, N, C, S, dtype)
+    data = CtcData(T, N, C, S, dtype, kept=p.get("kept"), full_lengths=p.get("full_lengths", False))
     A = alpha_width(S, emulator.settings().profile.family)
     inputs = {
-        "logProbs": Source((T, N, C), dtype, lambda block, start, count: data.log_prob_rows(start, count), 8),
+        "logProbs": Source((T, N, data.kept), dtype, lambda block, start, count: data.log_prob_rows(start, count), 8),
         "targets": _fixed_source(data.targets, nn.ACL_INT64),
         "negLogLikelihoodOut": random_source("ctcf.nll", (N,), dtype, uniform(0.0, 1.0)),  # written, not read
     }
@@ -602,6 +618,30 @@ def torch_ctc_forward(t: dict, attrs: dict, out):
     return run
 
 
+# The forward's work is its alpha lattice, one log-space step per (t, s) of each batch item: L·(2S+1)
+# cells for an item of input length L and target length S, whatever C is (the step gathers one
+# class of row t). Its compute ceiling counts cells, on a cut that keeps what a cell costs (the
+# distribution of the values it reads, no label repeated, the same share of the lattice still -inf
+# while t < S) and fits an L2: batch items of a quarter of T and S, at full length, on 64 of the
+# large case's classes. Its rows of 64 classes are dense where the large case's 5000 are read at
+# 2S+1 places: the gathers' misses are exactly what the ceiling must not contain.
+CTC_CUT_DIVISOR = 4
+CTC_CUT_CLASSES = 64
+
+
+def ctc_lattice_cells(case: Case) -> int:
+    """Cells of the alpha lattices of a CTC case: sum of L·(2S+1) over its batch items."""
+    return sum(L * (2 * S + 1) for L, S in zip(case.attrs["inputLengths"], case.attrs["targetLengths"]))
+
+
+def ctc_lattice_cut(size: Size, units: int) -> Size:
+    """`units` batch items of the large case's recursion, each T/4 steps of S/4 labels at full length."""
+    p = size.params
+    T, S = p["T"] // CTC_CUT_DIVISOR, p["S"] // CTC_CUT_DIVISOR
+    return Size("in-cache", "T%d N%d C%d S%d" % (T, units, CTC_CUT_CLASSES, S),
+                {"T": T, "N": units, "C": p["C"], "S": S, "kept": CTC_CUT_CLASSES, "full_lengths": True})
+
+
 FORWARD_CTC = Operator(
     "CtcLoss",
     CTC.sizes,
@@ -612,8 +652,7 @@ FORWARD_CTC = Operator(
     "aten._ctc_loss (as F.ctc_loss(reduction='none')), log_alpha copied into the NPU width, -inf where unreached "
     "(float16/bfloat16: in float32 with casts)",
     torch_upcasts=(nn.ACL_FLOAT16, nn.ACL_BF16), float64_check_sizes=("4x4", "1e5"),
-    in_cache_why_not="its work is a serial log-space recursion over T·(2S+1) steps per batch item, not proportional "
-                     "to the bytes it moves")
+    in_cache=ctc_lattice_cut, work=ctc_lattice_cells, work_unit="cell")
 
 OPERATORS = (LOG_SIGMOID, FORWARD_LOG_SIGMOID, BCE, FORWARD_BCE, KL_DIV, FORWARD_KL_DIV, SMS, FORWARD_SMS, CTC, FORWARD_CTC)
 BY_NAME = {op.name: op for op in OPERATORS}

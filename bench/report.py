@@ -143,7 +143,7 @@ def roofline_headline(results: list) -> list:
 
 def roofline_table(rows: list) -> list:
     lines = ["| size | shape | dtype | threads | npuemu GB/s | triad GB/s | in-cache shapes | in-cache calls "
-             "| in cache Gelem/s | compute ceiling GB/s | bound | attainable GB/s | %% of attainable | ≥ %.0f%% |" % TARGET,
+             "| in cache G/s | compute ceiling GB/s | bound | attainable GB/s | %% of attainable | ≥ %.0f%% |" % TARGET,
              "|---|---|---|---|---:|---:|---|---:|---:|---:|---|---:|---:|---|"]
     reasons = []
     for r in rows:
@@ -152,8 +152,8 @@ def roofline_table(rows: list) -> list:
             reasons.append(c.why_not)
             cache_cells = "%s | %s | — | — ¹ | unknown" % (" vs ".join(c.shapes) or "—", c.calls or "—")
         else:
-            cache_cells = "%s | %d | %.3f | %.2f | %s" % (" vs ".join(c.shapes), c.calls, c.elements_per_s / 1e9, c.gbps,
-                                                       r.bound)
+            cache_cells = "%s | %d | %.3f %s | %.2f | %s" % (" vs ".join(c.shapes), c.calls, c.elements_per_s / 1e9,
+                                                          c.unit, c.gbps, r.bound)
         lines.append("| %s | %s | %s | %d | %.2f | %.2f | %s | %.2f | %.0f%% | %s |" % (
             r.size.label, r.size.shape, DTYPE_LABEL[r.dtype], r.threads, r.gbps, r.triad_gbps, cache_cells,
             r.attainable_gbps, r.percent_of_attainable, ("✓" if r.meets_target else "✗") + (" ⚠" if r.stalled else "")))
@@ -165,8 +165,9 @@ def roofline_table(rows: list) -> list:
 ROOFLINE_NOTE = ("Roofline: attainable = min(triad GB/s, compute ceiling GB/s). The compute ceiling is the same "
                  "kernel, dtype and thread count with its data in L2: the whole two-phase call on the two in-cache "
                  "shapes, timed in the row's own rounds; the difference of their medians over the difference of their "
-                 "elements is the kernel's cost per element (the call's fixed cost cancels), given in elements/s and "
-                 "as GB/s at the large case's bytes per element. `compute`: the kernel computes slower than memory "
+                 "elements of work (elem: output elements; cell: cells of CtcLoss's alpha lattice) is the kernel's "
+                 "cost per element (the call's fixed cost cancels), given in G/s and as GB/s at the large case's "
+                 "bytes per element. `compute`: the kernel computes slower than memory "
                  "delivers, so the bandwidth is out of its reach; `memory`: it could go as fast as the triad.")
 
 

@@ -75,10 +75,12 @@ def seconds_per_element(larger_s: float, smaller_s: float, larger_elements: int,
 class Ceiling:
     """A large case's compute ceiling, measured in cache (or why it was not)."""
     shapes: tuple                         # (larger, smaller) in-cache shapes, as the tables write them
-    per_element_s: Optional[float]        # kernel seconds per output element in cache
-    bytes_per_element: float              # the large case's bytes moved per output element
+    per_element_s: Optional[float]        # kernel seconds per element of work in cache
+    bytes_per_element: float              # the large case's bytes moved per element of work
     calls: int = 0                        # calls each in-cache median comes from (the fewer)
     why_not: str = ""                     # when per_element_s is None: why
+    unit: str = "elem"                    # the element of work: an output element, or the operator's
+                                          # own unit (CtcLoss: a cell of the alpha lattice)
 
     @property
     def elements_per_s(self) -> Optional[float]:

@@ -28,7 +28,7 @@ from aclnn_api.kernel_info import describe_plan
 import c_path
 import roofline
 import sanitizer_cost
-from cases import LOG_SIGMOID, OPERATORS, Case, Operator, Size
+from cases import LOG_SIGMOID, OPERATORS, Case, Operator, Size, output_elements
 from data import DTYPE_LABEL, FLOAT_DTYPES, TOLERANCE, BenchDevice, decode
 from memory import run_child
 from report import Result, merge, render
@@ -267,7 +267,8 @@ class InCacheProbe:
     LARGER, SMALLER = "in cache", "in cache, half"
 
     def __init__(self, runner: CaseRunner, device: BenchDevice, threads: int):
-        self.bytes_per_element = runner.case.bytes_moved / _elements(runner.case)
+        self.bytes_per_element = runner.case.bytes_moved / runner.op.work(runner.case)
+        self.work_unit = runner.op.work_unit
         self.calls: dict = {}
         self.sizes, self.why_not = self.plan(runner.op, runner.size, runner.dtype, threads)
         for label, in_cache_size in zip((self.LARGER, self.SMALLER), self.sizes):
@@ -277,7 +278,7 @@ class InCacheProbe:
             call, _ = sub.npuemu_call(device)
             if call.status != 0:
                 self.why_not = "npuemu returns %d on %s: %s" % (call.status, in_cache_size.shape, call.message)
-            self.calls[label] = (InCache(call, roofline.IN_CACHE_BURST), _elements(sub.case))
+            self.calls[label] = (InCache(call, roofline.IN_CACHE_BURST), runner.op.work(sub.case))
 
     @staticmethod
     def plan(op: Operator, size: Size, dtype: int, threads: int) -> tuple[tuple, str]:
@@ -290,7 +291,7 @@ class InCacheProbe:
         if units is None:
             return (), "one row (%d bytes) per thread does not fit twice in half an L2 of %d bytes" % (unit_bytes, l2)
         sizes = tuple(op.in_cache(size, n) for n in units)
-        smallest = _elements(op.build(sizes[1], dtype))
+        smallest = output_elements(op.build(sizes[1], dtype))
         if smallest < threads * roofline.KERNEL_GRAIN:
             return (), "the smaller in-cache call (%s, %d elements) would not use %d threads" % (
                 sizes[1].shape, smallest, threads)
@@ -311,13 +312,9 @@ class InCacheProbe:
         shapes = tuple(s.shape for s in self.sizes)
         if per_element is None:
             return Ceiling(shapes, None, self.bytes_per_element, min(larger.timed, smaller.timed),
-                           "noise: the larger in-cache call was not slower than the smaller one")
-        return Ceiling(shapes, per_element, self.bytes_per_element, min(larger.timed, smaller.timed))
-
-
-def _elements(case: Case) -> int:
-    """The output's element count: the unit of a ceiling's elements per second."""
-    return int(np.prod(case.output[1], dtype=np.int64))
+                           "noise: the larger in-cache call was not slower than the smaller one", self.work_unit)
+        return Ceiling(shapes, per_element, self.bytes_per_element, min(larger.timed, smaller.timed),
+                       unit=self.work_unit)
 
 
 def sanitizer_costs(ops: list, sizes: list, quick: bool) -> list:

@@ -2,6 +2,7 @@
 import os
 import sys
 
+import numpy as np
 import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "bench"))
@@ -89,7 +90,7 @@ def test_the_headline_lists_each_large_case_with_a_mark_and_its_percent():
 def test_the_roofline_table_shows_the_ceiling_and_why_one_is_missing():
     table = roofline_table([large_result(7.0, 12.0, 7.5), large_result(6.0, 12.0, None)])
     measured = table[2].split(" | ")
-    assert measured[6:13] == ["16x4096 vs 8x4096", "100", "0.625", "7.50", "compute", "7.50", "93%"]
+    assert measured[6:13] == ["16x4096 vs 8x4096", "100", "0.625 elem", "7.50", "compute", "7.50", "93%"]
     assert "| — | — | — ¹ | unknown" in table[3] and table[-1].startswith("¹ no compute ceiling") and "no in-cache form" in table[-1]
 
 
@@ -143,6 +144,30 @@ def test_the_in_cache_shapes_keep_the_inner_layout():
     assert softmax.in_cache(large, 4).params["shape"] == (1, 16, 4, 512)
     ctc = BY_NAME["CtcLossBackward"]
     assert ctc.in_cache is None and ctc.in_cache_why_not
+
+
+def test_the_ctc_forward_ceiling_counts_lattice_cells_on_a_cut_with_the_large_cases_values():
+    # CtcLoss's work is L·(2S+1) alpha cells per batch item, whatever C: its ceiling is a cut of a
+    # quarter of T and S at full length, on 64 of the large case's 5000 classes, and counts cells.
+    forward = BY_NAME["CtcLoss"]
+    large = next(s for s in forward.sizes if s.large)
+    case = forward.build(large, nn.ACL_FLOAT)
+    lengths = zip(case.attrs["inputLengths"], case.attrs["targetLengths"])
+    assert forward.work(case) == sum(L * (2 * S + 1) for L, S in lengths) < case.output[1][0] * case.output[1][1] * case.output[1][2]
+    assert forward.work_unit == "cell" and BY_NAME["LogSigmoid"].work_unit == "elem"
+    cut = forward.in_cache(large, 4)
+    assert cut.shape == "T100 N4 C64 S50"
+    small = forward.build(cut, nn.ACL_FLOAT)
+    assert small.inputs["logProbs"].shape == (100, 4, 64)
+    assert small.attrs["inputLengths"] == [100] * 4 and small.attrs["targetLengths"] == [50] * 4
+    assert forward.work(small) == 4 * 100 * 101
+    targets = next(small.inputs["targets"].blocks())
+    assert ((targets >= 1) & (targets < 64)).all() and (targets[:, 1:] != targets[:, :-1]).all()
+    # The values a cell reads are distributed as the large case's (log-softmaxes over 5000 classes,
+    # median about -11.5), not as those of a case of 64 classes (about -7.4).
+    large_rows = case.inputs["logProbs"].make_block(0, 0, 64)
+    cut_rows = small.inputs["logProbs"].make_block(0, 0, 64)
+    assert abs(np.median(cut_rows) - np.median(large_rows)) < 0.5 and np.median(cut_rows) < -np.log(5000)
 
 
 @pytest.mark.parametrize("threads", [1, 2])
