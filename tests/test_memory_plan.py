@@ -194,6 +194,26 @@ def test_the_variable_forces_choices_at_first_use():
     assert "'measured'" not in everything.stdout, everything.stdout  # nothing left to measure
 
 
+@pytest.mark.parametrize("spec,alternatives", [
+    ("prefetch=768", {"prefetch 768 nta", "prefetch 768 t1", "prefetch 768 t0"}),
+    ("prefetch=1024", {"prefetch 1024 nta", "prefetch 1024 t1", "prefetch 1024 t0"}),
+    ("hint=t1", {"prefetch none", "prefetch 256 t1", "prefetch 512 t1", "prefetch 1024 t1"}),
+])
+def test_what_the_variable_leaves_open_is_measured_over_every_alternative(spec, alternatives):
+    # A forced distance off the measured grid (768) once left the hint at its default unmeasured,
+    # while the plan said "measured".
+    code = "import json; from aclnn_api import _kernels; print(json.dumps(_kernels.memory_plan()))"
+    done = run_python(code, spec)
+    assert done.returncode == 0, done.stderr
+    plan = json.loads(done.stdout)
+    if plan["fallback"]:
+        pytest.skip("the measurement was discarded: " + plan["fallback"])
+    measured = {name.split(", ", 1)[1] for name in plan["timings_gbps"] if name.startswith("prefetch: ")}
+    assert measured == alternatives
+    forced, left = spec.split("=")[0], "hint" if spec.startswith("prefetch") else "prefetch"
+    assert plan["source"][forced] == "environment" and plan["source"][left] == "measured"
+
+
 def test_a_bad_variable_fails_every_use_naming_the_entry_and_npuemu_says_so():
     code = ("from aclnn_api import _kernels\n"
             "for _ in range(2):\n"
