@@ -301,7 +301,7 @@ std::optional<Alternative> measure_grid(const char* stage, const Buffers& buffer
 // forced, the hint once stayed the default nta unmeasured, 2.5x slower here than t0).
 std::vector<Alternative> prefetch_grid(const MemoryPlan& plan, const bool* forced) {
   const std::vector<int64_t> distances = forced[kPrefetch] ? std::vector<int64_t>{plan.prefetch}
-                                                           : std::vector<int64_t>{0, 256, 512, 1024};
+                                                           : std::vector<int64_t>{0, 256, 512, 1024, 2048};
   const std::vector<int> hints = forced[kHint] ? std::vector<int>{plan.hint} : std::vector<int>{0, 2, 3};
   std::vector<Alternative> grid = {{"", plan.streaming, plan.prefetch, plan.hint}};
   for (int64_t d : distances)
