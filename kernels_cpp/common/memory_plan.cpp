@@ -295,14 +295,17 @@ std::optional<Alternative> measure_grid(const char* stage, const Buffers& buffer
   return grid[pick(rate)];
 }
 
-// The prefetch alternatives: none, and each distance with each hint (t2 left out: on the CPUs
-// this was written for it behaves as t1), the default first; a forced distance or hint is the
-// only one of its kind (a forced distance off the grid still has its hint measured: with 768
-// forced, the hint once stayed the default nta unmeasured, 2.5x slower here than t0).
+// The prefetch alternatives: none, and each distance with each hint, the default first; a forced
+// distance or hint is the only one of its kind (a forced distance off the grid still has its hint
+// measured: with 768 forced, the hint once stayed the default nta unmeasured, 2.5x slower here
+// than t0). The hints are nta and t0: t1 and t2 fill L2 but not L1 on Intel, where the kernels
+// ran 5-10% slower with t1 than with t0 (4096x4096 FLOAT, 2048 bytes ahead, on the Xeon) while
+// the probe could not tell them apart and chose t1 in 5 processes of 12; AMD's Zen optimisation
+// guide describes t0, t1 and t2 alike (not measured here).
 std::vector<Alternative> prefetch_grid(const MemoryPlan& plan, const bool* forced) {
   const std::vector<int64_t> distances = forced[kPrefetch] ? std::vector<int64_t>{plan.prefetch}
                                                            : std::vector<int64_t>{0, 256, 512, 1024, 2048};
-  const std::vector<int> hints = forced[kHint] ? std::vector<int>{plan.hint} : std::vector<int>{0, 2, 3};
+  const std::vector<int> hints = forced[kHint] ? std::vector<int>{plan.hint} : std::vector<int>{0, 3};
   std::vector<Alternative> grid = {{"", plan.streaming, plan.prefetch, plan.hint}};
   for (int64_t d : distances)
     for (int hint : hints) {
