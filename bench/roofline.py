@@ -28,12 +28,18 @@ from timing import cache_levels
 # runtime's own data between calls and keeps the cache's associativity from evicting our lines (on
 # this machine, 768 KiB of a 2 MiB L2 ran at the in-cache rate, 1.5 MiB already 50% slower).
 L2_SHARE = 0.5
+# The share a cut may take when half an L2 would leave its smaller call on fewer threads than the
+# row's (BCE-with-logits FLOAT with weight and posWeight, 2 threads, on a 1 MiB L2: 4 rows of 4096
+# are one grain). On the AMD EPYC (Zen 5, 1 MiB L2) the ceilings measured at 0.7 of an L2 were up
+# to about 5% below those at 0.5 (BCE FLOAT16, 1 thread: 2.25-2.30 against 2.36-2.48 Gelem/s):
+# a lower ceiling, so a row judged against it looks closer to its roof, not farther.
+L2_SHARE_STRETCHED = 0.75
 # Seconds of back-to-back calls per turn of an in-cache call: tens of calls, so the first one
 # (which reloads what the previous contender evicted) does not move the median.
 IN_CACHE_BURST = 0.003
 # Elements per thread below which the kernels use fewer threads (kGrain of kernels_cpp/common/
-# elementwise.h, also the softmax's): a smaller call under threads x this would not use the row's
-# thread count, and the difference of the two calls would not be the row's per-element cost.
+# elementwise.h, also the softmax's and BCE's and KlDiv's): a smaller call that the kernels would
+# give fewer than the row's threads would not time the row's per-element cost.
 KERNEL_GRAIN = _kernels.ELEMENTWISE_GRAIN
 DEFAULT_L2 = 1 << 20    # when the system does not say (e.g. no /sys): a size most x86 cores exceed
 
@@ -45,20 +51,26 @@ def l2_bytes(root: str = "/sys/devices/system/cpu/cpu0/cache") -> Optional[int]:
     return max(sizes) if sizes else None
 
 
-def in_cache_units(unit_bytes: int, threads: int, l2: int) -> Optional[tuple[int, int]]:
+def in_cache_units(unit_bytes: int, threads: int, l2: int, share: float = L2_SHARE) -> Optional[tuple[int, int]]:
     """(larger, smaller) counts of the operator's in-cache unit (a row of its inner layout) for the
-    two calls, or None when two units per thread do not fit in L2_SHARE of an L2.
+    two calls, or None when two units per thread do not fit in `share` of an L2.
 
     Each thread gets a power of two of units at the larger size and half as many at the smaller:
     the kernels hand out blocks of a power of two of rows, so both sizes share evenly between the
     threads and the difference of the two calls is not the cost of one thread finishing late."""
-    budget = int(l2 * L2_SHARE)
+    budget = int(l2 * share)
     if unit_bytes <= 0 or 2 * unit_bytes > budget:
         return None
     per_thread = 2
     while 2 * per_thread * unit_bytes <= budget:
         per_thread *= 2
     return threads * per_thread, threads * per_thread // 2
+
+
+def kernel_participants(elements: int, threads: int) -> int:
+    """How many of `threads` the kernels put to work on `elements`: one per started grain, as
+    every kernel counts them (min(threads, ceil(elements / kGrain)))."""
+    return max(1, min(threads, -(-elements // KERNEL_GRAIN)))
 
 
 def seconds_per_element(larger_s: float, smaller_s: float, larger_elements: int,

@@ -287,15 +287,18 @@ class InCacheProbe:
             return (), op.in_cache_why_not or "no in-cache form of %s" % op.name
         l2 = roofline.default_l2()
         unit_bytes = op.build(op.in_cache(size, 1), dtype).bytes_moved
-        units = roofline.in_cache_units(unit_bytes, threads, l2)
-        if units is None:
-            return (), "one row (%d bytes) per thread does not fit twice in half an L2 of %d bytes" % (unit_bytes, l2)
-        sizes = tuple(op.in_cache(size, n) for n in units)
-        smallest = output_elements(op.build(sizes[1], dtype))
-        if smallest < threads * roofline.KERNEL_GRAIN:
-            return (), "the smaller in-cache call (%s, %d elements) would not use %d threads" % (
+        why_not = "one row (%d bytes) per thread does not fit twice in half an L2 of %d bytes" % (unit_bytes, l2)
+        for share in (roofline.L2_SHARE, roofline.L2_SHARE_STRETCHED):
+            units = roofline.in_cache_units(unit_bytes, threads, l2, share)
+            if units is None:
+                break
+            sizes = tuple(op.in_cache(size, n) for n in units)
+            smallest = output_elements(op.build(sizes[1], dtype))
+            if roofline.kernel_participants(smallest, threads) == threads:
+                return sizes, ""
+            why_not = "the smaller in-cache call (%s, %d elements) would not use %d threads" % (
                 sizes[1].shape, smallest, threads)
-        return sizes, ""
+        return (), why_not
 
     @property
     def ready(self) -> bool:

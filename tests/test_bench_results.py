@@ -44,7 +44,7 @@ def test_the_committed_results_have_a_section_per_cpu_with_its_commit():
 import aclnn_api as nn  # noqa: E402
 from aclnn_api import _kernels  # noqa: E402
 from report import Result, render, roofline_headline, roofline_table  # noqa: E402
-from roofline import Ceiling, in_cache_units, l2_bytes, not_measured, seconds_per_element  # noqa: E402
+from roofline import Ceiling, in_cache_units, kernel_participants, l2_bytes, not_measured, seconds_per_element  # noqa: E402
 from cases import BY_NAME, Size  # noqa: E402
 
 LARGE = Size("large", "4096x4096", {"shape": (4096, 4096)})
@@ -117,6 +117,14 @@ def test_the_in_cache_sizes_fit_half_an_l2_per_thread_in_powers_of_two():
     for unit in (1000, 24 << 10, 97 << 10, 250 << 10):
         larger, smaller = in_cache_units(unit, 2, l2)
         assert larger == 2 * smaller and larger * unit <= 2 * l2 // 2 and (larger // 2) & (larger // 2 - 1) == 0
+
+
+def test_an_in_cache_call_uses_as_many_threads_as_the_kernels_give_it():
+    grain = _kernels.ELEMENTWISE_GRAIN
+    assert kernel_participants(grain // 2, 1) == 1      # one thread computes any size
+    assert kernel_participants(grain, 2) == 1            # one grain: one thread
+    assert kernel_participants(grain + 1, 2) == 2        # a started second grain: two
+    assert kernel_participants(100 * grain, 2) == 2
 
 
 def test_the_per_element_cost_is_the_difference_of_the_two_calls():

@@ -271,3 +271,19 @@ def test_describe_plan_reads_the_plan_it_is_given():
     assert text.startswith("memory plan streaming=off,threshold=3M,prefetch=192,hint=t1,block=6400 (")
     assert "measured in 2.5 ms: prefetch, hint" in text and "forced by set_memory_plan: streaming" in text
     assert "forced by NPUEMU_MEMORY_PLAN: block" in text and "LLC 32M reported, 8M counted" in text
+
+
+def test_the_planner_keeps_the_furthest_of_the_alternatives_it_cannot_tell_apart():
+    pick = _kernels.pick_memory_alternative
+    grid = [(512, "nta"), (0, "nta"), (256, "nta"), (2048, "nta"), (2048, "t0")]
+    # AMD EPYC (Zen 5): none, 256 and 2048 bytes ahead timed alike; 2048 t0 is kept, whichever was fastest.
+    assert pick(grid, [37.0, 45.5, 44.0, 44.2, 44.0]) == 4
+    assert pick(grid, [37.0, 44.0, 46.0, 45.0, 44.5]) == 4
+    # A clear winner stays the winner.
+    assert pick(grid, [37.0, 52.0, 44.0, 44.2, 44.0]) == 1
+    # Nothing beats the default by 5%: the default stays, however far the others reach.
+    assert pick(grid, [44.0, 45.0, 44.0, 45.5, 45.5]) == 0
+    # The store stage: two alternatives of the same reach, the faster kept.
+    assert pick([(2048, "t0"), (2048, "t0")], [28.0, 42.0]) == 1
+    with pytest.raises(ValueError, match="one rate per alternative"):
+        pick(grid, [1.0])

@@ -238,8 +238,9 @@ double time_pass(const Buffers& b, const Alternative& a) {
   return seconds > 0 ? kProbeOperands * b.bytes / seconds / 1e9 : 0.0;
 }
 
-constexpr int kRounds = 3;        // passes of each alternative, interleaved; the median counts
+constexpr int kRounds = 5;        // passes of each alternative, interleaved; the median counts
 constexpr double kMargin = 1.05;  // an alternative replaces the default only if this much faster
+constexpr double kTie = 1.04;     // alternatives this close to the fastest are alike to the probe
 constexpr double kSaneLow = 0.2, kSaneHigh = 2000;  // GB/s: outside this, a timing is broken
 
 // Median GB/s of each alternative, the alternatives interleaved round by round (noise from other
@@ -256,12 +257,24 @@ std::vector<double> medians(const Buffers& b, const std::vector<Alternative>& al
   return result;
 }
 
-// The fastest alternative, if it beats alternatives[0] (the default) by kMargin; else the default.
-size_t pick(const std::vector<double>& rate) {
-  size_t best = 0;
+// The alternative to keep. Among the alternatives within kTie of the fastest (the probe cannot
+// tell them apart), the one that prefetches furthest, then into more caches (t0 before nta); it
+// replaces alternatives[0] (the default) only if it beats it by kMargin. Why the furthest: the
+// probe has little arithmetic per element, and kernels with more (BCE-with-logits forward and
+// backward, 4-5 streams) gain from a distance the probe does not: on the AMD EPYC (Zen 5) the probe
+// timed none, 256 and 2048 bytes ahead alike (44-46 GB/s) and chose among them by noise, while
+// BCE-with-logits 4096x4096 FLOAT ran 12-15% faster with 2048 than with none or 256, and the
+// kernels with one or two inputs lost 5-10% at most; on the Intel Xeon 2048 t0 was already the
+// usual choice and the best for those kernels.
+size_t pick(const std::vector<Alternative>& grid, const std::vector<double>& rate) {
+  size_t fastest = 0;
   for (size_t a = 1; a < rate.size(); ++a)
-    if (rate[a] > rate[best]) best = a;
-  return rate[best] > rate[0] * kMargin ? best : 0;
+    if (rate[a] > rate[fastest]) fastest = a;
+  size_t chosen = fastest;
+  const auto reach = [&](size_t a) { return std::make_pair(grid[a].prefetch, grid[a].hint); };
+  for (size_t a = 0; a < rate.size(); ++a)
+    if (rate[a] * kTie >= rate[fastest] && reach(a) > reach(chosen)) chosen = a;
+  return rate[chosen] > rate[0] * kMargin ? chosen : 0;
 }
 
 bool sane(const std::vector<double>& rate) {
@@ -292,7 +305,7 @@ std::optional<Alternative> measure_grid(const char* stage, const Buffers& buffer
     report.fallback = "a timing out of [0.2, 2000] GB/s";
     return std::nullopt;
   }
-  return grid[pick(rate)];
+  return grid[pick(grid, rate)];
 }
 
 // The prefetch alternatives: none, and each distance with each hint, the default first; a forced
@@ -449,6 +462,20 @@ void bind(py::module_& m) {
   m.def("set_memory_plan", &set_plan, py::kw_only(), py::arg("streaming") = py::none(), py::arg("threshold") = py::none(),
         py::arg("prefetch") = py::none(), py::arg("hint") = py::none(), py::arg("block") = py::none(),
         "Forces choices of the memory plan (checked as NPUEMU_MEMORY_PLAN's); returns the plan");
+  m.def("pick_memory_alternative",
+        [](const std::vector<std::pair<int64_t, std::string>>& prefetches, const std::vector<double>& rates) {
+          if (prefetches.size() != rates.size() || rates.empty())
+            throw std::invalid_argument("expected one rate per alternative, at least one");
+          std::vector<Alternative> grid;
+          for (const auto& [distance, hint] : prefetches) {
+            const auto* found = std::find(kHints, kHints + 4, hint);
+            if (found == kHints + 4) throw std::invalid_argument("hint: expected nta, t2, t1 or t0, found " + hint);
+            grid.push_back({"", true, distance, static_cast<int>(found - kHints)});
+          }
+          return pick(grid, rates);
+        },
+        py::arg("prefetches"), py::arg("rates"),
+        "The index the planner keeps among (distance, hint) alternatives timed at `rates` GB/s, the default first");
   m.def("parse_memory_plan", &parse_for_python, py::arg("spec"),
         "The choices a NPUEMU_MEMORY_PLAN value sets (ValueError naming a bad entry)");
 }
