@@ -30,10 +30,10 @@ from timing import cache_levels
 L2_SHARE = 0.5
 # The share a cut may take when half an L2 would leave its smaller call on fewer threads than the
 # row's (BCE-with-logits FLOAT with weight and posWeight, 2 threads, on a 1 MiB L2: 4 rows of 4096
-# are one grain). On the AMD EPYC (Zen 5, 1 MiB L2) the ceilings measured at 0.7 of an L2 were up
+# are one grain). On the AMD EPYC (Zen 5, 1 MiB L2) the ceilings measured with this share were up
 # to about 5% below those at 0.5 (BCE FLOAT16, 1 thread: 2.25-2.30 against 2.36-2.48 Gelem/s):
 # a lower ceiling, so a row judged against it looks closer to its roof, not farther.
-L2_SHARE_STRETCHED = 0.75
+L2_SHARE_STRETCHED = 0.7
 # Seconds of back-to-back calls per turn of an in-cache call: tens of calls, so the first one
 # (which reloads what the previous contender evicted) does not move the median.
 IN_CACHE_BURST = 0.003

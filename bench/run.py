@@ -281,11 +281,12 @@ class InCacheProbe:
             self.calls[label] = (InCache(call, roofline.IN_CACHE_BURST), runner.op.work(sub.case))
 
     @staticmethod
-    def plan(op: Operator, size: Size, dtype: int, threads: int) -> tuple[tuple, str]:
-        """((larger, smaller) in-cache Sizes, '') or ((), why there are none)."""
+    def plan(op: Operator, size: Size, dtype: int, threads: int, l2: Optional[int] = None) -> tuple[tuple, str]:
+        """((larger, smaller) in-cache Sizes, '') or ((), why there are none), for this machine's L2
+        or the `l2` bytes given."""
         if op.in_cache is None:
             return (), op.in_cache_why_not or "no in-cache form of %s" % op.name
-        l2 = roofline.default_l2()
+        l2 = l2 or roofline.default_l2()
         unit_bytes = op.build(op.in_cache(size, 1), dtype).bytes_moved
         why_not = "one row (%d bytes) per thread does not fit twice in half an L2 of %d bytes" % (unit_bytes, l2)
         for share in (roofline.L2_SHARE, roofline.L2_SHARE_STRETCHED):

@@ -127,6 +127,19 @@ def test_an_in_cache_call_uses_as_many_threads_as_the_kernels_give_it():
     assert kernel_participants(100 * grain, 2) == 2
 
 
+def test_a_cut_that_half_an_l2_leaves_on_one_thread_may_take_more_of_it():
+    # BCE-with-logits FLOAT with weight and posWeight, 2 threads: on a 1 MiB L2 (AMD EPYC, Zen 5) half of
+    # it gives 8 and 4 rows of 4096, and 4 rows are a single grain; 70% of it gives 16 and 8.
+    from run import InCacheProbe
+    bce = BY_NAME["BinaryCrossEntropyWithLogits"]
+    sizes, why_not = InCacheProbe.plan(bce, LARGE, nn.ACL_FLOAT, 2, l2=1 << 20)
+    assert not why_not and [s.params["shape"] for s in sizes] == [(16, 4096), (8, 4096)]
+    sizes, why_not = InCacheProbe.plan(bce, LARGE, nn.ACL_FLOAT, 1, l2=1 << 20)    # one thread: half an L2
+    assert not why_not and [s.params["shape"] for s in sizes] == [(4, 4096), (2, 4096)]
+    sizes, why_not = InCacheProbe.plan(bce, LARGE, nn.ACL_FLOAT, 2, l2=2 << 20)    # a 2 MiB L2: half of it
+    assert not why_not and [s.params["shape"] for s in sizes] == [(16, 4096), (8, 4096)]
+
+
 def test_the_per_element_cost_is_the_difference_of_the_two_calls():
     assert abs(seconds_per_element(125e-6, 75e-6, 65536, 32768) - 50e-6 / 32768) < 1e-18
     assert seconds_per_element(70e-6, 75e-6, 65536, 32768) is None   # noise: the larger was not slower
