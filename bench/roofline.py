@@ -29,11 +29,14 @@ from timing import cache_levels
 # this machine, 768 KiB of a 2 MiB L2 ran at the in-cache rate, 1.5 MiB already 50% slower).
 L2_SHARE = 0.5
 # The share a cut may take when half an L2 would leave its smaller call on fewer threads than the
-# row's (BCE-with-logits FLOAT with weight and posWeight, 2 threads, on a 1 MiB L2: 4 rows of 4096
-# are one grain). On the AMD EPYC (Zen 5, 1 MiB L2) the ceilings measured with this share were up
-# to about 5% below those at 0.5 (BCE FLOAT16, 1 thread: 2.25-2.30 against 2.36-2.48 Gelem/s):
-# a lower ceiling, so a row judged against it looks closer to its roof, not farther.
-L2_SHARE_STRETCHED = 0.7
+# row's (BCE-with-logits FLOAT with weight and posWeight, forward and backward, 2 threads, on a 1 MiB
+# L2: 4 rows of 4096 are one grain). The cuts this admits there hold up to about 660 KiB per thread
+# (8 rows of the backward's five FLOAT streams and the shared posWeight; at 0.7 the backward, whose
+# unit is counted with posWeight, got no ceiling). On the AMD EPYC (Zen 5, 1 MiB L2) ceilings
+# measured on such cuts were up to about 5% below those at 0.5 (BCE FLOAT16, 1 thread, 16 rows of
+# 40 KiB: 2.25-2.30 against 2.36-2.48 Gelem/s): a lower ceiling, so a row judged against it looks
+# closer to its roof, not farther.
+L2_SHARE_STRETCHED = 0.75
 # Seconds of back-to-back calls per turn of an in-cache call: tens of calls, so the first one
 # (which reloads what the previous contender evicted) does not move the median.
 IN_CACHE_BURST = 0.003
