@@ -37,6 +37,13 @@ L2_SHARE = 0.5
 # 40 KiB: 2.25-2.30 against 2.36-2.48 Gelem/s): a lower ceiling, so a row judged against it looks
 # closer to its roof, not farther.
 L2_SHARE_STRETCHED = 0.75
+# The units per thread the larger cut should hold, where the stretched share allows: half of a 2 MiB
+# L2 (the Intel Xeon) gives every operator's cut at least this many, and a 1 MiB L2 (the AMD EPYC)
+# should not measure on smaller cuts where three quarters of it hold these. It matters for CtcLoss,
+# whose ceiling reads higher the fewer batch items a cut has (AMD EPYC, FLOAT, one thread: 11.5-12.2
+# GB/s-equivalent with 4 and 2 items, 10.5-10.8 with 8 and 4; bench/README.md); ScaledMaskedSoftmax
+# and BCE-with-logits FLOAT measured the same with 4 and 2 rows as with 8 and 4.
+UNITS_PER_THREAD = 8
 # Seconds of back-to-back calls per turn of an in-cache call: tens of calls, so the first one
 # (which reloads what the previous contender evicted) does not move the median.
 IN_CACHE_BURST = 0.003

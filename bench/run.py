@@ -289,17 +289,21 @@ class InCacheProbe:
         l2 = l2 or roofline.default_l2()
         unit_bytes = op.build(op.in_cache(size, 1), dtype).bytes_moved
         why_not = "one row (%d bytes) per thread does not fit twice in half an L2 of %d bytes" % (unit_bytes, l2)
+        chosen: tuple = ()
         for share in (roofline.L2_SHARE, roofline.L2_SHARE_STRETCHED):
             units = roofline.in_cache_units(unit_bytes, threads, l2, share)
             if units is None:
                 break
             sizes = tuple(op.in_cache(size, n) for n in units)
             smallest = output_elements(op.build(sizes[1], dtype))
-            if roofline.kernel_participants(smallest, threads) == threads:
-                return sizes, ""
-            why_not = "the smaller in-cache call (%s, %d elements) would not use %d threads" % (
-                sizes[1].shape, smallest, threads)
-        return (), why_not
+            if roofline.kernel_participants(smallest, threads) < threads:
+                why_not = "the smaller in-cache call (%s, %d elements) would not use %d threads" % (
+                    sizes[1].shape, smallest, threads)
+                continue
+            chosen = sizes
+            if units[0] // threads >= roofline.UNITS_PER_THREAD:
+                break
+        return (chosen, "") if chosen else ((), why_not)
 
     @property
     def ready(self) -> bool:

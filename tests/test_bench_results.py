@@ -136,10 +136,25 @@ def test_a_cut_that_half_an_l2_leaves_on_one_thread_may_take_more_of_it():
     for op in (bce, BY_NAME["BinaryCrossEntropyWithLogitsBackward"]):
         sizes, why_not = InCacheProbe.plan(op, LARGE, nn.ACL_FLOAT, 2, l2=1 << 20)
         assert not why_not and [s.params["shape"] for s in sizes] == [(16, 4096), (8, 4096)], op.name
-    sizes, why_not = InCacheProbe.plan(bce, LARGE, nn.ACL_FLOAT, 1, l2=1 << 20)    # one thread: half an L2
-    assert not why_not and [s.params["shape"] for s in sizes] == [(4, 4096), (2, 4096)]
     sizes, why_not = InCacheProbe.plan(bce, LARGE, nn.ACL_FLOAT, 2, l2=2 << 20)    # a 2 MiB L2: half of it
     assert not why_not and [s.params["shape"] for s in sizes] == [(16, 4096), (8, 4096)]
+
+
+def test_a_cut_holds_eight_units_per_thread_where_three_quarters_of_an_l2_allow():
+    from run import InCacheProbe
+    ctc = BY_NAME["CtcLoss"]
+    large = next(s for s in ctc.sizes if s.large)
+    for l2 in (1 << 20, 2 << 20):    # the AMD EPYC's L2 (half of it: 4 and 2 items) and the Intel Xeon's
+        sizes, why_not = InCacheProbe.plan(ctc, large, nn.ACL_FLOAT, 1, l2=l2)
+        assert not why_not and [s.shape for s in sizes] == ["T100 N8 C64 S50", "T100 N4 C64 S50"], l2
+    bce = BY_NAME["BinaryCrossEntropyWithLogits"]
+    sizes, _ = InCacheProbe.plan(bce, LARGE, nn.ACL_FLOAT, 1, l2=1 << 20)
+    assert [s.params["shape"] for s in sizes] == [(8, 4096), (4, 4096)]
+    # Where three quarters do not hold eight (ScaledMaskedSoftmaxBackward FLOAT, 2x8x1024x1024), half an L2.
+    sms = BY_NAME["ScaledMaskedSoftmaxBackward"]
+    big = next(s for s in sms.sizes if s.shape == "2x8x1024x1024")
+    sizes, _ = InCacheProbe.plan(sms, big, nn.ACL_FLOAT, 1, l2=1 << 20)
+    assert [s.shape for s in sizes] == ["1x8x4x1024", "1x8x2x1024"]
 
 
 def test_the_per_element_cost_is_the_difference_of_the_two_calls():
