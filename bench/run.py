@@ -65,19 +65,30 @@ def load_torch(disabled: bool):
     return torch
 
 
+def cpu_fields(cpuinfo: str) -> dict:
+    """The first processor's fields of /proc/cpuinfo text, by name ('model name', 'cpu family', ...)."""
+    fields: dict = {}
+    for line in cpuinfo.splitlines():
+        if not line.strip():
+            break  # the end of the first processor
+        name, _, value = line.partition(":")
+        fields.setdefault(name.strip(), value.strip())
+    return fields
+
+
 def machine_info(torch) -> dict:
-    model = "unknown"
     with open("/proc/cpuinfo") as cpuinfo:
-        for line in cpuinfo:
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
+        cpu = cpu_fields(cpuinfo.read())
+    model = cpu.get("model name", "unknown")
     memory = "unknown"
     with open("/proc/meminfo") as meminfo:
         for line in meminfo:
             if line.startswith("MemTotal"):
                 memory = "%.1f GiB" % (int(line.split()[1]) / (1 << 20))
     return {"date": datetime.datetime.now().strftime("%Y-%m-%d %H:%M"), "CPU": model,
+            # VMs name different generations alike ("AMD EPYC" for Zen 4 and Zen 5): these tell them apart
+            "CPU family, model, stepping": ", ".join(cpu.get(k, "?") for k in ("cpu family", "model", "stepping")),
+            "L2 per core (sizes the in-cache cuts)": "%d KiB" % (roofline.default_l2() >> 10),
             "cores": os.cpu_count(), "memory": memory,
             "PyTorch": torch.__version__ if torch else "not installed",
             "NumPy": np.__version__, "Python": platform.python_version(),

@@ -222,3 +222,11 @@ def test_a_power_of_two_of_softmax_rows_shares_evenly_between_the_threads(thread
         blocks = -(-rows // block)
         if rows >= 4 * threads and rows * cols >= threads * (1 << 13):
             assert blocks % threads == 0, (rows, block)
+
+
+def test_the_machine_table_names_the_cpu_generation():
+    from run import cpu_fields
+    text = ("processor\t: 0\nvendor_id\t: AuthenticAMD\ncpu family\t: 26\nmodel\t\t: 2\nmodel name\t: AMD EPYC\n"
+            "stepping\t: 1\n\nprocessor\t: 1\ncpu family\t: 99\n")
+    fields = cpu_fields(text)
+    assert fields["model name"] == "AMD EPYC" and (fields["cpu family"], fields["model"], fields["stepping"]) == ("26", "2", "1")
