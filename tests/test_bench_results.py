@@ -46,6 +46,7 @@ from aclnn_api import _kernels  # noqa: E402
 from report import Result, render, roofline_headline, roofline_table  # noqa: E402
 from roofline import Ceiling, in_cache_units, kernel_participants, l2_bytes, not_measured, seconds_per_element  # noqa: E402
 from cases import BY_NAME, Size  # noqa: E402
+from run import InCacheProbe, cpu_fields  # noqa: E402
 
 LARGE = Size("large", "4096x4096", {"shape": (4096, 4096)})
 ELEMENTS = 4096 * 4096
@@ -131,7 +132,6 @@ def test_a_cut_that_half_an_l2_leaves_on_one_thread_may_take_more_of_it():
     # BCE-with-logits FLOAT with weight and posWeight, 2 threads: on a 1 MiB L2 (AMD EPYC, Zen 5) half of
     # it gives 8 and 4 rows of 4096, and 4 rows are a single grain; three quarters of it give 16 and 8,
     # to the forward and to the backward (five FLOAT streams).
-    from run import InCacheProbe
     bce = BY_NAME["BinaryCrossEntropyWithLogits"]
     for op in (bce, BY_NAME["BinaryCrossEntropyWithLogitsBackward"]):
         sizes, why_not = InCacheProbe.plan(op, LARGE, nn.ACL_FLOAT, 2, l2=1 << 20)
@@ -141,7 +141,6 @@ def test_a_cut_that_half_an_l2_leaves_on_one_thread_may_take_more_of_it():
 
 
 def test_a_cut_holds_eight_units_per_thread_where_three_quarters_of_an_l2_allow():
-    from run import InCacheProbe
     ctc = BY_NAME["CtcLoss"]
     large = next(s for s in ctc.sizes if s.large)
     for l2 in (1 << 20, 2 << 20):    # the AMD EPYC's L2 (half of it: 4 and 2 items) and the Intel Xeon's
@@ -225,7 +224,6 @@ def test_a_power_of_two_of_softmax_rows_shares_evenly_between_the_threads(thread
 
 
 def test_the_machine_table_names_the_cpu_generation():
-    from run import cpu_fields
     text = ("processor\t: 0\nvendor_id\t: AuthenticAMD\ncpu family\t: 26\nmodel\t\t: 2\nmodel name\t: AMD EPYC\n"
             "stepping\t: 1\n\nprocessor\t: 1\ncpu family\t: 99\n")
     fields = cpu_fields(text)
