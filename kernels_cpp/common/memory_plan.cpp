@@ -28,6 +28,12 @@ enum Choice { kStreaming, kThreshold, kPrefetch, kHint, kBlock, kChoices };
 const char* const kNames[kChoices] = {"streaming", "threshold", "prefetch", "hint", "block"};
 const char* const kHints[4] = {"nta", "t2", "t1", "t0"};  // by locality
 
+// The index of a hint's name in kHints (its __builtin_prefetch locality), or -1 for another name.
+int hint_named(const std::string& name) {
+  const auto* found = std::find(kHints, kHints + 4, name);
+  return found == kHints + 4 ? -1 : static_cast<int>(found - kHints);
+}
+
 // ---- the plan in force: plain atomics, read by every kernel call without a lock ----
 // (A reader may see one field of a plan being replaced and another of the old one: harmless, as
 // no choice changes a result.)
@@ -102,9 +108,8 @@ Choice apply_entry(const std::string& entry, MemoryPlan& plan) {
     return kPrefetch;
   }
   if (name == "hint") {
-    const auto* found = std::find(kHints, kHints + 4, value);
-    if (found == kHints + 4) bad_entry(entry, "hint=nta, hint=t0, hint=t1 or hint=t2");
-    plan.hint = static_cast<int>(found - kHints);
+    plan.hint = hint_named(value);
+    if (plan.hint < 0) bad_entry(entry, "hint=nta, hint=t0, hint=t1 or hint=t2");
     return kHint;
   }
   if (name == "block") {
@@ -468,9 +473,9 @@ void bind(py::module_& m) {
             throw std::invalid_argument("expected one rate per alternative, at least one");
           std::vector<Alternative> grid;
           for (const auto& [distance, hint] : prefetches) {
-            const auto* found = std::find(kHints, kHints + 4, hint);
-            if (found == kHints + 4) throw std::invalid_argument("hint: expected nta, t2, t1 or t0, found " + hint);
-            grid.push_back({"", true, distance, static_cast<int>(found - kHints)});
+            const int locality = hint_named(hint);
+            if (locality < 0) throw std::invalid_argument("hint: expected nta, t2, t1 or t0, found " + hint);
+            grid.push_back({"", true, distance, locality});
           }
           return pick(grid, rates);
         },
