@@ -158,9 +158,9 @@ class ForwardRows {
   // ahead of the first few are prefetched, so the fewer blocks the better: with blocks of 128 KiB,
   // 2x8x1024x1024 FLOAT took 20% longer on one thread and 25% on two, on the Intel Xeon, whose
   // hardware prefetchers do not cover a block's first rows). While a row is computed from cache
-  // (pass 2), the dense inputs of the row about kPrefetchBytes of input ahead are prefetched into
-  // L2, and a dense output's previous row is divided and stored (its pass 3): the divisions and
-  // stores interleave with the exponentials instead of coming as a burst of their own (FLOAT, 1
+  // (pass 2), the dense inputs of the row about kPrefetchBytes of input ahead are prefetched
+  // (prefetch()), and a dense output's previous row is divided and stored (its pass 3): the
+  // divisions and stores interleave with the exponentials instead of a burst of their own (FLOAT, 1
   // thread, on the Intel Xeon: 1x8x8x1024 in cache 1.67 -> 2.15 Gelem/s, 8x16x512x512 24.2 -> 21.6
   // ms). Each element's arithmetic is the same either way, and so are the bits. A row is written
   // once the next one has been read (and its own): y may be x itself.
@@ -295,11 +295,14 @@ class ForwardRows {
     p.done = p.body_end;
   }
 
-  // x and the mask of a row ahead, at column j. Always inlined: to GCC a function that only
-  // prefetches has no side effect, so a call to it may be deleted altogether.
+  // x and the mask of a row ahead, at column j, into every cache level (prefetcht0): into L2 only
+  // (prefetcht1) was 10% slower with FLOAT, the same with FLOAT16 and BFLOAT16 (2x8x1024x1024 on
+  // the AMD EPYC, each call after a triad: 2.58-2.74 against 2.91-3.05 ms on two threads, 4.59
+  // against 4.84 ms on one). Always inlined: to GCC a function that only prefetches has no side
+  // effect, so a call to it may be deleted altogether.
   NPUEMU_INLINE static void prefetch(const RowPointers& row, int64_t j) {
-    __builtin_prefetch(row[kX] + j * sizeof(T), 0, 2);
-    __builtin_prefetch(row[kMask] + j, 0, 2);
+    __builtin_prefetch(row[kX] + j * sizeof(T), 0, 3);
+    __builtin_prefetch(row[kMask] + j, 0, 3);
   }
 
   // Pass 3, strided output: y = e / sum into the row buffer, then scattered.
