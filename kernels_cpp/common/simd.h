@@ -110,6 +110,12 @@ struct Avx512 : Lanes<16> {
   NPUEMU_INLINE static F fma(F a, F b, F c) { return __builtin_ia32_vfmaddps512_mask(a, b, c, -1, 4); }
   static constexpr bool kScalef = true;
   NPUEMU_INLINE static F scalef(F p, F n) { return __builtin_ia32_scalefps512_mask(p, n, F{}, -1, 4); }
+  // scalef(p, n) in the lanes where x is not below `bound` (NaN included), +0 in the others, which
+  // are masked off the instruction: whatever it would give there costs nothing.
+  NPUEMU_INLINE static F scalef_unless_below(F p, F n, F x, float bound) {
+    const unsigned short keep = __builtin_ia32_cmpps512_mask(x, splat(bound), 5, (unsigned short)-1, 4);  // 5: NLT_UQ
+    return __builtin_ia32_scalefps512_mask(p, n, F{}, keep, 4);
+  }
   NPUEMU_INLINE static F max(F a, F b) { return __builtin_ia32_maxps512_mask(a, b, F{}, -1, 4); }
   NPUEMU_INLINE static F min(F a, F b) { return __builtin_ia32_minps512_mask(a, b, F{}, -1, 4); }
   // bf16 bits into the high half of each lane, the low half zero: one word permute (measured a few

@@ -106,6 +106,26 @@ NPUEMU_INLINE typename V::F exp_nonpositive(typename V::F x) {
   return V::fma(expm1_reduced<V>(r), scale, scale) * 0x1p-32f;
 }
 
+// exp_nonpositive, with +0 taken directly below -104: there its clamp gives +0 by arithmetic that
+// underflows, and each such lane costs a microcode assist (ScaledMaskedSoftmax rows with 15%
+// masked, whose z - max is about -10000, ran 4x slower). The same bits as exp_nonpositive. With
+// scalef those lanes are masked off the last instruction (6% faster than selecting +0 for them
+// before and after, in the softmax's pass 2 on the AMD EPYC); elsewhere they compute e^0.
+template <class V>
+NPUEMU_INLINE typename V::F exp_nonpositive_or_zero(typename V::F x) {
+  using namespace exp_detail;
+  using F = typename V::F;
+  if constexpr (V::kScalef) {
+    F z, r;
+    const F n = reduce<V>(V::max(V::splat(-104.0f), x), z, r);
+    return V::scalef_unless_below(expm1_reduced<V>(r) + 1.0f, n, x, -104.0f);
+  } else {
+    const typename V::I vanishes = x < -104.0f;
+    const F zero = V::splat(0.0f);
+    return vanishes ? zero : exp_nonpositive<V>(vanishes ? zero : x);
+  }
+}
+
 namespace log_detail {
 constexpr float kLn2Hi = 0x1.62e3p-1f;  // the high bits of ln 2: k·kLn2Hi is exact for |k| < 2^9
 constexpr float kLn2Lo = 0x1.2fefa2p-17f;
