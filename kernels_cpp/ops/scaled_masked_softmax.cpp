@@ -244,12 +244,12 @@ class ForwardRows {
 
   // The loop of a step over the columns: with kPass1, z of x (read as S) and the mask into s.free
   // with the first level of its max (returned, folded); when a row waits for pass 2, e = exp(z -
-  // max) in place with the first level of its sum (folded by the caller); the pending pass 3 goes
-  // a vector a vector, so all end together. The passes go through their rows in order, the lower
-  // half then the upper half, where each column meets its partner of the lower half (from the row
-  // buffer) in the first level: x is read as one stream, which the hardware prefetchers follow
-  // (with each column next to its partner, two threads on the AMD EPYC moved 3-5% less, one 3-4%
-  // more).
+  // max) in place with the first level of its sum (folded by the caller); the pending pass 3 stores
+  // a vector for each vector of the others, so all end together. The passes go through their rows
+  // in order, the lower half then the upper half, where each column meets its partner of the lower
+  // half (from the row buffer) in the first level: x is read as one stream, which the hardware
+  // prefetchers follow (with each column next to its partner, two threads on the AMD EPYC moved
+  // 3-5% less, one 3-4% more).
   template <class V, class S, bool kPass1>
   NPUEMU_INLINE float columns(const S* x, const unsigned char* mask, const RowPointers* far, Stages& s) {
     const int64_t n = l_.cols, half = (n + 1) / 2;
