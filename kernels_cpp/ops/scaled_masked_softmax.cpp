@@ -247,9 +247,9 @@ class ForwardRows {
   // max) in place with the first level of its sum (folded by the caller); the pending pass 3 stores
   // a vector for each vector of the others, so all end together. The passes go through their rows
   // in order, the lower half then the upper half, where each column meets its partner of the lower
-  // half (from the row buffer) in the first level: x is read as one stream, which the hardware
-  // prefetchers follow (with each column next to its partner, two threads on the AMD EPYC moved
-  // 3-5% less, one 3-4% more).
+  // half (from the row buffer) in the first level: x is read as one stream rather than at two
+  // places half a row apart (with each column next to its partner, two threads on the AMD EPYC took
+  // 3-5% longer from memory, one 3-4% less).
   template <class V, class S, bool kPass1>
   NPUEMU_INLINE float columns(const S* x, const unsigned char* mask, const RowPointers* far, Stages& s) {
     const int64_t n = l_.cols, half = (n + 1) / 2;
