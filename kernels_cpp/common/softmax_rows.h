@@ -156,20 +156,14 @@ NPUEMU_TARGET_AVX512 inline __m512 fold_in_registers(const float* level, int64_t
   return fold_vectors<kMax, M>(v);
 }
 
+// Whether a level of n values is a power of two of whole vectors that fold_in_registers takes.
+constexpr bool folds_in_registers(int64_t n) {
+  return n % 16 == 0 && n / 16 <= kRegisterFold && (n / 16 & (n / 16 - 1)) == 0;
+}
+
 template <bool kMax>
 NPUEMU_TARGET_AVX512 inline float fold_avx512(float* level, int64_t n) {
-  __m512 v;
-  for (;; n = (n + 1) / 2) {
-    const int64_t vectors = n / 16;
-    if (n % 16 == 0 && vectors <= kRegisterFold && (vectors & (vectors - 1)) == 0) {
-      v = fold_in_registers<kMax>(level, vectors);
-      n = 16;
-      break;
-    }
-    if (n <= 16) {
-      v = _mm512_maskz_loadu_ps(first_lanes(n), level);
-      break;
-    }
+  for (; n > 16 && !folds_in_registers(n); n = (n + 1) / 2) {
     const int64_t half = (n + 1) / 2, count = n - half;
     int64_t i = 0;
     for (; i + 16 <= count; i += 16)
@@ -179,6 +173,13 @@ NPUEMU_TARGET_AVX512 inline float fold_avx512(float* level, int64_t n) {
       const __m512 lo = _mm512_maskz_loadu_ps(m, level + i), hi = _mm512_maskz_loadu_ps(m, level + half + i);
       _mm512_mask_storeu_ps(level + i, m, fold_step<kMax>(lo, hi));
     }
+  }
+  __m512 v;
+  if (folds_in_registers(n)) {
+    v = fold_in_registers<kMax>(level, n / 16);
+    n = 16;
+  } else {
+    v = _mm512_maskz_loadu_ps(first_lanes(n), level);
   }
   const __m512i lane = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
   for (; n > 1; n = (n + 1) / 2) {
