@@ -223,6 +223,36 @@ def test_a_power_of_two_of_softmax_rows_shares_evenly_between_the_threads(thread
             assert blocks % threads == 0, (rows, block)
 
 
+def equal_speed_shares(blocks: int, threads: int) -> tuple[list, int]:
+    """(blocks each thread runs, runs taken) when threads of one speed take runs of blocks as
+    share_block_runs hands them out (a block takes one unit of time; ties go to the lower thread)."""
+    free = [(0, t) for t in range(threads)]
+    taken, runs, shares = 0, 0, [0] * threads
+    while taken < blocks:
+        free.sort()
+        now, thread = free.pop(0)
+        count = _kernels.block_run_length(blocks - taken, threads)
+        assert 1 <= count <= blocks - taken
+        taken, runs, shares[thread] = taken + count, runs + 1, shares[thread] + count
+        free.append((now + count, thread))
+    return shares, runs
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3, 4])
+def test_runs_of_blocks_shrink_so_that_threads_of_one_speed_end_together(threads):
+    # The softmax kernels prefetch across the blocks of a run, so fewer runs than blocks; the runs
+    # shrink to single blocks at the end, so that the roofline's in-cache calls (powers of two of
+    # blocks) still share evenly between the threads.
+    assert _kernels.block_run_length(7, 1) == 7
+    for blocks in [1, 2, 3, 5, 8, 64, 100, 128, 1000, 4096]:
+        shares, runs = equal_speed_shares(blocks, threads)
+        assert sum(shares) == blocks and max(shares) - min(shares) <= 1, (blocks, shares)
+        if blocks % threads == 0:
+            assert max(shares) == min(shares), (blocks, shares)
+        if threads > 1 and blocks >= 128:
+            assert runs <= blocks // 4, (blocks, runs)
+
+
 def test_the_machine_table_names_the_cpu_generation():
     text = ("processor\t: 0\nvendor_id\t: AuthenticAMD\ncpu family\t: 26\nmodel\t\t: 2\nmodel name\t: AMD EPYC\n"
             "stepping\t: 1\n\nprocessor\t: 1\ncpu family\t: 99\n")

@@ -16,7 +16,8 @@
 //   the widest instructions of the machine (chosen at run time);
 // - any other run is gathered into fp32 blocks, computed by the same code, and scattered back.
 // Every path rounds the same way (simd.h), so the result never depends on the path, the machine or
-// the threads, which take blocks of elements (whole rows) as they come (share_blocks).
+// the threads, which take blocks of elements (whole rows) as they come, in runs of consecutive
+// blocks (share_block_runs): a run's loops prefetch past each block's end into the next one.
 //
 // An output may be the very same tensor as an input (in place): each vector, or each gathered
 // block, is read completely before it is written.
@@ -338,8 +339,9 @@ void run_elementwise(const Op& op, const std::array<const TensorArg*, Op::kInput
   const int64_t block_rows = std::max<int64_t>(1, block_size / inner);
   const int64_t run_blocks = rank == 1 && lanes_ok ? (inner + block_size - 1) / block_size : 0;
   const int64_t blocks = run_blocks ? run_blocks : (rows + block_rows - 1) / block_rows;
-  share_blocks(blocks, participants, [&](const auto& take) {
-    for (int64_t block = take(); block >= 0; block = take()) {
+  share_block_runs(blocks, participants, [&](const auto& take) {
+    for (RunBlock taken = take(); taken.index >= 0; taken = take()) {
+      const int64_t block = taken.index;
       if (run_blocks) {  // one dense run, cut in blocks
         Run<N> r = run_template;
         const int64_t begin = block * block_size;

@@ -5,7 +5,7 @@
 // - fold_to_sum / fold_to_max: a row's reduction in one fixed binary tree, so that its result
 //   depends only on the row's length, never on the machine's vector width or the threads (the
 //   _avx512 forms: the same tree, faster);
-// - run_in_blocks: rows handed to the threads in blocks of a power of two of rows, at most
+// - run_in_blocks: rows handed to the threads in runs of blocks of a power of two of rows, at most
 //   kBlockBytes of input and about four per thread (block_rows).
 #pragma once
 #include <immintrin.h>
@@ -225,10 +225,12 @@ inline int64_t block_rows(int64_t rows, int64_t cols, int64_t participants, int6
   return power;
 }
 
-// Runs Rows(layout).run(operands, begin, end) over every row of operands[0] ([B, N, S1, S2], S2 =
-// layout.cols > 0), each thread taking blocks of rows from a shared counter (a thread that starts
-// late or is slowed down takes fewer); a row's result never depends on which thread runs it.
-// `row_bytes`: the bytes of input a row reads; `block_bytes`: the most of a block.
+// Runs Rows(layout).run(operands, begin, end, ahead_end) over every row of operands[0] ([B, N, S1,
+// S2], S2 = layout.cols > 0), block by block, each thread taking runs of consecutive blocks from a
+// shared counter (share_block_runs: a thread that starts late or is slowed down takes fewer); a
+// row's result never depends on which thread runs it. The rows of [end, ahead_end) are the ones
+// the thread runs next, which the kernel may prefetch. `row_bytes`: the bytes of input a row
+// reads; `block_bytes`: the most of a block.
 template <class Rows, int N, class Layout>
 void run_in_blocks(const std::array<const TensorArg*, N>& operands, const Layout& layout, int64_t row_bytes,
                    int64_t block_bytes = kBlockBytes) {
@@ -237,11 +239,11 @@ void run_in_blocks(const std::array<const TensorArg*, N>& operands, const Layout
   const int64_t participants = std::max<int64_t>(1, std::min<int64_t>(threads(), grains));
   const int64_t rows_per_block = block_rows(rows, layout.cols, participants, row_bytes, block_bytes);
   const int64_t blocks = (rows + rows_per_block - 1) / rows_per_block;
-  share_blocks(blocks, participants, [&](const auto& take) {
+  share_block_runs(blocks, participants, [&](const auto& take) {
     Rows kernel(layout);
-    for (int64_t block = take(); block >= 0; block = take()) {
-      const int64_t begin = block * rows_per_block;
-      kernel.run(operands, begin, std::min(rows, begin + rows_per_block));
+    for (RunBlock block = take(); block.index >= 0; block = take()) {
+      const int64_t begin = block.index * rows_per_block;
+      kernel.run(operands, begin, std::min(rows, begin + rows_per_block), std::min(rows, block.run_end * rows_per_block));
     }
     if (layout.streaming) store_fence();
   });

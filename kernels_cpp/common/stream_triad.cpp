@@ -37,12 +37,13 @@ void stream_triad(uintptr_t a_address, uintptr_t b_address, uintptr_t c_address,
   py::gil_scoped_release release;
   const MemoryPlan plan = memory_plan();
   const bool stream = plan.streams(n * int64_t(sizeof(float)));
-  // Blocks taken as threads come, as the kernels do: a late worker does not hold up the others.
+  // Blocks taken as threads come, in runs, as the kernels do: a late worker does not hold up the others.
   const int64_t participants = std::min<int64_t>(threads(), (n + kGrain - 1) / kGrain);
   const int64_t block = block_elements(n, std::max<int64_t>(1, participants), plan.block);
   const int64_t blocks = (n + block - 1) / block;
-  share_blocks(blocks, participants, [&](const auto& take) {
-    for (int64_t b = take(); b >= 0; b = take()) {
+  share_block_runs(blocks, participants, [&](const auto& take) {
+    for (RunBlock taken = take(); taken.index >= 0; taken = take()) {
+      const int64_t b = taken.index;
       std::array<void*, 3> at;
       for (int k = 0; k < 3; ++k) at[k] = static_cast<float*>(data[k]) + b * block;
       run_dense(Triad{scalar}, at, {kFloat, kFloat, kFloat}, std::min(block, n - b * block), stream);
@@ -61,6 +62,8 @@ void bind(py::module_& m) {
   // threads (tests/test_bench_results.py).
   m.def("softmax_block_rows", &softmax_rows::block_rows, py::arg("rows"), py::arg("cols"), py::arg("threads"),
         py::arg("row_bytes"), py::arg("block_bytes"), "rows per block of the softmax kernels (softmax_rows.h)");
+  m.def("block_run_length", &block_run_length, py::arg("left"), py::arg("threads"),
+        "blocks of the next run a thread takes when `left` remain (thread_pool.h's share_block_runs)");
 }
 
 NPUEMU_REGISTER_OP(bind);

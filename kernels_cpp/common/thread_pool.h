@@ -42,4 +42,48 @@ void share_blocks(int64_t blocks, int64_t participants, Worker&& worker) {
   parallel_for(threads, 1, [&](int64_t, int64_t) { worker(take); });
 }
 
+// The blocks of the next run when `left` remain for `threads` threads (share_block_runs).
+inline int64_t block_run_length(int64_t left, int64_t threads) {
+  return threads <= 1 ? left : std::max<int64_t>(1, left / (2 * threads));
+}
+
+// A block from share_block_runs: its index (-1: none left) and the end of its thread's run, the
+// block after the last one the thread has taken in a row.
+struct RunBlock {
+  int64_t index = -1, run_end = -1;
+};
+
+// As share_blocks, but a thread takes the blocks in runs of consecutive ones, and take() returns a
+// RunBlock: the whole range for one thread, otherwise a (2 * threads)th of the blocks left (at
+// least one) at a time. So the runs shrink as the work runs out, and the last ones are single
+// blocks that even out the threads' ends (threads of one speed end together), while a thread meets
+// few run boundaries before: a kernel that prefetches reads ahead across the blocks of its run up
+// to run_end, where the start of a block taken alone would find nothing prefetched.
+template <class Worker>
+void share_block_runs(int64_t blocks, int64_t participants, Worker&& worker) {
+  const int64_t threads = std::min(participants, blocks);
+  std::atomic<int64_t> next{0};
+  const auto work = [&] {
+    int64_t at = 0, end = 0;  // the rest of this thread's run
+    worker([&]() -> RunBlock {
+      if (at == end) {
+        int64_t first = next.load(std::memory_order_relaxed), count = 0;
+        do {
+          if (first >= blocks) return {};
+          count = block_run_length(blocks - first, threads);
+        } while (!next.compare_exchange_weak(first, first + count, std::memory_order_relaxed));
+        at = first;
+        end = first + count;
+      }
+      if (at > 0) checkpoint();
+      return {at++, end};
+    });
+  };
+  if (threads <= 1) {
+    if (blocks > 0) work();
+    return;
+  }
+  parallel_for(threads, 1, [&](int64_t, int64_t) { work(); });
+}
+
 }  // namespace npuemu

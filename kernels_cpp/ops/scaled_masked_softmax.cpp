@@ -162,8 +162,9 @@ class ForwardRows {
         x_(layout.strides[kX] == 1 ? 0 : layout.cols),
         mask_(layout.strides[kMask] == 1 ? 0 : layout.cols) {}
 
-  // Rows [begin, end) of the operands, on the widest instruction set in force.
-  void run(const Operands& operands, int64_t begin, int64_t end);
+  // Rows [begin, end) of the operands, on the widest instruction set in force; the rows up to
+  // ahead_end (the ones this thread runs next) may be prefetched.
+  void run(const Operands& operands, int64_t begin, int64_t end, int64_t ahead_end);
 
   // Rows [begin, end) (a block: at most softmax_rows::kBlockBytes of input; the rows of a block
   // ahead of the first few are prefetched, so the fewer blocks the better: with blocks of 128 KiB,
@@ -172,13 +173,13 @@ class ForwardRows {
   // dense inputs of the row about kPrefetchBytes of input ahead are prefetched (prefetch()). A row
   // is written once the two after it have been read (and itself): y may be x itself.
   template <class V>
-  NPUEMU_INLINE void visit(const Operands& operands, int64_t begin, int64_t end) {
+  NPUEMU_INLINE void visit(const Operands& operands, int64_t begin, int64_t end, int64_t ahead_end) {
     const bool dense = l_.strides[kX] == 1 && l_.strides[kMask] == 1;
     const int64_t distance = (kPrefetchBytes + row_bytes(l_) - 1) / row_bytes(l_);
-    RowCursor cursor(operands, begin), ahead(operands, std::min(begin + distance, end - 1));
+    RowCursor cursor(operands, begin), ahead(operands, std::min(begin + distance, ahead_end - 1));
     Stages stages{buffers_[0].data(), buffers_[1].data(), buffers_[2].data()};
     for (int64_t r = begin; r <= end; ++r) {
-      const bool prefetch = dense && r + distance < end;
+      const bool prefetch = dense && r + distance < ahead_end;
       step<V>(r < end ? &cursor.row() : nullptr, prefetch ? &ahead.row() : nullptr, stages);
       if (prefetch) ahead.advance();
       if (r + 1 < end) cursor.advance();
@@ -367,29 +368,29 @@ class ForwardRows {
 
 // The entry points of the instruction sets: each compiles the always-inlined row code for its own.
 template <class T>
-NPUEMU_TARGET_AVX512_BF16 void rows_avx512_bf16(ForwardRows<T>& rows, const Operands& ops, int64_t begin, int64_t end) {
-  rows.template visit<simd::Avx512Bf16>(ops, begin, end);
+NPUEMU_TARGET_AVX512_BF16 void rows_avx512_bf16(ForwardRows<T>& rows, const Operands& ops, int64_t begin, int64_t end, int64_t ahead_end) {
+  rows.template visit<simd::Avx512Bf16>(ops, begin, end, ahead_end);
 }
 template <class T>
-NPUEMU_TARGET_AVX512 void rows_avx512(ForwardRows<T>& rows, const Operands& ops, int64_t begin, int64_t end) {
-  rows.template visit<simd::Avx512>(ops, begin, end);
+NPUEMU_TARGET_AVX512 void rows_avx512(ForwardRows<T>& rows, const Operands& ops, int64_t begin, int64_t end, int64_t ahead_end) {
+  rows.template visit<simd::Avx512>(ops, begin, end, ahead_end);
 }
 template <class T>
-NPUEMU_TARGET_AVX2 void rows_avx2(ForwardRows<T>& rows, const Operands& ops, int64_t begin, int64_t end) {
-  rows.template visit<simd::Avx2>(ops, begin, end);
+NPUEMU_TARGET_AVX2 void rows_avx2(ForwardRows<T>& rows, const Operands& ops, int64_t begin, int64_t end, int64_t ahead_end) {
+  rows.template visit<simd::Avx2>(ops, begin, end, ahead_end);
 }
 template <class T>
-void rows_scalar(ForwardRows<T>& rows, const Operands& ops, int64_t begin, int64_t end) {
-  rows.template visit<simd::Scalar>(ops, begin, end);
+void rows_scalar(ForwardRows<T>& rows, const Operands& ops, int64_t begin, int64_t end, int64_t ahead_end) {
+  rows.template visit<simd::Scalar>(ops, begin, end, ahead_end);
 }
 
 template <class T>
-void ForwardRows<T>::run(const Operands& operands, int64_t begin, int64_t end) {
+void ForwardRows<T>::run(const Operands& operands, int64_t begin, int64_t end, int64_t ahead_end) {
   switch (simd::isa()) {
-    case simd::Isa::kAvx512Bf16: return rows_avx512_bf16(*this, operands, begin, end);
-    case simd::Isa::kAvx512: return rows_avx512(*this, operands, begin, end);
-    case simd::Isa::kAvx2: return rows_avx2(*this, operands, begin, end);
-    default: return rows_scalar(*this, operands, begin, end);
+    case simd::Isa::kAvx512Bf16: return rows_avx512_bf16(*this, operands, begin, end, ahead_end);
+    case simd::Isa::kAvx512: return rows_avx512(*this, operands, begin, end, ahead_end);
+    case simd::Isa::kAvx2: return rows_avx2(*this, operands, begin, end, ahead_end);
+    default: return rows_scalar(*this, operands, begin, end, ahead_end);
   }
 }
 

@@ -100,8 +100,8 @@ class BufferedRows {
   explicit BufferedRows(const Layout& layout)
       : l_(layout), g_(layout.cols), y_(layout.cols), level_((layout.cols + 1) / 2) {}
 
-  // Rows [begin, end) of the operands.
-  void run(const std::array<const TensorArg*, kOperands>& operands, int64_t begin, int64_t end) {
+  // Rows [begin, end) of the operands (nothing is prefetched: the rows up to ahead_end are unused).
+  void run(const std::array<const TensorArg*, kOperands>& operands, int64_t begin, int64_t end, int64_t) {
     RowCursor cursor(operands, begin);
     for (int64_t r = begin; r < end; ++r, cursor.advance()) (*this)(cursor.row());
   }
@@ -245,15 +245,16 @@ class Avx512Rows {
  public:
   explicit Avx512Rows(const Layout& layout) : l_(layout), level_((layout.cols + 1) / 2) {}
 
-  // Rows [begin, end) of the operands, prefetching rows ahead within the range.
-  void run(const std::array<const TensorArg*, kOperands>& operands, int64_t begin, int64_t end) {
+  // Rows [begin, end) of the operands, prefetching rows ahead up to ahead_end (the rows after them
+  // that this thread runs next).
+  void run(const std::array<const TensorArg*, kOperands>& operands, int64_t begin, int64_t end, int64_t ahead_end) {
     const int64_t distance = (kPrefetchBytes + row_bytes(l_) - 1) / row_bytes(l_);
-    RowCursor cursor(operands, begin), next(operands, std::min(begin + 1, end - 1)),
-        far(operands, std::min(begin + distance, end - 1));
+    RowCursor cursor(operands, begin), next(operands, std::min(begin + 1, ahead_end - 1)),
+        far(operands, std::min(begin + distance, ahead_end - 1));
     for (int64_t r = begin; r < end; ++r, cursor.advance(), next.advance()) {
       Ahead ahead;
-      if (Ahead::kNextIntoL1 && distance > 1 && r + 1 < end) ahead.next = &next.row();
-      if (r + distance < end) {
+      if (Ahead::kNextIntoL1 && distance > 1 && r + 1 < ahead_end) ahead.next = &next.row();
+      if (r + distance < ahead_end) {
         ahead.far = &far.row();
         far.advance();
       }
