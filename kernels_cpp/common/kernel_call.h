@@ -2,10 +2,11 @@
 // does: the task timeout (NPUEMU_TASK_TIMEOUT, handed over by set_task_timeout) and Ctrl-C.
 //
 // A kernel's binding wraps its work in KernelCall::run. The kernels call checkpoint() between
-// pieces of work of a few thousand elements at most (once per block taken from share_blocks, and
-// through a Pacer in loops whose length the data decides); it throws Stopped, in whichever thread
-// runs the piece, once the call must stop: the deadline has passed, another thread of the call has
-// stopped, or the calling thread found a pending signal whose handler raised. Every thread of the
+// pieces of work of a few thousand elements at most (once per block taken from share_blocks or
+// share_block_runs, and through a Pacer in loops whose length the data decides); it throws
+// Stopped, in whichever thread runs the piece, once the call must stop: the deadline has passed,
+// another thread of the call has stopped, or the calling thread found a pending signal whose
+// handler raised. Every thread of the
 // pool then leaves the job at its next checkpoint, and run() raises TimeoutError or the handler's
 // exception (KeyboardInterrupt) in Python. The pool stays usable.
 //

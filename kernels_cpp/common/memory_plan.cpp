@@ -156,10 +156,9 @@ int64_t threshold_from_caches(const PlanReport& report) {
 }
 
 // The largest power of two whose three-operand FLOAT block (12 bytes an element) fits in the L2,
-// within the bounds. Each block costs its thread a restart (the prefetches run past its end into
-// someone else's block, the next one starts with none in flight, the streamed stores are fenced),
-// so larger blocks are better as long as the threads still get several each (block_elements sees
-// to that). A quarter of the L2 (32768 on the Intel Xeon) gave two threads 10-20% less bandwidth
+// within the bounds. A block that starts a thread's run of blocks is a restart (nothing in flight
+// for it; share_block_runs makes such starts few), so larger blocks were better as long as the
+// threads still get several each (block_elements sees to that). A quarter of the L2 (32768 on the Intel Xeon) gave two threads 10-20% less bandwidth
 // than 131072 (aclnnLogSigmoid 4096x4096 FLOAT, 2 threads: 30 vs 37 GB/s; the triad 33 vs 38);
 // 262144 measured the same as 131072.
 int64_t block_from_caches(const PlanReport& report) {

@@ -53,12 +53,13 @@ struct RunBlock {
   int64_t index = -1, run_end = -1;
 };
 
-// As share_blocks, but a thread takes the blocks in runs of consecutive ones, and take() returns a
-// RunBlock: the whole range for one thread, otherwise a (2 * threads)th of the blocks left (at
-// least one) at a time. So the runs shrink as the work runs out, and the last ones are single
-// blocks that even out the threads' ends (threads of one speed end together), while a thread meets
-// few run boundaries before: a kernel that prefetches reads ahead across the blocks of its run up
-// to run_end, where the start of a block taken alone would find nothing prefetched.
+// As share_blocks (every block but the first a checkpoint), but a thread takes the blocks in runs
+// of consecutive ones, and take() returns a RunBlock. A run is the whole range for one thread,
+// otherwise a (2 * threads)th of the blocks left (at least one): the runs shrink as the work runs
+// out, and the last ones are single blocks that even out the threads' ends (threads of one speed
+// end together), while a thread meets few run boundaries before (18 runs for 128 blocks and two
+// threads). A kernel that prefetches reads ahead across the blocks of its run up to run_end,
+// where the first rows of a block taken alone would be read cold.
 template <class Worker>
 void share_block_runs(int64_t blocks, int64_t participants, Worker&& worker) {
   const int64_t threads = std::min(participants, blocks);

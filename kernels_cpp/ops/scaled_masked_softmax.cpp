@@ -166,12 +166,14 @@ class ForwardRows {
   // ahead_end (the ones this thread runs next) may be prefetched.
   void run(const Operands& operands, int64_t begin, int64_t end, int64_t ahead_end);
 
-  // Rows [begin, end) (a block: at most softmax_rows::kBlockBytes of input; the rows of a block
-  // ahead of the first few are prefetched, so the fewer blocks the better: with blocks of 128 KiB,
-  // 2x8x1024x1024 FLOAT took 20% longer on one thread and 25% on two, on the Intel Xeon, whose
-  // hardware prefetchers do not cover a block's first rows). While a row is read (pass 1), the
-  // dense inputs of the row about kPrefetchBytes of input ahead are prefetched (prefetch()). A row
-  // is written once the two after it have been read (and itself): y may be x itself.
+  // Rows [begin, end) (a block: at most softmax_rows::kBlockBytes of input). While a row is read
+  // (pass 1), the dense inputs of the row about kPrefetchBytes of input ahead are prefetched
+  // (prefetch()), up to ahead_end: into the next blocks of this thread's run, whose first rows
+  // would otherwise be read cold (with blocks prefetched only within themselves, blocks of 128 KiB
+  // took 20% longer than blocks of 1 MiB on one thread and 25% on two, 2x8x1024x1024 FLOAT on the
+  // Intel Xeon; with 1 MiB, prefetching across the blocks of a run is 2-3% faster on two threads
+  // of the AMD EPYC and 4-5% on one). A row is written once the two after it have been read (and
+  // itself): y may be x itself.
   template <class V>
   NPUEMU_INLINE void visit(const Operands& operands, int64_t begin, int64_t end, int64_t ahead_end) {
     const bool dense = l_.strides[kX] == 1 && l_.strides[kMask] == 1;
