@@ -6,9 +6,9 @@
 // share_block_runs, and through a Pacer in loops whose length the data decides); it throws
 // Stopped, in whichever thread runs the piece, once the call must stop: the deadline has passed,
 // another thread of the call has stopped, or the calling thread found a pending signal whose
-// handler raised. Every thread of the
-// pool then leaves the job at its next checkpoint, and run() raises TimeoutError or the handler's
-// exception (KeyboardInterrupt) in Python. The pool stays usable.
+// handler raised. Every thread of the pool then leaves the job at its next checkpoint, and run()
+// raises TimeoutError or the handler's exception (KeyboardInterrupt) in Python. The pool stays
+// usable.
 //
 // Signals: the pool releases the GIL, and CPython runs signal handlers only in the main thread,
 // with the GIL held. So the calling thread, when it is the main thread, takes the GIL back for a

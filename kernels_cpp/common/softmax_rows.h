@@ -242,8 +242,8 @@ void run_in_blocks(const std::array<const TensorArg*, N>& operands, const Layout
   share_block_runs(blocks, participants, [&](const auto& take) {
     Rows kernel(layout);
     for (RunBlock block = take(); block.index >= 0; block = take()) {
-      const int64_t begin = block.index * rows_per_block;
-      kernel.run(operands, begin, std::min(rows, begin + rows_per_block), std::min(rows, block.run_end * rows_per_block));
+      const int64_t begin = block.index * rows_per_block, run_end = block.run_end * rows_per_block;
+      kernel.run(operands, begin, std::min(rows, begin + rows_per_block), std::min(rows, run_end));
     }
     if (layout.streaming) store_fence();
   });

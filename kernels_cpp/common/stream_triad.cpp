@@ -37,7 +37,8 @@ void stream_triad(uintptr_t a_address, uintptr_t b_address, uintptr_t c_address,
   py::gil_scoped_release release;
   const MemoryPlan plan = memory_plan();
   const bool stream = plan.streams(n * int64_t(sizeof(float)));
-  // Blocks taken as threads come, in runs, as the kernels do: a late worker does not hold up the others.
+  // Blocks taken as threads come, in runs, as the kernels do: a late worker does not hold up the
+  // others.
   const int64_t participants = std::min<int64_t>(threads(), (n + kGrain - 1) / kGrain);
   const int64_t block = block_elements(n, std::max<int64_t>(1, participants), plan.block);
   const int64_t blocks = (n + block - 1) / block;

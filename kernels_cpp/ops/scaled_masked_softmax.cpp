@@ -141,6 +141,11 @@ struct RowMath {
 
 // ---- the rows ----
 
+// Rows [begin, end) to compute, and the rows up to ahead_end that may be prefetched.
+struct RowRange {
+  int64_t begin, end, ahead_end;
+};
+
 // How far ahead of the row read its inputs are prefetched, in bytes of input.
 constexpr int64_t kPrefetchBytes = 12 << 10;
 
@@ -175,7 +180,8 @@ class ForwardRows {
   // of the AMD EPYC and 4-5% on one). A row is written once the two after it have been read (and
   // itself): y may be x itself.
   template <class V>
-  NPUEMU_INLINE void visit(const Operands& operands, int64_t begin, int64_t end, int64_t ahead_end) {
+  NPUEMU_INLINE void visit(const Operands& operands, const RowRange& range) {
+    const auto [begin, end, ahead_end] = range;
     const bool dense = l_.strides[kX] == 1 && l_.strides[kMask] == 1;
     const int64_t distance = (kPrefetchBytes + row_bytes(l_) - 1) / row_bytes(l_);
     RowCursor cursor(operands, begin), ahead(operands, std::min(begin + distance, ahead_end - 1));
@@ -370,29 +376,30 @@ class ForwardRows {
 
 // The entry points of the instruction sets: each compiles the always-inlined row code for its own.
 template <class T>
-NPUEMU_TARGET_AVX512_BF16 void rows_avx512_bf16(ForwardRows<T>& rows, const Operands& ops, int64_t begin, int64_t end, int64_t ahead_end) {
-  rows.template visit<simd::Avx512Bf16>(ops, begin, end, ahead_end);
+NPUEMU_TARGET_AVX512_BF16 void rows_avx512_bf16(ForwardRows<T>& rows, const Operands& ops, const RowRange& range) {
+  rows.template visit<simd::Avx512Bf16>(ops, range);
 }
 template <class T>
-NPUEMU_TARGET_AVX512 void rows_avx512(ForwardRows<T>& rows, const Operands& ops, int64_t begin, int64_t end, int64_t ahead_end) {
-  rows.template visit<simd::Avx512>(ops, begin, end, ahead_end);
+NPUEMU_TARGET_AVX512 void rows_avx512(ForwardRows<T>& rows, const Operands& ops, const RowRange& range) {
+  rows.template visit<simd::Avx512>(ops, range);
 }
 template <class T>
-NPUEMU_TARGET_AVX2 void rows_avx2(ForwardRows<T>& rows, const Operands& ops, int64_t begin, int64_t end, int64_t ahead_end) {
-  rows.template visit<simd::Avx2>(ops, begin, end, ahead_end);
+NPUEMU_TARGET_AVX2 void rows_avx2(ForwardRows<T>& rows, const Operands& ops, const RowRange& range) {
+  rows.template visit<simd::Avx2>(ops, range);
 }
 template <class T>
-void rows_scalar(ForwardRows<T>& rows, const Operands& ops, int64_t begin, int64_t end, int64_t ahead_end) {
-  rows.template visit<simd::Scalar>(ops, begin, end, ahead_end);
+void rows_scalar(ForwardRows<T>& rows, const Operands& ops, const RowRange& range) {
+  rows.template visit<simd::Scalar>(ops, range);
 }
 
 template <class T>
 void ForwardRows<T>::run(const Operands& operands, int64_t begin, int64_t end, int64_t ahead_end) {
+  const RowRange range{begin, end, ahead_end};
   switch (simd::isa()) {
-    case simd::Isa::kAvx512Bf16: return rows_avx512_bf16(*this, operands, begin, end, ahead_end);
-    case simd::Isa::kAvx512: return rows_avx512(*this, operands, begin, end, ahead_end);
-    case simd::Isa::kAvx2: return rows_avx2(*this, operands, begin, end, ahead_end);
-    default: return rows_scalar(*this, operands, begin, end, ahead_end);
+    case simd::Isa::kAvx512Bf16: return rows_avx512_bf16(*this, operands, range);
+    case simd::Isa::kAvx512: return rows_avx512(*this, operands, range);
+    case simd::Isa::kAvx2: return rows_avx2(*this, operands, range);
+    default: return rows_scalar(*this, operands, range);
   }
 }
 

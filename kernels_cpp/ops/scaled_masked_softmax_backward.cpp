@@ -7,8 +7,9 @@
 // written once, and the work in between must stay well below the memory time.
 // - Rows are visited in memory order, in blocks of about 1 MiB of input that the threads take from
 //   a shared counter in runs of consecutive blocks (a thread that starts late or is slowed down
-//   takes fewer); a row's result never depends on which thread runs it. (Visiting the rows that share a broadcast mask row one
-//   after another was measured 1.5-2x slower: it breaks the sequential streams memory favours.)
+//   takes fewer); a row's result never depends on which thread runs it. (Visiting the rows that
+//   share a broadcast mask row one after another was measured 1.5-2x slower: it breaks the
+//   sequential streams memory favours.)
 // - Pass 1 reads a row of gradOutput and y and folds the first level of the row sum (a fixed
 //   binary tree); pass 2 finishes the row from the same inputs, now in L1/L2 (S2 <= 8192), and
 //   writes each vector right after computing it, so that stores (streamed past the caches for
