@@ -15,7 +15,7 @@
 //   writes each vector right after computing it, so that stores (streamed past the caches for
 //   large outputs) interleave with the arithmetic.
 // - With AVX-512, both passes convert fp16/bf16 in registers (the only fp32 array written is the
-//   half-row of partial sums), and pass 2 prefetches the rows ahead (AheadRows): without that,
+//   half-row of partial sums), and pass 2 prefetches the rows ahead (AheadRow): without that,
 //   memory sat idle while rows were computed from cache (53-77% of a STREAM triad with two
 //   threads, against ~90-115% with it).
 // - Otherwise (other machines, strided rows, out overlapping an input other than as the same
@@ -211,37 +211,31 @@ struct Lanes<bfloat16> : Lanes16<bfloat16, Brain> {};
 // Dense rows where out is either apart from the inputs or the very same tensor as one of them
 // (each vector of out is written after the same vector of the inputs is read).
 // While a row is finished from cache, the inputs of the row about kPrefetchBytes of input ahead
-// are prefetched into L2: the hardware prefetcher alone leaves memory idle while a row is computed
-// from cache. FLOAT rows, twice the bytes for the same arithmetic, also get the next row into L1
-// (measured +10-15% of the triad with one thread and +5-10% with two; for FLOAT16/BFLOAT16, where
-// one thread is busy computing, the extra instructions cost more than they bring).
+// are prefetched into every cache level (prefetcht0): the hardware prefetcher alone leaves memory
+// idle while a row is computed from cache. Into L2 only (prefetcht1), with the next row also
+// prefetched into L1 for FLOAT, was 5-10% slower on the AMD EPYC, whatever the dtype and threads
+// (FLOAT 2x8x1024x1024, 1 / 2 threads: 5.35 against 4.90 ms / 2.80 against 2.54 ms; BFLOAT16
+// 3.61 against 2.98 / 1.95 against 1.77 ms; whole calls, each after a triad).
 constexpr int64_t kPrefetchBytes = 12 << 10;
 
 template <class T>
-struct AheadRows {
-  static constexpr bool kNextIntoL1 = sizeof(T) == 4;
-  const RowPointers* next = nullptr;  // into L1
-  const RowPointers* far = nullptr;   // into L2
+struct AheadRow {
+  const RowPointers* row = nullptr;  // none: no row ahead in this thread's run
 
-  // The 16 columns from j of both rows: a few prefetches between the vectors of pass 2 keep the
-  // requests flowing (issuing them in bursts measured slower). Always inlined: to GCC a function
-  // that only prefetches has no side effect, so a call to it may be deleted altogether.
+  // The 16 columns from j: a few prefetches between the vectors of pass 2 keep the requests
+  // flowing (issuing them in bursts measured slower). Always inlined: to GCC a function that only
+  // prefetches has no side effect, so a call to it may be deleted altogether.
   NPUEMU_INLINE void prefetch(int64_t j) const {
-    if (next) columns<3>(*next, j);
-    if (far) columns<2>(*far, j);
-  }
-
-  template <int kLocality>
-  NPUEMU_INLINE static void columns(const RowPointers& row, int64_t j) {
-    __builtin_prefetch(row[kGrad] + j * sizeof(T), 0, kLocality);
-    __builtin_prefetch(row[kY] + j * sizeof(T), 0, kLocality);
-    __builtin_prefetch(row[kMask] + j, 0, kLocality);
+    if (!row) return;
+    __builtin_prefetch((*row)[kGrad] + j * sizeof(T), 0, 3);
+    __builtin_prefetch((*row)[kY] + j * sizeof(T), 0, 3);
+    __builtin_prefetch((*row)[kMask] + j, 0, 3);
   }
 };
 
 template <class T>
 class Avx512Rows {
-  using Ahead = AheadRows<T>;
+  using Ahead = AheadRow<T>;
 
  public:
   explicit Avx512Rows(const Layout& layout) : l_(layout), level_((layout.cols + 1) / 2) {}
@@ -250,13 +244,11 @@ class Avx512Rows {
   // that this thread runs next).
   void run(const std::array<const TensorArg*, kOperands>& operands, int64_t begin, int64_t end, int64_t ahead_end) {
     const int64_t distance = (kPrefetchBytes + row_bytes(l_) - 1) / row_bytes(l_);
-    RowCursor cursor(operands, begin), next(operands, std::min(begin + 1, ahead_end - 1)),
-        far(operands, std::min(begin + distance, ahead_end - 1));
-    for (int64_t r = begin; r < end; ++r, cursor.advance(), next.advance()) {
+    RowCursor cursor(operands, begin), far(operands, std::min(begin + distance, ahead_end - 1));
+    for (int64_t r = begin; r < end; ++r, cursor.advance()) {
       Ahead ahead;
-      if (Ahead::kNextIntoL1 && distance > 1 && r + 1 < ahead_end) ahead.next = &next.row();
       if (r + distance < ahead_end) {
-        ahead.far = &far.row();
+        ahead.row = &far.row();
         far.advance();
       }
       (*this)(cursor.row(), ahead);
