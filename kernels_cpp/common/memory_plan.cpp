@@ -159,8 +159,9 @@ int64_t threshold_from_caches(const PlanReport& report) {
 // within the bounds. A block that starts a thread's run of blocks is a restart (nothing in flight
 // for it; share_block_runs makes such starts few), so larger blocks were better as long as the
 // threads still get several each (block_elements sees to that). A quarter of the L2 (32768 on the
-// Intel Xeon, when every block was a restart) gave two threads 10-20% less bandwidth than 131072 (aclnnLogSigmoid 4096x4096 FLOAT, 2 threads: 30 vs 37 GB/s; the triad 33 vs 38);
-// 262144 measured the same as 131072.
+// Intel Xeon, when every block was a restart) gave two threads 10-20% less bandwidth than 131072
+// (aclnnLogSigmoid 4096x4096 FLOAT, 2 threads: 30 vs 37 GB/s; the triad 33 vs 38); 262144
+// measured the same as 131072.
 int64_t block_from_caches(const PlanReport& report) {
   if (report.l2 <= 0) return MemoryPlan{}.block;
   int64_t block = kMinBlock;

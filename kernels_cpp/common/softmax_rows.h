@@ -1,6 +1,7 @@
 // What the two scaled masked softmax kernels (forward and backward) share: both work on the rows of
 // the last axis S2 of [B, N, S1, S2] operands, one row at a time, through
 // - RowCursor: the byte address of each operand's row, in row order, advanced incrementally;
+// - RowRange / RowsAhead: the rows a kernel computes, and the row ahead of each that it prefetches;
 // - RowBuffer: fp32 scratch for a row, starting on a cache line;
 // - fold_to_sum / fold_to_max: a row's reduction in one fixed binary tree, so that its result
 //   depends only on the row's length, never on the machine's vector width or the threads (the
@@ -77,6 +78,35 @@ class RowCursor {
   std::array<int64_t, 3> extent_{}, index_{};
   std::array<std::array<int64_t, N>, 3> step_{};
   RowPointers<N> row_{};
+};
+
+// Rows [begin, end) to compute, and the rows up to ahead_end (the ones the thread runs next) that
+// may be prefetched.
+struct RowRange {
+  int64_t begin, end, ahead_end;
+};
+
+// The row about `bytes` of input ahead of each row of a range, for its prefetches: at(r), called
+// for r = begin, begin + 1, ..., is row r + distance while that is before ahead_end, else null.
+template <int N>
+class RowsAhead {
+ public:
+  RowsAhead(const std::array<const TensorArg*, N>& operands, const RowRange& range, int64_t row_bytes, int64_t bytes)
+      : distance_((bytes + row_bytes - 1) / row_bytes),
+        ahead_end_(range.ahead_end),
+        cursor_(operands, std::min(range.begin + distance_, range.ahead_end - 1)) {}
+
+  const RowPointers<N>* at(int64_t r) {
+    if (r + distance_ >= ahead_end_) return nullptr;
+    if (used_) cursor_.advance();
+    used_ = true;
+    return &cursor_.row();
+  }
+
+ private:
+  int64_t distance_, ahead_end_;
+  RowCursor<N> cursor_;
+  bool used_ = false;
 };
 
 // ---- reductions in a fixed binary tree ----
@@ -225,12 +255,11 @@ inline int64_t block_rows(int64_t rows, int64_t cols, int64_t participants, int6
   return power;
 }
 
-// Runs Rows(layout).run(operands, begin, end, ahead_end) over every row of operands[0] ([B, N, S1,
-// S2], S2 = layout.cols > 0), block by block, each thread taking runs of consecutive blocks from a
-// shared counter (share_block_runs: a thread that starts late or is slowed down takes fewer); a
-// row's result never depends on which thread runs it. The rows of [end, ahead_end) are the ones
-// the thread runs next, which the kernel may prefetch. `row_bytes`: the bytes of input a row
-// reads; `block_bytes`: the most of a block.
+// Runs Rows(layout).run(operands, RowRange) over every row of operands[0] ([B, N, S1, S2], S2 =
+// layout.cols > 0), block by block, each thread taking runs of consecutive blocks from a shared
+// counter (share_block_runs: a thread that starts late or is slowed down takes fewer); a row's
+// result never depends on which thread runs it. A block's RowRange reaches ahead to the end of the
+// thread's run. `row_bytes`: the bytes of input a row reads; `block_bytes`: the most of a block.
 template <class Rows, int N, class Layout>
 void run_in_blocks(const std::array<const TensorArg*, N>& operands, const Layout& layout, int64_t row_bytes,
                    int64_t block_bytes = kBlockBytes) {
@@ -243,7 +272,7 @@ void run_in_blocks(const std::array<const TensorArg*, N>& operands, const Layout
     Rows kernel(layout);
     for (RunBlock block = take(); block.index >= 0; block = take()) {
       const int64_t begin = block.index * rows_per_block, run_end = block.run_end * rows_per_block;
-      kernel.run(operands, begin, std::min(rows, begin + rows_per_block), std::min(rows, run_end));
+      kernel.run(operands, RowRange{begin, std::min(rows, begin + rows_per_block), std::min(rows, run_end)});
     }
     if (layout.streaming) store_fence();
   });

@@ -51,6 +51,8 @@ enum Operand { kX, kMask, kY, kOperands };
 using Operands = std::array<const TensorArg*, kOperands>;
 using RowPointers = softmax_rows::RowPointers<kOperands>;
 using RowCursor = softmax_rows::RowCursor<kOperands>;
+using softmax_rows::RowRange;
+using RowsAhead = softmax_rows::RowsAhead<kOperands>;
 
 struct Layout {
   int dtype;
@@ -141,11 +143,6 @@ struct RowMath {
 
 // ---- the rows ----
 
-// Rows [begin, end) to compute, and the rows up to ahead_end that may be prefetched.
-struct RowRange {
-  int64_t begin, end, ahead_end;
-};
-
 // How far ahead of the row read its inputs are prefetched, in bytes of input.
 constexpr int64_t kPrefetchBytes = 12 << 10;
 
@@ -167,9 +164,8 @@ class ForwardRows {
         x_(layout.strides[kX] == 1 ? 0 : layout.cols),
         mask_(layout.strides[kMask] == 1 ? 0 : layout.cols) {}
 
-  // Rows [begin, end) of the operands, on the widest instruction set in force; the rows up to
-  // ahead_end (the ones this thread runs next) may be prefetched.
-  void run(const Operands& operands, int64_t begin, int64_t end, int64_t ahead_end);
+  // The rows of `range`, on the widest instruction set in force.
+  void run(const Operands& operands, const RowRange& range);
 
   // Rows [begin, end) (a block: at most softmax_rows::kBlockBytes of input). While a row is read
   // (pass 1), the dense inputs of the row about kPrefetchBytes of input ahead are prefetched
@@ -181,16 +177,13 @@ class ForwardRows {
   // itself): y may be x itself.
   template <class V>
   NPUEMU_INLINE void visit(const Operands& operands, const RowRange& range) {
-    const auto [begin, end, ahead_end] = range;
     const bool dense = l_.strides[kX] == 1 && l_.strides[kMask] == 1;
-    const int64_t distance = (kPrefetchBytes + row_bytes(l_) - 1) / row_bytes(l_);
-    RowCursor cursor(operands, begin), ahead(operands, std::min(begin + distance, ahead_end - 1));
+    RowCursor cursor(operands, range.begin);
+    RowsAhead ahead(operands, range, row_bytes(l_), kPrefetchBytes);
     Stages stages{buffers_[0].data(), buffers_[1].data(), buffers_[2].data()};
-    for (int64_t r = begin; r <= end; ++r) {
-      const bool prefetch = dense && r + distance < ahead_end;
-      step<V>(r < end ? &cursor.row() : nullptr, prefetch ? &ahead.row() : nullptr, stages);
-      if (prefetch) ahead.advance();
-      if (r + 1 < end) cursor.advance();
+    for (int64_t r = range.begin; r <= range.end; ++r) {
+      step<V>(r < range.end ? &cursor.row() : nullptr, dense ? ahead.at(r) : nullptr, stages);
+      if (r + 1 < range.end) cursor.advance();
     }
     if (stages.pending.y) finish<V>(stages.pending);
   }
@@ -393,8 +386,7 @@ void rows_scalar(ForwardRows<T>& rows, const Operands& ops, const RowRange& rang
 }
 
 template <class T>
-void ForwardRows<T>::run(const Operands& operands, int64_t begin, int64_t end, int64_t ahead_end) {
-  const RowRange range{begin, end, ahead_end};
+void ForwardRows<T>::run(const Operands& operands, const RowRange& range) {
   switch (simd::isa()) {
     case simd::Isa::kAvx512Bf16: return rows_avx512_bf16(*this, operands, range);
     case simd::Isa::kAvx512: return rows_avx512(*this, operands, range);

@@ -79,6 +79,8 @@ constexpr int64_t kChunk = 256;  // elements of a buffered row finished and stor
 enum Operand { kGrad, kY, kMask, kOut, kOperands };
 using RowPointers = softmax_rows::RowPointers<kOperands>;
 using RowCursor = softmax_rows::RowCursor<kOperands>;
+using softmax_rows::RowRange;
+using RowsAhead = softmax_rows::RowsAhead<kOperands>;
 
 struct Layout {
   int dtype;
@@ -101,10 +103,10 @@ class BufferedRows {
   explicit BufferedRows(const Layout& layout)
       : l_(layout), g_(layout.cols), y_(layout.cols), level_((layout.cols + 1) / 2) {}
 
-  // Rows [begin, end) of the operands (nothing is prefetched: the rows up to ahead_end are unused).
-  void run(const std::array<const TensorArg*, kOperands>& operands, int64_t begin, int64_t end, int64_t) {
-    RowCursor cursor(operands, begin);
-    for (int64_t r = begin; r < end; ++r, cursor.advance()) (*this)(cursor.row());
+  // The rows of `range` (nothing is prefetched).
+  void run(const std::array<const TensorArg*, kOperands>& operands, const RowRange& range) {
+    RowCursor cursor(operands, range.begin);
+    for (int64_t r = range.begin; r < range.end; ++r, cursor.advance()) (*this)(cursor.row());
   }
 
   void operator()(const RowPointers& row) {
@@ -240,19 +242,11 @@ class Avx512Rows {
  public:
   explicit Avx512Rows(const Layout& layout) : l_(layout), level_((layout.cols + 1) / 2) {}
 
-  // Rows [begin, end) of the operands, prefetching rows ahead up to ahead_end (the rows after them
-  // that this thread runs next).
-  void run(const std::array<const TensorArg*, kOperands>& operands, int64_t begin, int64_t end, int64_t ahead_end) {
-    const int64_t distance = (kPrefetchBytes + row_bytes(l_) - 1) / row_bytes(l_);
-    RowCursor cursor(operands, begin), far(operands, std::min(begin + distance, ahead_end - 1));
-    for (int64_t r = begin; r < end; ++r, cursor.advance()) {
-      Ahead ahead;
-      if (r + distance < ahead_end) {
-        ahead.row = &far.row();
-        far.advance();
-      }
-      (*this)(cursor.row(), ahead);
-    }
+  // The rows of `range`, prefetching the row about kPrefetchBytes of input ahead of each.
+  void run(const std::array<const TensorArg*, kOperands>& operands, const RowRange& range) {
+    RowCursor cursor(operands, range.begin);
+    RowsAhead ahead(operands, range, row_bytes(l_), kPrefetchBytes);
+    for (int64_t r = range.begin; r < range.end; ++r, cursor.advance()) (*this)(cursor.row(), Ahead{ahead.at(r)});
   }
 
   // Pass 1 then pass 2 of `row`.
