@@ -253,6 +253,19 @@ def test_runs_of_blocks_shrink_so_that_threads_of_one_speed_end_together(threads
             assert runs <= blocks // 4, (blocks, runs)
 
 
+@pytest.mark.parametrize("call,args,named", [
+    ("block_run_length", (0, 2), "left: expected >= 1, found 0"),
+    ("block_run_length", (5, 0), "threads: expected >= 1, found 0"),
+    ("softmax_block_rows", (0, 1024, 2, 3072, 1 << 17), "rows: expected >= 1, found 0"),
+    ("softmax_block_rows", (16, 1024, 2, 0, 1 << 17), "row_bytes: expected >= 1, found 0"),
+    ("softmax_block_rows", (16, 1024, -1, 3072, 1 << 17), "threads: expected >= 1, found -1"),
+])
+def test_the_block_helpers_reject_counts_below_one_naming_them(call, args, named):
+    # row_bytes 0 used to divide by zero and kill the process.
+    with pytest.raises(ValueError, match=named):
+        getattr(_kernels, call)(*args)
+
+
 def test_the_machine_table_names_the_cpu_generation():
     text = ("processor\t: 0\nvendor_id\t: AuthenticAMD\ncpu family\t: 26\nmodel\t\t: 2\nmodel name\t: AMD EPYC\n"
             "stepping\t: 1\n\nprocessor\t: 1\ncpu family\t: 99\n")

@@ -9,6 +9,9 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <initializer_list>
+#include <string>
+#include <utility>
 
 #include "common/elementwise.h"
 #include "common/memory_plan.h"
@@ -52,6 +55,14 @@ void stream_triad(uintptr_t a_address, uintptr_t b_address, uintptr_t c_address,
   });
 }
 
+// ValueError naming the first of `counts` below 1, what was expected and what was found.
+void require_positive(const char* function, std::initializer_list<std::pair<const char*, int64_t>> counts) {
+  for (const auto& [name, value] : counts)
+    if (value < 1)
+      throw std::invalid_argument(std::string(function) + ": " + name + ": expected >= 1, found " +
+                                  std::to_string(value));
+}
+
 void bind(py::module_& m) {
   m.def("stream_triad", &stream_triad, py::arg("a"), py::arg("b"), py::arg("c"), py::arg("n"), py::arg("scalar"),
         "STREAM triad a[i] = b[i] + scalar * c[i] over n float32 values at raw host addresses (for bench/), "
@@ -60,11 +71,25 @@ void bind(py::module_& m) {
   // bench/roofline.py sizes its in-cache calls above it.
   m.attr("ELEMENTWISE_GRAIN") = kGrain;
   // The rows of a softmax block: bench/roofline.py's in-cache calls must share evenly between the
-  // threads (tests/test_bench_results.py).
-  m.def("softmax_block_rows", &softmax_rows::block_rows, py::arg("rows"), py::arg("cols"), py::arg("threads"),
-        py::arg("row_bytes"), py::arg("block_bytes"), "rows per block of the softmax kernels (softmax_rows.h)");
-  m.def("block_run_length", &block_run_length, py::arg("left"), py::arg("threads"),
-        "blocks of the next run a thread takes when `left` remain (thread_pool.h's share_block_runs)");
+  // threads (tests/test_bench_results.py). Both are the kernels' own arithmetic, which their
+  // callers feed only positive counts; from Python the counts are checked first.
+  m.def(
+      "softmax_block_rows",
+      [](int64_t rows, int64_t cols, int64_t threads, int64_t row_bytes, int64_t block_bytes) {
+        require_positive("softmax_block_rows", {{"rows", rows}, {"cols", cols}, {"threads", threads},
+                                                {"row_bytes", row_bytes}, {"block_bytes", block_bytes}});
+        return softmax_rows::block_rows(rows, cols, threads, row_bytes, block_bytes);
+      },
+      py::arg("rows"), py::arg("cols"), py::arg("threads"), py::arg("row_bytes"), py::arg("block_bytes"),
+      "rows per block of the softmax kernels (softmax_rows.h)");
+  m.def(
+      "block_run_length",
+      [](int64_t left, int64_t threads) {
+        require_positive("block_run_length", {{"left", left}, {"threads", threads}});
+        return block_run_length(left, threads);
+      },
+      py::arg("left"), py::arg("threads"),
+      "blocks of the next run a thread takes when `left` remain (thread_pool.h's share_block_runs)");
 }
 
 NPUEMU_REGISTER_OP(bind);
