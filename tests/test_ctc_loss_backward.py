@@ -99,6 +99,7 @@ class Case:
     alpha_width: str = "round8"       # "round8": the NPU forward's width; "exact": PyTorch's 2*maxS+1
     zero_infinity: bool = False
     layouts: dict = field(default_factory=dict)  # tensor name -> (order of dims outer..inner, gap, offset)
+    minus_inf_classes: tuple = ()     # classes (none of the labels) whose logProbs are -inf: NaN gradient
 
     @property
     def N(self) -> int:
@@ -137,6 +138,10 @@ def _scenarios() -> dict:
                                               [2, 3, 5], zero_infinity=True),
         "infinite-nll-propagates": lambda r: Case(5, 5, 0, [np.array([1, 2, 3]), np.array([4, 4]), np.array([2])],
                                                   [2, 3, 5], padded=False),
+        # Rows of several of the kernel's chunks (1024 classes) and whole vectors, labels in each chunk
+        # and at its edges, -inf logProbs outside l' (the formula's NaN).
+        "wide-rows": lambda r: Case(6, 2600, 0, [np.array([3, 1500, 2599, 1500, 1023]), np.array([1024, 1030, 7])],
+                                    [6, 5], minus_inf_classes=(17, 1025, 2598)),
         "strided-padded": lambda r: Case(6, 4, 3, random_labels(r, [2, 1, 3], 4, 3), [6, 5, 4], layouts=strided),
         "strided-concat": lambda r: Case(5, 5, 1, random_labels(r, [2, 2], 5, 1), [5, 3], padded=False,
                                          target_dtype=I32, layouts={**strided, "targets": ((0,), 3, 2)}),
@@ -185,6 +190,7 @@ def make_inputs(case: Case, dtype: int, rng) -> Inputs:
     the rounded logProbs (PyTorch's when installed, else NumPy's, cross-checked)."""
     logits = rng.normal(size=(case.T, case.N, case.C)) * 2
     lp = representable(logits - np.log(np.exp(logits).sum(axis=2, keepdims=True)), dtype)
+    lp[:, :, list(case.minus_inf_classes)] = -np.inf
     nll, alpha = numpy_forward(lp, case.labels, case.input_lengths, case.blank)
     if torch is not None:
         torch_nll, torch_alpha = torch_forward(lp, case.labels, case.input_lengths, case.blank)
@@ -273,14 +279,15 @@ def test_targets_equal_to_the_blank_follow_pytorch():
 
 def test_results_are_bit_identical_across_thread_counts_and_vector_isas():
     rng = np.random.default_rng(11)
-    case = Case(9, 6, 0, random_labels(rng, rng.integers(0, 5, size=37), 6, 0),
-                [int(v) for v in rng.integers(0, 10, size=37)])
+    cases = (Case(9, 6, 0, random_labels(rng, rng.integers(0, 5, size=37), 6, 0),
+                  [int(v) for v in rng.integers(0, 10, size=37)]),
+             SCENARIOS["wide-rows"](rng))  # whole vectors of every instruction set
     results = []
     for settings in kernel_variants():
         emulator.configure(**settings)
         with npu("Ascend910B") as device:
             results.append([run_kernel(device, case, make_inputs(case, dtype, np.random.default_rng(3)), dtype)
-                            for dtype in (F, B)])
+                            for case in cases for dtype in (F, H, B)])
     for other in results[1:]:
         assert all(np.array_equal(a, b, equal_nan=True) for a, b in zip(results[0], other))
 

@@ -28,6 +28,10 @@ void store_from_float(int dtype, const float* src, void* dst, int64_t n, bool st
   copy(dtype, dst, kFloat, src, n, streaming);
 }
 
+void copy_elements(int dtype, const void* src, void* dst, int64_t n, bool streaming) {
+  copy(dtype, dst, dtype, src, n, streaming);
+}
+
 void gather_as_float(int dtype, const char* src, int64_t stride, float* dst, int64_t n) {
   dispatch_storage("fp32 conversion", dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;

@@ -13,6 +13,9 @@ void load_as_float(int dtype, const void* src, float* dst, int64_t n);
 // dst[i] = src[i] rounded to nearest-even into dtype; `streaming` bypasses the caches.
 void store_from_float(int dtype, const float* src, void* dst, int64_t n, bool streaming);
 
+// dst[i] = src[i] for n dense elements of one dtype; `streaming` bypasses the caches.
+void copy_elements(int dtype, const void* src, void* dst, int64_t n, bool streaming);
+
 // The same one element at a time, `stride` bytes apart.
 void gather_as_float(int dtype, const char* src, int64_t stride, float* dst, int64_t n);
 void scatter_from_float(int dtype, const float* src, char* dst, int64_t stride, int64_t n);
