@@ -144,7 +144,7 @@ struct ByDtype {
 // register and a load kept BCE-with-logits' six operands out of line: 0.42 -> 0.38 ns per fp32
 // element in cache).
 template <class V, class Access, class Op, int N>
-NPUEMU_INLINE void lanes(const Op& op, const Run<N>& r, int64_t begin, int64_t end, bool streaming) {
+NPUEMU_INLINE void lanes_by_step(const Op& op, const Run<N>& r, int64_t begin, int64_t end, bool streaming) {
   using F = typename V::F;
   alignas(64) char repeated[N][V::kWidth * sizeof(float)];
   std::array<const char*, N> in;
@@ -179,6 +179,46 @@ NPUEMU_INLINE void lanes(const Op& op, const Run<N>& r, int64_t begin, int64_t e
     }
     Access::template store<V>(dtype[0], out + j * out_step, local.template apply<V>(values), streaming);
   }
+}
+
+// The same where every input moves on with the output by the same bytes per vector (dense, of the
+// output's storage size): one offset addresses them all, and the store kind is fixed at compile
+// time. With the steps and the store kind in registers, GCC kept each pointer's step in a vector
+// register and tested the store kind in every step: BCE-with-logits' backward (six FLOAT16
+// operands, 4096x4096, whole calls after a triad) ran 6.71 ms on one thread and 3.43 on two,
+// 5.83 and 3.25 this way (AMD EPYC); the other element-wise rows the same or up to 3% faster, its
+// forward on two threads 1.5% slower; same bits.
+template <class V, class Access, bool kStream, class Op, int N>
+NPUEMU_INLINE void dense_lanes(const Op& op, const Run<N>& r, int64_t begin, int64_t end) {
+  using F = typename V::F;
+  const int64_t size = dtype_size(r.dtype[0]);
+  std::array<const char*, N> in;
+  for (int k = 1; k < N; ++k) in[k] = r.data[k] + begin * size;
+  const std::array<int, N> dtype = r.dtype;
+  const Op local = op;
+  char* const out = r.data[0] + begin * size;
+  const int64_t step = V::kWidth * size, stop = (end - begin) * size;
+  const int64_t prefetch = r.prefetch;
+  const int hint = r.hint;
+  for (int64_t at = 0; at < stop; at += step) {
+    F values[N - 1];
+    for (int k = 1; k < N; ++k) {
+      const char* p = in[k] + at;
+      if (V::kWidth > 1 && prefetch > 0) prefetch_line(p + prefetch, hint);
+      values[k - 1] = Access::template load<V>(dtype[k], p);
+    }
+    Access::template store<V>(dtype[0], out + at, local.template apply<V>(values), kStream);
+  }
+}
+
+// Elements [begin, end) of a run, by whichever of the two loops above fits its inputs.
+template <class V, class Access, class Op, int N>
+NPUEMU_INLINE void lanes(const Op& op, const Run<N>& r, int64_t begin, int64_t end, bool streaming) {
+  bool dense = true;
+  for (int k = 1; k < N; ++k) dense &= !r.broadcast[k] && dtype_size(r.dtype[k]) == dtype_size(r.dtype[0]);
+  if (!dense) return lanes_by_step<V, Access>(op, r, begin, end, streaming);
+  if (streaming) return dense_lanes<V, Access, true>(op, r, begin, end);
+  return dense_lanes<V, Access, false>(op, r, begin, end);
 }
 
 template <class V, class Op, int N>
