@@ -182,12 +182,15 @@ NPUEMU_INLINE void lanes_by_step(const Op& op, const Run<N>& r, int64_t begin, i
 }
 
 // The same where every input moves on with the output by the same bytes per vector (dense, of the
-// output's storage size): one offset addresses them all, and the store kind is fixed at compile
-// time. With the steps and the store kind in registers, GCC kept each pointer's step in a vector
-// register and tested the store kind in every step: BCE-with-logits' backward (six FLOAT16
-// operands, 4096x4096, whole calls after a triad) ran 6.71 ms on one thread and 3.43 on two,
-// 5.83 and 3.25 this way (AMD EPYC); the other element-wise rows the same or up to 3% faster, its
-// forward on two threads 1.5% slower; same bits.
+// output's storage size) and the plan prefetches into every cache level (prefetcht0, its choice on
+// both CPUs measured): one offset addresses all the operands, and the store kind and the prefetch
+// hint are fixed at compile time. With a step per input and both as run-time values, GCC kept
+// each pointer's step in a vector register, tested the store kind in every step and chose the
+// hint in every step. BCE-with-logits' backward (six FLOAT16 operands, 4096x4096, whole calls
+// after a triad, AMD EPYC) ran 6.71 ms on one thread and 3.43 on two, 5.83 and 3.25 with one
+// offset and the store kind fixed, then 3-6% faster again with the hint fixed (5.70 -> 5.40 and
+// 6.06 -> 5.69 ms on one thread, two runs); aclnnLogSigmoid and aclnnBinaryCrossEntropyWithLogits
+// FLOAT16 3-4% faster; the memory-bound FLOAT rows the same; same bits.
 template <class V, class Access, bool kStream, class Op, int N>
 NPUEMU_INLINE void dense_lanes(const Op& op, const Run<N>& r, int64_t begin, int64_t end) {
   using F = typename V::F;
@@ -199,12 +202,11 @@ NPUEMU_INLINE void dense_lanes(const Op& op, const Run<N>& r, int64_t begin, int
   char* const out = r.data[0] + begin * size;
   const int64_t step = V::kWidth * size, stop = (end - begin) * size;
   const int64_t prefetch = r.prefetch;
-  const int hint = r.hint;
   for (int64_t at = 0; at < stop; at += step) {
     F values[N - 1];
     for (int k = 1; k < N; ++k) {
       const char* p = in[k] + at;
-      if (V::kWidth > 1 && prefetch > 0) prefetch_line(p + prefetch, hint);
+      if (V::kWidth > 1 && prefetch > 0) __builtin_prefetch(p + prefetch, 0, 3);
       values[k - 1] = Access::template load<V>(dtype[k], p);
     }
     Access::template store<V>(dtype[0], out + at, local.template apply<V>(values), kStream);
@@ -214,7 +216,7 @@ NPUEMU_INLINE void dense_lanes(const Op& op, const Run<N>& r, int64_t begin, int
 // Elements [begin, end) of a run, by whichever of the two loops above fits its inputs.
 template <class V, class Access, class Op, int N>
 NPUEMU_INLINE void lanes(const Op& op, const Run<N>& r, int64_t begin, int64_t end, bool streaming) {
-  bool dense = true;
+  bool dense = r.hint == 3 || r.prefetch == 0;
   for (int k = 1; k < N; ++k) dense &= !r.broadcast[k] && dtype_size(r.dtype[k]) == dtype_size(r.dtype[0]);
   if (!dense) return lanes_by_step<V, Access>(op, r, begin, end, streaming);
   if (streaming) return dense_lanes<V, Access, true>(op, r, begin, end);
