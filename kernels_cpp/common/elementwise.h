@@ -134,6 +134,12 @@ struct ByDtype {
   }
 };
 
+// The element at src (`size` bytes) copied V::kWidth times to dst: a broadcast input's vector.
+template <class V>
+NPUEMU_INLINE void repeat_element(char* dst, const char* src, int64_t size) {
+  for (int j = 0; j < V::kWidth; ++j) std::memcpy(dst + j * size, src, size);
+}
+
 // Elements [begin, end) of a run, V::kWidth at a time; end - begin must be a multiple of it.
 // Each input is prefetched r.prefetch bytes ahead of its loads (the memory plan's distance): the
 // hardware prefetchers alone keep too few lines in flight when there is much arithmetic per line
@@ -152,7 +158,7 @@ NPUEMU_INLINE void lanes_by_step(const Op& op, const Run<N>& r, int64_t begin, i
   for (int k = 1; k < N; ++k) {
     const int64_t size = dtype_size(r.dtype[k]);
     if (r.broadcast[k]) {
-      for (int j = 0; j < V::kWidth; ++j) std::memcpy(repeated[k] + j * size, r.data[k], size);
+      repeat_element<V>(repeated[k], r.data[k], size);
       in[k] = repeated[k];
       step[k] = 0;
     } else {
@@ -181,22 +187,34 @@ NPUEMU_INLINE void lanes_by_step(const Op& op, const Run<N>& r, int64_t begin, i
   }
 }
 
-// The same where every input moves on with the output by the same bytes per vector (dense, of the
-// output's storage size) and the plan prefetches into every cache level (prefetcht0, its choice on
-// both CPUs measured): one offset addresses all the operands, and the store kind and the prefetch
-// hint are fixed at compile time. With a step per input and both as run-time values, GCC kept
-// each pointer's step in a vector register, tested the store kind in every step and chose the
-// hint in every step. BCE-with-logits' backward (six FLOAT16 operands, 4096x4096, whole calls
-// after a triad, AMD EPYC) ran 6.71 ms on one thread and 3.43 on two, 5.83 and 3.25 with one
-// offset and the store kind fixed, then 3-6% faster again with the hint fixed (5.70 -> 5.40 and
-// 6.06 -> 5.69 ms on one thread, two runs); aclnnLogSigmoid and aclnnBinaryCrossEntropyWithLogits
-// FLOAT16 3-4% faster; the memory-bound FLOAT rows the same; same bits.
+// The same where every operand has one storage size and the plan prefetches into every cache
+// level (prefetcht0, its choice on both CPUs measured): one offset addresses all the operands (a
+// broadcast input reads `repeated` at offset & 0), and the store kind and the prefetch hint are
+// fixed at compile time. With a step per input and both as run-time values, GCC kept each
+// pointer's step in a vector register, tested the store kind in every step and chose the hint in
+// every step. BCE-with-logits' backward (six FLOAT16 operands, 4096x4096, whole calls after a
+// triad, AMD EPYC) ran 6.71 ms on one thread and 3.43 on two, 5.83 and 3.25 with one offset and the
+// store kind fixed, then 3-6% faster again with the hint fixed (5.70 -> 5.40 and 6.06 -> 5.69 ms on
+// one thread, two runs); aclnnLogSigmoid and aclnnBinaryCrossEntropyWithLogits FLOAT16 3-4% faster;
+// the memory-bound FLOAT rows the same. With a 0-D gradOutput (reduction mean, a broadcast input),
+// the same backward FLOAT16 7.05 -> 5.67 ms on one thread, 3.56 -> 2.92 on two. Same bits.
 template <class V, class Access, bool kStream, class Op, int N>
-NPUEMU_INLINE void dense_lanes(const Op& op, const Run<N>& r, int64_t begin, int64_t end) {
+NPUEMU_INLINE void offset_lanes(const Op& op, const Run<N>& r, int64_t begin, int64_t end) {
   using F = typename V::F;
   const int64_t size = dtype_size(r.dtype[0]);
+  alignas(64) char repeated[N][V::kWidth * sizeof(float)];
   std::array<const char*, N> in;
-  for (int k = 1; k < N; ++k) in[k] = r.data[k] + begin * size;
+  std::array<int64_t, N> moves;  // all bits set for an input that moves with the output, 0 for a broadcast one
+  for (int k = 1; k < N; ++k) {
+    if (r.broadcast[k]) {
+      repeat_element<V>(repeated[k], r.data[k], size);
+      in[k] = repeated[k];
+      moves[k] = 0;
+    } else {
+      in[k] = r.data[k] + begin * size;
+      moves[k] = -1;
+    }
+  }
   const std::array<int, N> dtype = r.dtype;
   const Op local = op;
   char* const out = r.data[0] + begin * size;
@@ -205,7 +223,7 @@ NPUEMU_INLINE void dense_lanes(const Op& op, const Run<N>& r, int64_t begin, int
   for (int64_t at = 0; at < stop; at += step) {
     F values[N - 1];
     for (int k = 1; k < N; ++k) {
-      const char* p = in[k] + at;
+      const char* p = in[k] + (at & moves[k]);
       if (V::kWidth > 1 && prefetch > 0) __builtin_prefetch(p + prefetch, 0, 3);
       values[k - 1] = Access::template load<V>(dtype[k], p);
     }
@@ -213,14 +231,14 @@ NPUEMU_INLINE void dense_lanes(const Op& op, const Run<N>& r, int64_t begin, int
   }
 }
 
-// Elements [begin, end) of a run, by whichever of the two loops above fits its inputs.
+// Elements [begin, end) of a run, by whichever of the two loops above fits its operands.
 template <class V, class Access, class Op, int N>
 NPUEMU_INLINE void lanes(const Op& op, const Run<N>& r, int64_t begin, int64_t end, bool streaming) {
-  bool dense = r.hint == 3 || r.prefetch == 0;
-  for (int k = 1; k < N; ++k) dense &= !r.broadcast[k] && dtype_size(r.dtype[k]) == dtype_size(r.dtype[0]);
-  if (!dense) return lanes_by_step<V, Access>(op, r, begin, end, streaming);
-  if (streaming) return dense_lanes<V, Access, true>(op, r, begin, end);
-  return dense_lanes<V, Access, false>(op, r, begin, end);
+  bool by_offset = r.hint == 3 || r.prefetch == 0;
+  for (int k = 1; k < N; ++k) by_offset &= dtype_size(r.dtype[k]) == dtype_size(r.dtype[0]);
+  if (!by_offset) return lanes_by_step<V, Access>(op, r, begin, end, streaming);
+  if (streaming) return offset_lanes<V, Access, true>(op, r, begin, end);
+  return offset_lanes<V, Access, false>(op, r, begin, end);
 }
 
 template <class V, class Op, int N>
