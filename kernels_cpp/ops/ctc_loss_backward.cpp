@@ -267,9 +267,8 @@ void dense_output_row(const Problem& p, int64_t b, int64_t t, const Scratch<floa
 }
 
 // Output row t of item b, through fp32 (DOUBLE: fp64) buffers where dense_output_row does not
-// apply: strided rows, DOUBLE, and `general` items. `general`: nll is
-// NaN or +inf, where the second term is not 0 outside l' either, so every element takes the full
-// formula (with lcab = -inf).
+// apply: strided rows, DOUBLE, and `general` items, whose nll is NaN or +inf, where the second term
+// is not 0 outside l' either, so every element takes the full formula (with lcab = -inf).
 template <class T>
 void output_row(const Problem& p, int64_t b, int64_t t, const Scratch<Acc<T>>& w, Acc<T> nll, Acc<T> g, bool general,
                 Pacer& pacer) {
