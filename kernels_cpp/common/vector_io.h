@@ -13,7 +13,7 @@ void load_as_float(int dtype, const void* src, float* dst, int64_t n);
 // dst[i] = src[i] rounded to nearest-even into dtype; `streaming` bypasses the caches.
 void store_from_float(int dtype, const float* src, void* dst, int64_t n, bool streaming);
 
-// dst[i] = src[i] for n dense elements of one dtype; `streaming` bypasses the caches.
+// dst[i] = src[i] for n dense elements of one dtype, bit for bit; `streaming` bypasses the caches.
 void copy_elements(int dtype, const void* src, void* dst, int64_t n, bool streaming);
 
 // The same one element at a time, `stride` bytes apart.

@@ -242,11 +242,13 @@ void zero_rows(const Problem& p, int64_t b, int64_t from, Pacer& pacer) {
 
 // Output row t of item b where the second term vanishes outside l' (finite nll) and both rows are
 // dense, in the FLOAT types: chunk by chunk, exp(lp)·g from lp's dtype straight into a chunk of
-// out's dtype (the engine converts in registers), the classes of l' patched, the chunk stored.
-// The same arithmetic and roundings as through fp32 buffers (output_row), with two passes over a
-// chunk instead of three for FLOAT16 / BFLOAT16: 9-10% faster on the AMD EPYC (T400 N64 C5000 S200,
-// 1 / 2 threads, FLOAT16 137.5 -> 124.8 / 73.4 -> 66.2 ms, BFLOAT16 131.8 -> 119.8 / 70.6 -> 63.6 ms;
-// FLOAT the same), same bits.
+// out's dtype (the engine converts in registers), the classes of l' patched, the chunk's bytes
+// stored as they are (copy_elements). The same arithmetic and roundings as through fp32 buffers
+// (output_row), same bits. On the AMD EPYC (T400 N64 C5000 S200, 1 / 2 threads): two passes over a
+// chunk instead of three, FLOAT16 137.5 -> 124.8 / 73.4 -> 66.2 ms, BFLOAT16 131.8 -> 119.8 /
+// 70.6 -> 63.6 ms, FLOAT the same; then the chunk copied as bytes instead of through fp32, FLOAT16
+// 134.4 -> 122.3 / 73.8 -> 67.3 ms, BFLOAT16 121.4 -> 111.4 / 66.0 -> 60.0, FLOAT 111.4 -> 107.2 /
+// 62.2 -> 59.1.
 template <class T>
 void dense_output_row(const Problem& p, int64_t b, int64_t t, const Scratch<float>& w, float nll, float g,
                       Pacer& pacer) {
