@@ -187,8 +187,9 @@ NPUEMU_INLINE void lanes_by_step(const Op& op, const Run<N>& r, int64_t begin, i
   }
 }
 
-// The same where every operand has one storage size and the plan prefetches into every cache
-// level (prefetcht0, its choice on both CPUs measured): one offset addresses all the operands (a
+// The same where every operand has one storage size and the plan prefetches with one of the hints
+// it chooses between (prefetcht0, its choice on both CPUs measured, or prefetchnta): one offset
+// addresses all the operands (a
 // broadcast input reads `repeated` at offset & 0), and the store kind and the prefetch hint are
 // fixed at compile time. With a step per input and both as run-time values, GCC kept each
 // pointer's step in a vector register, tested the store kind in every step and chose the hint in
@@ -198,7 +199,7 @@ NPUEMU_INLINE void lanes_by_step(const Op& op, const Run<N>& r, int64_t begin, i
 // one thread, two runs); aclnnLogSigmoid and aclnnBinaryCrossEntropyWithLogits FLOAT16 3-4% faster;
 // the memory-bound FLOAT rows the same. With a 0-D gradOutput (reduction mean, a broadcast input),
 // the same backward FLOAT16 7.05 -> 5.67 ms on one thread, 3.56 -> 2.92 on two. Same bits.
-template <class V, class Access, bool kStream, class Op, int N>
+template <class V, class Access, bool kStream, int kHint, class Op, int N>
 NPUEMU_INLINE void offset_lanes(const Op& op, const Run<N>& r, int64_t begin, int64_t end) {
   using F = typename V::F;
   const int64_t size = dtype_size(r.dtype[0]);
@@ -224,7 +225,7 @@ NPUEMU_INLINE void offset_lanes(const Op& op, const Run<N>& r, int64_t begin, in
     F values[N - 1];
     for (int k = 1; k < N; ++k) {
       const char* p = in[k] + (at & moves[k]);
-      if (V::kWidth > 1 && prefetch > 0) __builtin_prefetch(p + prefetch, 0, 3);
+      if (V::kWidth > 1 && prefetch > 0) __builtin_prefetch(p + prefetch, 0, kHint);
       values[k - 1] = Access::template load<V>(dtype[k], p);
     }
     Access::template store<V>(dtype[0], out + at, local.template apply<V>(values), kStream);
@@ -234,11 +235,16 @@ NPUEMU_INLINE void offset_lanes(const Op& op, const Run<N>& r, int64_t begin, in
 // Elements [begin, end) of a run, by whichever of the two loops above fits its operands.
 template <class V, class Access, class Op, int N>
 NPUEMU_INLINE void lanes(const Op& op, const Run<N>& r, int64_t begin, int64_t end, bool streaming) {
-  bool by_offset = r.hint == 3 || r.prefetch == 0;
+  // The hints the memory plan chooses between (prefetcht0 and prefetchnta, memory_plan.h) are
+  // written into the loop; another, forced by NPUEMU_MEMORY_PLAN, goes by step.
+  const bool t0 = r.hint == 3 || r.prefetch == 0;
+  bool by_offset = t0 || r.hint == 0;
   for (int k = 1; k < N; ++k) by_offset &= dtype_size(r.dtype[k]) == dtype_size(r.dtype[0]);
   if (!by_offset) return lanes_by_step<V, Access>(op, r, begin, end, streaming);
-  if (streaming) return offset_lanes<V, Access, true>(op, r, begin, end);
-  return offset_lanes<V, Access, false>(op, r, begin, end);
+  if (streaming) {
+    return t0 ? offset_lanes<V, Access, true, 3>(op, r, begin, end) : offset_lanes<V, Access, true, 0>(op, r, begin, end);
+  }
+  return t0 ? offset_lanes<V, Access, false, 3>(op, r, begin, end) : offset_lanes<V, Access, false, 0>(op, r, begin, end);
 }
 
 template <class V, class Op, int N>
