@@ -35,6 +35,7 @@
 #include "common/dispatch.h"
 #include "common/registry.h"
 #include "common/thread_pool.h"
+#include "common/vector_io.h"
 
 namespace py = pybind11;
 
@@ -64,10 +65,23 @@ struct Problem {
 };
 
 // Row t of item b of logAlpha: the n values of `row`, then -inf to the width A.
+// A dense FLOAT16 row is rounded in one vector pass: fp16's scalar rounding takes a dozen
+// instructions and branches (T400 N64 C5000 S200 on the AMD EPYC, 1 / 2 threads: 56.0 -> 51.5 /
+// 28.6 -> 26.4 ms, same bits); BFLOAT16's is a few integer operations, and the call of the vector
+// pass made it 1-2% slower.
 template <class T>
 void store_row(const Problem& p, int64_t b, int64_t t, const Acc<T>* row, int64_t n, Pacer& pacer) {
   pacer(p.A);
   const int64_t first = p.alpha_at(b, t, 0), step = p.log_alpha.strides[2];
+  if constexpr (std::is_same_v<T, _Float16>) {
+    if (step == 1) {
+      T* out = reinterpret_cast<T*>(p.log_alpha.data) + first;
+      if (n > 0) store_from_float(p.log_alpha.dtype, row, out, n, false);
+      const T minus_inf = from_float<T>(kNegInf<float>);
+      std::fill(out + n, out + p.A, minus_inf);
+      return;
+    }
+  }
   for (int64_t s = 0; s < n; ++s) store<T>(p.log_alpha, first + s * step, row[s]);
   for (int64_t s = n; s < p.A; ++s) store<T>(p.log_alpha, first + s * step, kNegInf<Acc<T>>);
 }
