@@ -68,6 +68,7 @@ int64_t row_bytes(const Layout& layout) { return layout.cols * (dtype_size(layou
 // ---- lanes (every function is always inlined into an instruction set's entry point) ----
 
 typedef char Bytes16 __attribute__((vector_size(16)));
+typedef long long Words2 __attribute__((vector_size(16)));
 
 // All ones in the lanes whose mask byte is set (any non-zero byte is true): the bytes widened with
 // one instruction (GCC's generic __builtin_convertvector took one instruction per byte).
@@ -77,10 +78,19 @@ NPUEMU_INLINE typename V::I masked_lanes(const unsigned char* mask) {
   if constexpr (V::kWidth == 1) {
     return I{mask[0] ? -1 : 0};
   } else {
-    Bytes16 bytes{};
-    std::memcpy(&bytes, mask, V::kWidth);
-    if constexpr (V::kWidth == 8) return (I)__builtin_ia32_pmovzxbd256(bytes) != 0;
-    else return (I)__builtin_ia32_pmovzxbd512_mask(bytes, I{}, -1) != 0;
+    if constexpr (V::kWidth == 8) {
+      // The 8 bytes as one 64-bit load into the low half of a vector: copied into a zeroed vector
+      // in memory instead, they were stored as 8 bytes and read back as 16, a store that cannot
+      // forward to the load (a stall of a dozen cycles or more per vector).
+      uint64_t word;
+      std::memcpy(&word, mask, 8);
+      const Bytes16 bytes = (Bytes16)(Words2{static_cast<long long>(word), 0});
+      return (I)__builtin_ia32_pmovzxbd256(bytes) != 0;
+    } else {
+      Bytes16 bytes;
+      std::memcpy(&bytes, mask, 16);
+      return (I)__builtin_ia32_pmovzxbd512_mask(bytes, I{}, -1) != 0;
+    }
   }
 }
 
