@@ -88,6 +88,7 @@ struct Run {
   bool streaming;
   int64_t prefetch;  // bytes ahead of the loads that inputs are prefetched (memory_plan.h); 0: none
   int hint;          // into which caches: __builtin_prefetch's locality, 0 (nta) to 3 (t0)
+  bool fence = true; // streaming stores fenced at the end of the run (else the caller fences)
 };
 
 // One prefetch of the line at p. The locality must be a constant: a switch, whose branch the CPU
@@ -272,7 +273,7 @@ NPUEMU_INLINE void run_lanes(const Op& op, const Run<N>& r) {
   lanes<simd::Scalar>(op, r, 0, head, false);
   lanes<V>(op, r, head, body_end, streaming);
   lanes<simd::Scalar>(op, r, body_end, r.n, false);
-  if (streaming) simd::store_fence();
+  if (streaming && r.fence) simd::store_fence();
 }
 
 template <class Op, int N>
@@ -341,11 +342,15 @@ void for_rows(const Operands<N>& ops, int64_t begin, int64_t end, Row&& row) {
 }  // namespace elementwise_detail
 
 // out = op(inputs...) over n dense elements of every operand (output first), each in its dtype.
+// Streaming stores are fenced before it returns unless `fence` is false: then the caller calls
+// store_fence() before its work ends (a fence waits for every streamed line to reach memory: once
+// per chunk of a row, it made such loops wait for memory at every chunk).
 template <class Op>
 void run_dense(const Op& op, const std::array<void*, Op::kInputs + 1>& data,
-               const std::array<int, Op::kInputs + 1>& dtype, int64_t n, bool streaming) {
+               const std::array<int, Op::kInputs + 1>& dtype, int64_t n, bool streaming, bool fence = true) {
   const MemoryPlan plan = memory_plan();
-  elementwise_detail::Run<Op::kInputs + 1> r{{}, dtype, {}, n, streaming, plan.prefetch_for(Op::kInputs), plan.hint};
+  elementwise_detail::Run<Op::kInputs + 1> r{{}, dtype, {}, n, streaming, plan.prefetch_for(Op::kInputs), plan.hint,
+                                             fence};
   for (int k = 0; k <= Op::kInputs; ++k) r.data[k] = static_cast<char*>(data[k]);
   elementwise_detail::run(op, r);
 }

@@ -20,9 +20,10 @@ struct Copy {
   }
 };
 
+// Streaming stores are left unfenced: the kernel calls store_fence() once its work is done.
 void copy(int out_dtype, void* out, int in_dtype, const void* in, int64_t n, bool streaming) {
   for (int dtype : {out_dtype, in_dtype}) dispatch_storage("fp32 conversion", dtype, [](auto) {});
-  run_dense(Copy{}, {out, const_cast<void*>(in)}, {out_dtype, in_dtype}, n, streaming);
+  run_dense(Copy{}, {out, const_cast<void*>(in)}, {out_dtype, in_dtype}, n, streaming, false);
 }
 
 }  // namespace
