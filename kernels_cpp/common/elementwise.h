@@ -136,10 +136,24 @@ struct ByDtype {
   }
 };
 
-// The element at src (`size` bytes) copied V::kWidth times to dst: a broadcast input's vector.
-template <class V>
-NPUEMU_INLINE void repeat_element(char* dst, const char* src, int64_t size) {
-  for (int j = 0; j < V::kWidth; ++j) std::memcpy(dst + j * size, src, size);
+// Where each input's loads start for the elements from `begin`: in its own data, or, when it is
+// broadcast, in `repeated[k]`, its one element copied to a whole vector in its dtype. Returns which
+// inputs move on with the elements.
+template <class V, int N>
+NPUEMU_INLINE std::array<bool, N> input_starts(const Run<N>& r, int64_t begin, char (*repeated)[V::kWidth * sizeof(float)],
+                                               std::array<const char*, N>& in) {
+  std::array<bool, N> moves{};
+  for (int k = 1; k < N; ++k) {
+    const int64_t size = dtype_size(r.dtype[k]);
+    moves[k] = !r.broadcast[k];
+    if (moves[k]) {
+      in[k] = r.data[k] + begin * size;
+    } else {
+      for (int j = 0; j < V::kWidth; ++j) std::memcpy(repeated[k] + j * size, r.data[k], size);
+      in[k] = repeated[k];
+    }
+  }
+  return moves;
 }
 
 // Elements [begin, end) of a run, V::kWidth at a time; end - begin must be a multiple of it.
@@ -156,18 +170,9 @@ NPUEMU_INLINE void lanes_by_step(const Op& op, const Run<N>& r, int64_t begin, i
   using F = typename V::F;
   alignas(64) char repeated[N][V::kWidth * sizeof(float)];
   std::array<const char*, N> in;
+  const std::array<bool, N> moves = input_starts<V, N>(r, begin, repeated, in);
   std::array<int64_t, N> step;
-  for (int k = 1; k < N; ++k) {
-    const int64_t size = dtype_size(r.dtype[k]);
-    if (r.broadcast[k]) {
-      repeat_element<V>(repeated[k], r.data[k], size);
-      in[k] = repeated[k];
-      step[k] = 0;
-    } else {
-      in[k] = r.data[k] + begin * size;
-      step[k] = V::kWidth * size;
-    }
-  }
+  for (int k = 1; k < N; ++k) step[k] = moves[k] ? V::kWidth * dtype_size(r.dtype[k]) : 0;
   const std::array<int, N> dtype = r.dtype;  // a local: the compiler cannot tell the stores never write r
   const Op local = op;  // a copy no store can reach: its constants stay in registers
   const int64_t out_step = V::kWidth * dtype_size(dtype[0]);
@@ -207,17 +212,9 @@ NPUEMU_INLINE void offset_lanes(const Op& op, const Run<N>& r, int64_t begin, in
   const int64_t size = dtype_size(r.dtype[0]);
   alignas(64) char repeated[N][V::kWidth * sizeof(float)];
   std::array<const char*, N> in;
+  const std::array<bool, N> moving = input_starts<V, N>(r, begin, repeated, in);
   std::array<int64_t, N> moves;  // all bits set for an input that moves with the output, 0 for a broadcast one
-  for (int k = 1; k < N; ++k) {
-    if (r.broadcast[k]) {
-      repeat_element<V>(repeated[k], r.data[k], size);
-      in[k] = repeated[k];
-      moves[k] = 0;
-    } else {
-      in[k] = r.data[k] + begin * size;
-      moves[k] = -1;
-    }
-  }
+  for (int k = 1; k < N; ++k) moves[k] = moving[k] ? -1 : 0;
   const std::array<int, N> dtype = r.dtype;
   const Op local = op;
   char* const out = r.data[0] + begin * size;
