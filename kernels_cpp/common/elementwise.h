@@ -140,7 +140,8 @@ struct ByDtype {
 // broadcast, in `repeated[k]`, its one element copied to a whole vector in its dtype. Returns which
 // inputs move on with the elements.
 template <class V, int N>
-NPUEMU_INLINE std::array<bool, N> input_starts(const Run<N>& r, int64_t begin, char (*repeated)[V::kWidth * sizeof(float)],
+NPUEMU_INLINE std::array<bool, N> input_starts(const Run<N>& r, int64_t begin,
+                                               char (*repeated)[V::kWidth * sizeof(float)],
                                                std::array<const char*, N>& in) {
   std::array<bool, N> moves{};
   for (int k = 1; k < N; ++k) {
@@ -196,9 +197,8 @@ NPUEMU_INLINE void lanes_by_step(const Op& op, const Run<N>& r, int64_t begin, i
 
 // The same where every operand has one storage size and the plan prefetches with one of the hints
 // it chooses between (prefetcht0, its choice on both CPUs measured, or prefetchnta): one offset
-// addresses all the operands (a
-// broadcast input reads `repeated` at offset & 0), and the store kind and the prefetch hint are
-// fixed at compile time. With a step per input and both as run-time values, GCC kept each
+// addresses all the operands (a broadcast input reads `repeated` at offset & 0), and the store kind
+// and the prefetch hint are fixed at compile time. With a step per input and both as run-time values, GCC kept each
 // pointer's step in a vector register, tested the store kind in every step and chose the hint in
 // every step. BCE-with-logits' backward (six FLOAT16 operands, 4096x4096, whole calls after a
 // triad, AMD EPYC) ran 6.71 ms on one thread and 3.43 on two, 5.83 and 3.25 with one offset and the
@@ -241,9 +241,11 @@ NPUEMU_INLINE void lanes(const Op& op, const Run<N>& r, int64_t begin, int64_t e
   for (int k = 1; k < N; ++k) by_offset &= dtype_size(r.dtype[k]) == dtype_size(r.dtype[0]);
   if (!by_offset) return lanes_by_step<V, Access>(op, r, begin, end, streaming);
   if (streaming) {
-    return t0 ? offset_lanes<V, Access, true, 3>(op, r, begin, end) : offset_lanes<V, Access, true, 0>(op, r, begin, end);
+    return t0 ? offset_lanes<V, Access, true, 3>(op, r, begin, end)
+              : offset_lanes<V, Access, true, 0>(op, r, begin, end);
   }
-  return t0 ? offset_lanes<V, Access, false, 3>(op, r, begin, end) : offset_lanes<V, Access, false, 0>(op, r, begin, end);
+  return t0 ? offset_lanes<V, Access, false, 3>(op, r, begin, end)
+            : offset_lanes<V, Access, false, 0>(op, r, begin, end);
 }
 
 // Whether Op only converts its one input to the output's dtype (vector_io.cpp's Copy): such runs
