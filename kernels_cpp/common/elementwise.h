@@ -195,57 +195,66 @@ NPUEMU_INLINE void lanes_by_step(const Op& op, const Run<N>& r, int64_t begin, i
   }
 }
 
-// The same where every operand has one storage size and the plan prefetches with one of the hints
-// it chooses between (prefetcht0, its choice on both CPUs measured, or prefetchnta): one offset
-// addresses all the operands (a broadcast input reads `repeated` at offset & 0), and the store kind
-// and the prefetch hint are fixed at compile time. With a step per input and both as run-time values, GCC kept each
-// pointer's step in a vector register, tested the store kind in every step and chose the hint in
-// every step. BCE-with-logits' backward (six FLOAT16 operands, 4096x4096, whole calls after a
-// triad, AMD EPYC) ran 6.71 ms on one thread and 3.43 on two, 5.83 and 3.25 with one offset and the
-// store kind fixed, then 3-6% faster again with the hint fixed (5.70 -> 5.40 and 6.06 -> 5.69 ms on
-// one thread, two runs); aclnnLogSigmoid and aclnnBinaryCrossEntropyWithLogits FLOAT16 3-4% faster;
-// the memory-bound FLOAT rows the same. With a 0-D gradOutput (reduction mean, a broadcast input),
-// the same backward FLOAT16 7.05 -> 5.67 ms on one thread, 3.56 -> 2.92 on two. Same bits.
-template <class V, class Access, bool kStream, int kHint, class Op, int N>
-NPUEMU_INLINE void offset_lanes(const Op& op, const Run<N>& r, int64_t begin, int64_t end) {
-  using F = typename V::F;
-  const int64_t size = dtype_size(r.dtype[0]);
-  alignas(64) char repeated[N][V::kWidth * sizeof(float)];
-  std::array<const char*, N> in;
-  const std::array<bool, N> moving = input_starts<V, N>(r, begin, repeated, in);
-  std::array<int64_t, N> moves;  // all bits set for an input that moves with the output, 0 for a broadcast one
-  for (int k = 1; k < N; ++k) moves[k] = moving[k] ? -1 : 0;
-  const std::array<int, N> dtype = r.dtype;
-  const Op local = op;
-  char* const out = r.data[0] + begin * size;
-  const int64_t step = V::kWidth * size, stop = (end - begin) * size;
-  const int64_t prefetch = r.prefetch;
-  for (int64_t at = 0; at < stop; at += step) {
-    F values[N - 1];
-    for (int k = 1; k < N; ++k) {
-      const char* p = in[k] + (at & moves[k]);
-      if (V::kWidth > 1 && prefetch > 0) __builtin_prefetch(p + prefetch, 0, kHint);
-      values[k - 1] = Access::template load<V>(dtype[k], p);
+// The same where every operand has one storage size and the plan's prefetch hint is written in
+// (hint_written_in): one offset addresses all the operands (a broadcast input reads `repeated` at
+// offset & 0), and the store kind and the prefetch hint are fixed at compile time. With a step per
+// input and both as run-time values, GCC kept each pointer's step in a vector register, tested the
+// store kind in every step and chose the hint in every step. BCE-with-logits' backward (six FLOAT16
+// operands, 4096x4096, whole calls after a triad, AMD EPYC) ran 6.71 ms on one thread and 3.43 on
+// two, 5.83 and 3.25 with one offset and the store kind fixed, then 3-6% faster again with the hint
+// fixed (5.70 -> 5.40 and 6.06 -> 5.69 ms on one thread, two runs); aclnnLogSigmoid and
+// aclnnBinaryCrossEntropyWithLogits FLOAT16 3-4% faster; the memory-bound FLOAT rows the same. With
+// a 0-D gradOutput (reduction mean, a broadcast input), the same backward FLOAT16 7.05 -> 5.67 ms on
+// one thread, 3.56 -> 2.92 on two. Same bits.
+template <class V, class Access>
+struct OffsetLoop {
+  template <bool kStream, int kHint, class Op, int N>
+  NPUEMU_INLINE static void run(const Op& op, const Run<N>& r, int64_t begin, int64_t end) {
+    using F = typename V::F;
+    const int64_t size = dtype_size(r.dtype[0]);
+    alignas(64) char repeated[N][V::kWidth * sizeof(float)];
+    std::array<const char*, N> in;
+    const std::array<bool, N> moving = input_starts<V, N>(r, begin, repeated, in);
+    std::array<int64_t, N> moves;  // all bits set: the input moves with the output; 0: broadcast
+    for (int k = 1; k < N; ++k) moves[k] = moving[k] ? -1 : 0;
+    const std::array<int, N> dtype = r.dtype;
+    const Op local = op;
+    char* const out = r.data[0] + begin * size;
+    const int64_t step = V::kWidth * size, stop = (end - begin) * size;
+    const int64_t prefetch = r.prefetch;
+    for (int64_t at = 0; at < stop; at += step) {
+      F values[N - 1];
+      for (int k = 1; k < N; ++k) {
+        const char* p = in[k] + (at & moves[k]);
+        if (V::kWidth > 1 && prefetch > 0) __builtin_prefetch(p + prefetch, 0, kHint);
+        values[k - 1] = Access::template load<V>(dtype[k], p);
+      }
+      Access::template store<V>(dtype[0], out + at, local.template apply<V>(values), kStream);
     }
-    Access::template store<V>(dtype[0], out + at, local.template apply<V>(values), kStream);
   }
+};
+
+// Whether the plan's prefetch hint is one the loops have written in: the two the memory plan
+// chooses between (prefetcht0 and prefetchnta, memory_plan.h), or none at all. Another, forced by
+// NPUEMU_MEMORY_PLAN, goes through the loop with a step per input.
+inline bool hint_written_in(int hint, int64_t prefetch) { return prefetch == 0 || hint == 3 || hint == 0; }
+
+// Loop::template run<kStream, kHint>(args...) for the store kind and the hint in force (one of
+// those hint_written_in accepts).
+template <class Loop, class... Args>
+NPUEMU_INLINE void with_store_and_hint(bool streaming, int hint, int64_t prefetch, const Args&... args) {
+  const bool t0 = prefetch == 0 || hint == 3;
+  if (streaming) return t0 ? Loop::template run<true, 3>(args...) : Loop::template run<true, 0>(args...);
+  return t0 ? Loop::template run<false, 3>(args...) : Loop::template run<false, 0>(args...);
 }
 
 // Elements [begin, end) of a run, by whichever of the two loops above fits its operands.
 template <class V, class Access, class Op, int N>
 NPUEMU_INLINE void lanes(const Op& op, const Run<N>& r, int64_t begin, int64_t end, bool streaming) {
-  // The hints the memory plan chooses between (prefetcht0 and prefetchnta, memory_plan.h) are
-  // written into the loop; another, forced by NPUEMU_MEMORY_PLAN, goes by step.
-  const bool t0 = r.hint == 3 || r.prefetch == 0;
-  bool by_offset = t0 || r.hint == 0;
+  bool by_offset = hint_written_in(r.hint, r.prefetch);
   for (int k = 1; k < N; ++k) by_offset &= dtype_size(r.dtype[k]) == dtype_size(r.dtype[0]);
   if (!by_offset) return lanes_by_step<V, Access>(op, r, begin, end, streaming);
-  if (streaming) {
-    return t0 ? offset_lanes<V, Access, true, 3>(op, r, begin, end)
-              : offset_lanes<V, Access, true, 0>(op, r, begin, end);
-  }
-  return t0 ? offset_lanes<V, Access, false, 3>(op, r, begin, end)
-            : offset_lanes<V, Access, false, 0>(op, r, begin, end);
+  with_store_and_hint<OffsetLoop<V, Access>>(streaming, r.hint, r.prefetch, op, r, begin, end);
 }
 
 // Whether Op only converts its one input to the output's dtype (vector_io.cpp's Copy): such runs
@@ -256,38 +265,38 @@ template <class Op>
 struct Converts<Op, std::void_t<decltype(Op::kConverts)>> : std::bool_constant<Op::kConverts> {};
 
 // A conversion run from TIn to TOut, the input dense: both pointers step by their own element, and
-// the store kind is fixed at compile time. Through ByDtype's loop (a step per operand, the dtypes
-// chosen at every load and store) the widening and rounding passes of ScaledMaskedSoftmaxBackward's
-// buffered rows (AVX2 machines) made its FLOAT16 rows 1.9x slower than its FLOAT ones: 2x8x1024x1024
-// with NPUEMU_VECTOR_ISA=avx2 on the AMD EPYC, FLOAT16 15.0 -> 6.9 ms on one thread, 8.1 -> 4.3 on
-// two, BFLOAT16 15.7 -> 7.7 / 8.5 -> 4.9 (FLOAT 8.0 / 4.5); aclnnCtcLoss's FLOAT16 rows 2% faster.
-// It prefetches with prefetcht0; with another hint in the plan, conversions go through ByDtype.
-template <class V, class TOut, class TIn, bool kStream, class Op>
-NPUEMU_INLINE void convert_lanes(const Op& op, const Run<2>& r, int64_t begin, int64_t end) {
-  using F = typename V::F;
-  const TIn* in = reinterpret_cast<const TIn*>(r.data[1]) + begin;
-  TOut* out = reinterpret_cast<TOut*>(r.data[0]) + begin;
-  const Op local = op;
-  const int64_t prefetch = r.prefetch;
-  for (int64_t j = 0, n = end - begin; j < n; j += V::kWidth) {
-    if (V::kWidth > 1 && prefetch > 0) __builtin_prefetch(reinterpret_cast<const char*>(in + j) + prefetch, 0, 3);
-    const F value = simd::load<V>(in + j);
-    simd::store<V>(out + j, local.template apply<V>(&value), kStream);
+// the store kind and the prefetch hint are fixed at compile time. Through ByDtype's loop (a step per
+// operand, the dtypes chosen at every load and store) the widening and rounding passes of
+// ScaledMaskedSoftmaxBackward's buffered rows (AVX2 machines) made its FLOAT16 rows 1.9x slower
+// than its FLOAT ones: 2x8x1024x1024 with NPUEMU_VECTOR_ISA=avx2 on the AMD EPYC, FLOAT16 15.0 ->
+// 6.9 ms on one thread, 8.1 -> 4.3 on two, BFLOAT16 15.7 -> 7.7 / 8.5 -> 4.9 (FLOAT 8.0 / 4.5);
+// aclnnCtcLoss's FLOAT16 rows 2% faster.
+template <class V, class TOut, class TIn>
+struct ConvertLoop {
+  template <bool kStream, int kHint, class Op>
+  NPUEMU_INLINE static void run(const Op& op, const Run<2>& r, int64_t begin, int64_t end) {
+    using F = typename V::F;
+    const TIn* in = reinterpret_cast<const TIn*>(r.data[1]) + begin;
+    TOut* out = reinterpret_cast<TOut*>(r.data[0]) + begin;
+    const Op local = op;
+    const int64_t prefetch = r.prefetch;
+    for (int64_t j = 0, n = end - begin; j < n; j += V::kWidth) {
+      if (V::kWidth > 1 && prefetch > 0) __builtin_prefetch(reinterpret_cast<const char*>(in + j) + prefetch, 0, kHint);
+      const F value = simd::load<V>(in + j);
+      simd::store<V>(out + j, local.template apply<V>(&value), kStream);
+    }
   }
-}
+};
 
 template <class V, class TOut, class Op>
 NPUEMU_INLINE void convert_to(const Op& op, const Run<2>& r, int64_t begin, int64_t end, bool streaming) {
   switch (r.dtype[1]) {
     case kFloat16:
-      return streaming ? convert_lanes<V, TOut, _Float16, true>(op, r, begin, end)
-                       : convert_lanes<V, TOut, _Float16, false>(op, r, begin, end);
+      return with_store_and_hint<ConvertLoop<V, TOut, _Float16>>(streaming, r.hint, r.prefetch, op, r, begin, end);
     case kBFloat16:
-      return streaming ? convert_lanes<V, TOut, bfloat16, true>(op, r, begin, end)
-                       : convert_lanes<V, TOut, bfloat16, false>(op, r, begin, end);
+      return with_store_and_hint<ConvertLoop<V, TOut, bfloat16>>(streaming, r.hint, r.prefetch, op, r, begin, end);
     default:
-      return streaming ? convert_lanes<V, TOut, float, true>(op, r, begin, end)
-                       : convert_lanes<V, TOut, float, false>(op, r, begin, end);
+      return with_store_and_hint<ConvertLoop<V, TOut, float>>(streaming, r.hint, r.prefetch, op, r, begin, end);
   }
 }
 
@@ -296,7 +305,7 @@ NPUEMU_INLINE void lanes(const Op& op, const Run<N>& r, int64_t begin, int64_t e
   bool uniform = true;
   for (int k = 1; k < N; ++k) uniform &= r.dtype[k] == r.dtype[0];
   if constexpr (N == 2 && Converts<Op>::value) {
-    if (!uniform && !r.broadcast[1] && (r.hint == 3 || r.prefetch == 0)) {
+    if (!uniform && !r.broadcast[1] && hint_written_in(r.hint, r.prefetch)) {
       switch (r.dtype[0]) {
         case kFloat16: return convert_to<V, _Float16>(op, r, begin, end, streaming);
         case kBFloat16: return convert_to<V, bfloat16>(op, r, begin, end, streaming);
