@@ -240,6 +240,13 @@ void zero_rows(const Problem& p, int64_t b, int64_t from, Pacer& pacer) {
     }
 }
 
+// The gradient at a class of l' whose lcab is `lcab`, from its log-probability x: PyTorch's full
+// expression (patched into a row of exp(lp)·g).
+template <class A>
+A label_gradient(A x, A lcab, A nll, A g) {
+  return (std::exp(x) - exp_of(lcab + nll - x)) * g;
+}
+
 // Output row t of item b where the second term vanishes outside l' (finite nll) and both rows are
 // dense, in the FLOAT types: chunk by chunk, exp(lp)·g from lp's dtype straight into a chunk of
 // out's dtype (the engine converts in registers), the classes of l' patched, the chunk's bytes
@@ -262,7 +269,7 @@ void dense_output_row(const Problem& p, int64_t b, int64_t t, const Scratch<floa
     run_dense(ExpTimes{g}, {chunk, const_cast<T*>(lp + c0)}, {p.out.dtype, p.log_probs.dtype}, n, false);
     for (; k < w.count && w.classes[k] < c0 + n; ++k) {
       const float x = to_float(lp[w.classes[k]]);
-      chunk[w.classes[k] - c0] = from_float<T>((std::exp(x) - exp_of(w.lcab[k] + nll - x)) * g);
+      chunk[w.classes[k] - c0] = from_float<T>(label_gradient(x, w.lcab[k], nll, g));
     }
     copy_elements(p.out.dtype, chunk, out + c0, n, p.streaming);
   }
@@ -293,7 +300,7 @@ void output_row(const Problem& p, int64_t b, int64_t t, const Scratch<Acc<T>>& w
     }
     for (; k < w.count && w.classes[k] < c0 + n; ++k) {
       const A x = lp[w.classes[k] - c0];
-      row[w.classes[k] - c0] = (std::exp(x) - exp_of(w.lcab[k] + nll - x)) * g;
+      row[w.classes[k] - c0] = label_gradient(x, w.lcab[k], nll, g);
     }
     store_chunk<T>(p, row, p.out_at(t, b, c0), p.out.strides[2], n);
   }
