@@ -5,12 +5,14 @@ For each operator (cases.py), size, dtype and thread count: npuemu's whole two-p
 tensors prepared beforehand, the PyTorch CPU path a user would run on the same data, and a
 STREAM-like triad moving the same bytes, timed in turns to a time budget (medians). npuemu's
 result is checked against PyTorch's (a benchmark of a wrong result is worthless). Large cases also
-get their peak memory measured in a fresh process. Writes bench/RESULTS.md and prints it.
+get their peak memory measured in a fresh process, and are timed on each vector instruction set
+the machine has down to AVX2 (vector_isa.py). Writes bench/RESULTS.md and prints it.
 """
 from __future__ import annotations
 
 import argparse
 import datetime
+import hashlib
 import os
 import platform
 import subprocess
@@ -20,6 +22,7 @@ from typing import Optional
 
 import numpy as np
 
+import acl
 import aclnn_api as nn
 import emulator
 from aclnn_api import _kernels
@@ -28,6 +31,7 @@ from aclnn_api.kernel_info import describe_plan
 import c_path
 import roofline
 import sanitizer_cost
+import vector_isa
 from cases import LOG_SIGMOID, OPERATORS, Case, Operator, Size, output_elements
 from data import DTYPE_LABEL, FLOAT_DTYPES, TOLERANCE, BenchDevice, decode
 from memory import run_child
@@ -359,6 +363,30 @@ def sanitizer_costs(ops: list, sizes: list, quick: bool) -> list:
     return rows
 
 
+def isa_costs(runner: CaseRunner, isas: tuple) -> Optional[tuple]:
+    """(operator, shape, dtype, {isa: median seconds}, whether every isa gave the same bits) of the
+    runner's case on each instruction set of `isas`, 2 threads; None if npuemu rejects the case."""
+    threads = max(THREADS)
+    emulator.configure(threads=threads)
+    device = BenchDevice()
+    try:
+        call, out = runner.npuemu_call(device)
+        if call.status != 0:
+            return None
+        _kernels.set_threads(threads)
+        digests = set()
+        for isa in isas:  # each on an output filled with NaN bytes first, so that a lane left unwritten shows
+            nbytes = out.storage_elements * nn.aclDataTypeSize(out.dtype)
+            assert acl.rt.memset(out.address, nbytes, 0xFF, nbytes) == 0, acl.get_recent_err_msg()
+            vector_isa.OnIsa(call, isa)()
+            digests.add(hashlib.sha256(device.read_raw(out).tobytes()).digest())
+        medians, _ = interleaved_medians(vector_isa.contenders(call, isas), runner.budget)
+        return runner.op.name, runner.size.shape, DTYPE_LABEL[runner.dtype], medians, len(digests) == 1
+    finally:
+        vector_isa.restore(emulator.settings())
+        device.close()
+
+
 def flag_stalls(case_results: list) -> None:
     """Mark a contender that ran STALL times slower with more threads than with one: on a shared
     2-core machine, a thread that waits for a core taken by someone else stalls the whole call (the
@@ -436,6 +464,8 @@ def parse_args(argv: Optional[list]) -> argparse.Namespace:
     parser.add_argument("--no-memory", action="store_true", help="skip the peak-memory subprocesses")
     parser.add_argument("--no-c-path", action="store_true", help="skip the C path (the toolkit from C++ vs Python)")
     parser.add_argument("--no-sanitizer-cost", action="store_true", help="skip timing each NPUEMU_SANITIZE level")
+    parser.add_argument("--no-isa", action="store_true",
+                        help="skip timing the large cases on each vector instruction set (widest down to AVX2)")
     parser.add_argument("--quick", action="store_true", help="2 rounds per case: a smoke test, not a measurement")
     parser.add_argument("--output", default=os.path.join(HERE, "RESULTS.md"), help="'-' to write no file")
     return parser.parse_args(argv)
@@ -490,6 +520,8 @@ def main(argv: Optional[list] = None) -> int:
         log("== sanitizer cost (float32, %d threads, each level in interleaved rounds)" % max(THREADS))
         sanitizer_lines = sanitizer_cost.table_lines(sanitizer_costs(ops, sizes, args.quick))
 
+    isas = () if args.no_isa else vector_isa.timed_isas(_kernels.machine_vector_isa())
+    isa_rows = []
     for op in ops:
         if not op.available():
             skips.append("%s: aclnn_api has no %s yet, skipped" % (op.name, op.first_phase_name))
@@ -522,6 +554,13 @@ def main(argv: Optional[list] = None) -> int:
                     skips.append("%s %s %s: %s" % (op.name, size.shape, DTYPE_LABEL[dtype], rejected))
                     log("  %s %s: skipped, %s" % (size.shape, DTYPE_LABEL[dtype], rejected))
                     continue
+                if size.large and isas:
+                    row = isa_costs(runner, isas)
+                    if row is not None:
+                        isa_rows.append(row)
+                        log("  %s %s on each instruction set: %s%s" % (size.shape, DTYPE_LABEL[dtype], ", ".join(
+                            "%s %.3f ms" % (isa, seconds * 1e3) for isa, seconds in row[3].items()),
+                            "" if row[4] else ", DIFFERENT BITS"))
                 del runner
                 if size.large and not args.no_memory:
                     peak = run_child(op.name, index, dtype)
@@ -538,7 +577,8 @@ def main(argv: Optional[list] = None) -> int:
     notes.append("Whole run: %.0f s; load average (1, 5, 15 min) at the end: %.2f %.2f %.2f on %d cores."
                  % ((time.perf_counter() - started,) + os.getloadavg() + (os.cpu_count(),)))
     text = render(info, notes, validations, profile, results, skips, memory, threads,
-                  {op.name: op.torch_path for op in ops}, c_path_lines, sanitizer_lines)
+                  {op.name: op.torch_path for op in ops}, c_path_lines, sanitizer_lines,
+                  vector_isa.table_lines(isa_rows, isas) if isa_rows else None)
     if args.output != "-":
         previous = ""
         if os.path.exists(args.output):
@@ -548,7 +588,8 @@ def main(argv: Optional[list] = None) -> int:
             f.write(merge(previous, info["CPU"], text))
     log("")
     log(text)
-    wrong = [r for r in results if "WRONG" in r.check] + [v for v in validations if "MISMATCH" in v]
+    wrong = ([r for r in results if "WRONG" in r.check] + [v for v in validations if "MISMATCH" in v]
+             + [row for row in isa_rows if not row[4]])
     return 1 if wrong or c_path_failed else 0
 
 

@@ -271,3 +271,38 @@ def test_the_machine_table_names_the_cpu_generation():
             "stepping\t: 1\n\nprocessor\t: 1\ncpu family\t: 99\n")
     fields = cpu_fields(text)
     assert fields["model name"] == "AMD EPYC" and (fields["cpu family"], fields["model"], fields["stepping"]) == ("26", "2", "1")
+
+
+# ---------------------------------------------------------------------------------------------
+# The instruction-set section: each large case on every vector instruction set down to AVX2.
+
+import vector_isa  # noqa: E402
+from run import CaseRunner, isa_costs  # noqa: E402
+from timing import QUICK  # noqa: E402
+
+
+def test_the_sets_timed_run_from_the_widest_down_to_avx2_and_none_without_a_wider_one():
+    assert vector_isa.timed_isas("avx512_bf16") == ("avx512_bf16", "avx512", "avx2")
+    assert vector_isa.timed_isas("avx512") == ("avx512", "avx2")
+    assert vector_isa.timed_isas("avx2") == () and vector_isa.timed_isas("baseline") == ()
+
+
+def test_the_table_marks_a_ratio_beyond_the_vector_width_and_different_bits():
+    rows = [("LogSigmoid", "4096x4096", "float32", {"avx512": 2e-3, "avx2": 3.8e-3}, True),
+            ("ScaledMaskedSoftmax", "2x8x1024x1024", "float16", {"avx512": 2e-3, "avx2": 8e-3}, False)]
+    table = vector_isa.table_lines(rows, ("avx512", "avx2"))
+    assert table[0] == "| operator | size | dtype | avx512 ms | avx2 ms | avx2 / avx512 | same bits |"
+    assert table[2] == "| LogSigmoid | 4096x4096 | float32 | 2.000 | 3.800 | 1.90 | yes |"
+    assert table[3] == "| ScaledMaskedSoftmax | 2x8x1024x1024 | float16 | 2.000 | 8.000 | 4.00 ‼ | **NO** |"
+
+
+@pytest.mark.parametrize("op", ["LogSigmoid", "ScaledMaskedSoftmaxBackward"])
+def test_a_case_is_timed_on_each_set_with_its_bits_compared_and_the_settings_restored(op):
+    operator = BY_NAME[op]
+    size = next(s for s in operator.sizes if s.label == "4x4")
+    isas = ("avx2", "baseline")  # every x86-64 machine has both
+    before = _kernels.vector_isa()
+    name, shape, dtype, medians, same = isa_costs(CaseRunner(operator, size, nn.ACL_FLOAT16, None, QUICK), isas)
+    assert (name, shape, dtype, set(medians), same) == (op, size.shape, "float16", set(isas), True)
+    assert all(seconds > 0 for seconds in medians.values())
+    assert _kernels.vector_isa() == before
