@@ -243,9 +243,9 @@ def render(info: dict, notes: list, validations: list, profile: Optional[dict], 
     if isas:
         out += ["", "### Vector instruction sets: the large cases on each, same run (2 threads)", "",
                 "Each case's whole call with the kernels on each instruction set this machine has, from the "
-                "widest down to AVX2 (`NPUEMU_VECTOR_ISA`), in interleaved rounds; ‼ marks a ratio beyond what "
-                "half the vector width explains (bench/README.md). Each set's output is compared with the "
-                "others' bit for bit."] + [""] + isas
+                "widest down to AVX2 (`NPUEMU_VECTOR_ISA`), in interleaved rounds, and its ratio to the next "
+                "wider set; ‼ marks a ratio beyond what the width explains (bench/README.md). Each set's output "
+                "is compared with the others' bit for bit."] + [""] + isas
     out += ["", "### Machine", ""]
     out += ["| | |", "|---|---|"] + ["| %s | %s |" % (k, v) for k, v in info.items()]
     return "\n".join(out) + "\n"
