@@ -5,14 +5,17 @@ PyTorch, masked rows that are not finite, out aliasing or overlapping an input, 
 no workspace, empty inputs on every chip (before the kernel lookup), accepted formats and shapes,
 the sample."""
 import dataclasses
+import itertools
 import zlib
 
 import numpy as np
 import pytest
 
 import aclnn_api as nn
+import emulator
+from aclnn_api import _kernels
 from aclnn_api import scaled_masked_softmax_backward as sms
-from support import ALL_SOCS, assert_close, assert_sample_prints, last_error, npu, representable
+from support import ALL_SOCS, assert_close, assert_sample_prints, kernel_variants, last_error, npu, representable
 
 OP = (nn.aclnnScaledMaskedSoftmaxBackwardGetWorkspaceSize, nn.aclnnScaledMaskedSoftmaxBackward)
 F, H, B, D, BOOL = nn.ACL_FLOAT, nn.ACL_FLOAT16, nn.ACL_BF16, nn.ACL_DOUBLE, nn.ACL_BOOL
@@ -197,6 +200,40 @@ def test_out_may_overlap_an_input_within_its_rows(shift):
                 nn.aclDestroyTensor(view)
         out = dataclasses.replace(flat, shape=shape, strides=strides, offset=pad + shift)
         check_values(device.read(out), grad, y, mask, 0.5, F)
+
+
+@pytest.fixture
+def streaming_everything():
+    """Every output streamed (the plan's threshold at 0), as only outputs above 8 MiB are otherwise."""
+    saved = _kernels.memory_plan()["threshold"]
+    _kernels.set_memory_plan(threshold=0)
+    yield
+    _kernels.set_memory_plan(threshold=saved)
+    emulator.configure(threads=2, vector_isa="auto")
+
+
+@pytest.mark.parametrize("cols", (5, 67, 1024))
+@pytest.mark.parametrize("dtype", (F, H, B))
+def test_special_values_give_the_same_bits_across_threads_and_instruction_sets(dtype, cols, streaming_everything):
+    """Dense rows on every instruction set (vectors, then single lanes; streamed stores from the
+    first aligned address of each row) and the strided rows (through fp32 buffers): NaN, ±inf and
+    1e4 in the inputs, masked rows, odd row lengths, scale 1 (no multiply) and not, the same bits."""
+    rng = np.random.default_rng(cols)
+    shape = (3, 4, 9, cols)
+    grad, y, mask = inputs(rng, shape, (3, 1, 9, cols), dtype)
+    for row, value in zip(range(0, 3 * 4 * 9, 5), itertools.cycle((np.nan, np.inf, -np.inf, 1e4))):
+        grad.reshape(-1, cols)[row, row % cols] = value
+        y.reshape(-1, cols)[row + 2, (row + 1) % cols] = value
+    mask[1, 0, 3, :] = True
+    results = {}
+    for settings in kernel_variants():
+        emulator.configure(**settings)
+        with npu() as device:
+            for kind, scale in itertools.product(("contiguous", "offset", "strided"), (1.0, 0.3)):
+                results.setdefault((kind, scale), []).append(run_case(device, dtype, grad, y, mask, scale, kind))
+    for (kind, scale), outputs in results.items():
+        assert all(o.tobytes() == outputs[0].tobytes() for o in outputs[1:]), (kind, scale, kernel_variants())
+        assert outputs[0].tobytes() == results[("strided", scale)][0].tobytes(), (kind, scale)
 
 
 @pytest.mark.parametrize("dtype", (F, H, B))

@@ -3,6 +3,8 @@
 // - RowCursor: the byte address of each operand's row, in row order, advanced incrementally;
 // - RowRange / RowsAhead: the rows a kernel computes, and the row ahead of each that it prefetches;
 // - RowBuffer: fp32 scratch for a row, starting on a cache line;
+// - masked_lanes: a vector's mask bytes as lane masks; visit_on_isa: a kernel's rows on the widest
+//   instruction set in force, through one entry point per set;
 // - fold_to_sum / fold_to_max: a row's reduction in one fixed binary tree, so that its result
 //   depends only on the row's length, never on the machine's vector width or the threads (the
 //   _avx512 forms: the same tree, faster);
@@ -14,6 +16,7 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
 #include "common/elementwise.h"  // kGrain
@@ -108,6 +111,64 @@ class RowsAhead {
   RowCursor<N> cursor_;
   bool used_ = false;
 };
+
+// ---- lanes and instruction sets (every function is always inlined into an entry point) ----
+
+typedef char Bytes16 __attribute__((vector_size(16)));
+typedef long long Words2 __attribute__((vector_size(16)));
+
+// All ones in the lanes whose mask byte is set (any non-zero byte is true): the bytes widened with
+// one instruction (GCC's generic __builtin_convertvector took one instruction per byte).
+template <class V>
+NPUEMU_INLINE typename V::I masked_lanes(const unsigned char* mask) {
+  using I = typename V::I;
+  if constexpr (V::kWidth == 1) {
+    return I{mask[0] ? -1 : 0};
+  } else {
+    if constexpr (V::kWidth == 8) {
+      // The 8 bytes as one 64-bit load into the low half of a vector: copied into a zeroed vector
+      // in memory instead, they were stored as 8 bytes and read back as 16, a store that cannot
+      // forward to the load (a stall of a dozen cycles or more per vector).
+      uint64_t word;
+      std::memcpy(&word, mask, 8);
+      const Bytes16 bytes = (Bytes16)(Words2{static_cast<long long>(word), 0});
+      return (I)__builtin_ia32_pmovzxbd256(bytes) != 0;
+    } else {
+      Bytes16 bytes;
+      std::memcpy(&bytes, mask, 16);
+      return (I)__builtin_ia32_pmovzxbd512_mask(bytes, I{}, -1) != 0;
+    }
+  }
+}
+
+// The entry points of the instruction sets: each compiles Rows::visit<V> (always inlined) for its
+// own, and visit_on_isa calls the one of the widest instruction set in force.
+template <class Rows, class Operands>
+NPUEMU_TARGET_AVX512_BF16 void visit_avx512_bf16(Rows& rows, const Operands& ops, const RowRange& range) {
+  rows.template visit<simd::Avx512Bf16>(ops, range);
+}
+template <class Rows, class Operands>
+NPUEMU_TARGET_AVX512 void visit_avx512(Rows& rows, const Operands& ops, const RowRange& range) {
+  rows.template visit<simd::Avx512>(ops, range);
+}
+template <class Rows, class Operands>
+NPUEMU_TARGET_AVX2 void visit_avx2(Rows& rows, const Operands& ops, const RowRange& range) {
+  rows.template visit<simd::Avx2>(ops, range);
+}
+template <class Rows, class Operands>
+void visit_scalar(Rows& rows, const Operands& ops, const RowRange& range) {
+  rows.template visit<simd::Scalar>(ops, range);
+}
+
+template <class Rows, class Operands>
+void visit_on_isa(Rows& rows, const Operands& ops, const RowRange& range) {
+  switch (simd::isa()) {
+    case simd::Isa::kAvx512Bf16: return visit_avx512_bf16(rows, ops, range);
+    case simd::Isa::kAvx512: return visit_avx512(rows, ops, range);
+    case simd::Isa::kAvx2: return visit_avx2(rows, ops, range);
+    default: return visit_scalar(rows, ops, range);
+  }
+}
 
 // ---- reductions in a fixed binary tree ----
 //

@@ -43,6 +43,7 @@ namespace {
 
 using softmax_rows::fold_to_max_with;
 using softmax_rows::fold_to_sum_with;
+using softmax_rows::masked_lanes;
 using softmax_rows::RowBuffer;
 
 constexpr float kMasked = -10000.0f;  // what a masked position's z becomes (not -inf)
@@ -66,33 +67,6 @@ struct Layout {
 int64_t row_bytes(const Layout& layout) { return layout.cols * (dtype_size(layout.dtype) + 1); }
 
 // ---- lanes (every function is always inlined into an instruction set's entry point) ----
-
-typedef char Bytes16 __attribute__((vector_size(16)));
-typedef long long Words2 __attribute__((vector_size(16)));
-
-// All ones in the lanes whose mask byte is set (any non-zero byte is true): the bytes widened with
-// one instruction (GCC's generic __builtin_convertvector took one instruction per byte).
-template <class V>
-NPUEMU_INLINE typename V::I masked_lanes(const unsigned char* mask) {
-  using I = typename V::I;
-  if constexpr (V::kWidth == 1) {
-    return I{mask[0] ? -1 : 0};
-  } else {
-    if constexpr (V::kWidth == 8) {
-      // The 8 bytes as one 64-bit load into the low half of a vector: copied into a zeroed vector
-      // in memory instead, they were stored as 8 bytes and read back as 16, a store that cannot
-      // forward to the load (a stall of a dozen cycles or more per vector).
-      uint64_t word;
-      std::memcpy(&word, mask, 8);
-      const Bytes16 bytes = (Bytes16)(Words2{static_cast<long long>(word), 0});
-      return (I)__builtin_ia32_pmovzxbd256(bytes) != 0;
-    } else {
-      Bytes16 bytes;
-      std::memcpy(&bytes, mask, 16);
-      return (I)__builtin_ia32_pmovzxbd512_mask(bytes, I{}, -1) != 0;
-    }
-  }
-}
 
 template <class V>
 NPUEMU_INLINE void put(float* p, typename V::F v) {
@@ -175,7 +149,7 @@ class ForwardRows {
         mask_(layout.strides[kMask] == 1 ? 0 : layout.cols) {}
 
   // The rows of `range`, on the widest instruction set in force.
-  void run(const Operands& operands, const RowRange& range);
+  void run(const Operands& operands, const RowRange& range) { softmax_rows::visit_on_isa(*this, operands, range); }
 
   // Rows [begin, end) (a block: at most softmax_rows::kBlockBytes of input). While a row is read
   // (pass 1), the dense inputs of the row about kPrefetchBytes of input ahead are prefetched
@@ -376,34 +350,6 @@ class ForwardRows {
   RowBuffer max_level_, sum_level_, x_;
   std::vector<unsigned char> mask_;
 };
-
-// The entry points of the instruction sets: each compiles the always-inlined row code for its own.
-template <class T>
-NPUEMU_TARGET_AVX512_BF16 void rows_avx512_bf16(ForwardRows<T>& rows, const Operands& ops, const RowRange& range) {
-  rows.template visit<simd::Avx512Bf16>(ops, range);
-}
-template <class T>
-NPUEMU_TARGET_AVX512 void rows_avx512(ForwardRows<T>& rows, const Operands& ops, const RowRange& range) {
-  rows.template visit<simd::Avx512>(ops, range);
-}
-template <class T>
-NPUEMU_TARGET_AVX2 void rows_avx2(ForwardRows<T>& rows, const Operands& ops, const RowRange& range) {
-  rows.template visit<simd::Avx2>(ops, range);
-}
-template <class T>
-void rows_scalar(ForwardRows<T>& rows, const Operands& ops, const RowRange& range) {
-  rows.template visit<simd::Scalar>(ops, range);
-}
-
-template <class T>
-void ForwardRows<T>::run(const Operands& operands, const RowRange& range) {
-  switch (simd::isa()) {
-    case simd::Isa::kAvx512Bf16: return rows_avx512_bf16(*this, operands, range);
-    case simd::Isa::kAvx512: return rows_avx512(*this, operands, range);
-    case simd::Isa::kAvx2: return rows_avx2(*this, operands, range);
-    default: return rows_scalar(*this, operands, range);
-  }
-}
 
 // ---- the call ----
 

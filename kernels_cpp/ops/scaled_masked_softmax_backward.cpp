@@ -14,17 +14,15 @@
 //   binary tree); pass 2 finishes the row from the same inputs, now in L1/L2 (S2 <= 8192), and
 //   writes each vector right after computing it, so that stores (streamed past the caches for
 //   large outputs) interleave with the arithmetic.
-// - With AVX-512, both passes convert fp16/bf16 in registers (the only fp32 array written is the
-//   half-row of partial sums), and pass 2 prefetches the rows ahead (AheadRow): without that,
-//   memory sat idle while rows were computed from cache (53-77% of a STREAM triad with two
-//   threads, against ~90-115% with it).
-// - Otherwise (other machines, strided rows, out overlapping an input other than as the same
-//   tensor) the row is widened into fp32 buffers first, then finished in chunks from those buffers
-//   with the same arithmetic, so results are bit-identical whichever way a row goes.
+// - Dense rows (VectorRows, on the widest instruction set in force) convert fp16/bf16 in registers
+//   in both passes (the only fp32 array written is the half-row of partial sums), and pass 2
+//   prefetches the rows ahead (AheadRow): without that, memory sat idle while rows were computed
+//   from cache (53-77% of a STREAM triad with two threads, against ~90-115% with it).
+// - Otherwise (strided rows, out overlapping an input other than as the same tensor) the row is
+//   widened into fp32 buffers first, then finished in chunks from those buffers with the same
+//   arithmetic, so results are bit-identical whichever way a row goes.
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
-
-#include <immintrin.h>
 
 #include <algorithm>
 #include <array>
@@ -47,9 +45,7 @@ namespace py = pybind11;
 namespace npuemu {
 namespace {
 
-using softmax_rows::first_lanes;
 using softmax_rows::fold_to_sum;
-using softmax_rows::fold_to_sum_avx512;
 using softmax_rows::RowBuffer;
 using softmax_rows::run_in_blocks;
 
@@ -150,68 +146,8 @@ class BufferedRows {
   unsigned char mask_[kChunk];
 };
 
-// ---- AVX-512 rows: dense, conversions in registers, no fp32 copies of the inputs ----
+// ---- dense rows: conversions in registers, no fp32 copies of the inputs ----
 
-#define NPUEMU_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,f16c")))
-
-// 16 values of T <-> one fp32 vector; masked forms touch only the lanes in `m`. Streaming stores
-// need an address aligned to kAlign bytes.
-template <class T>
-struct Lanes;
-
-template <>
-struct Lanes<float> {
-  static constexpr int64_t kAlign = 64;
-  NPUEMU_AVX512 static __m512 load(const float* p) { return _mm512_loadu_ps(p); }
-  NPUEMU_AVX512 static __m512 load(const float* p, __mmask16 m) { return _mm512_maskz_loadu_ps(m, p); }
-  NPUEMU_AVX512 static void store(float* p, __m512 v) { _mm512_storeu_ps(p, v); }
-  NPUEMU_AVX512 static void store(float* p, __m512 v, __mmask16 m) { _mm512_mask_storeu_ps(p, m, v); }
-  NPUEMU_AVX512 static void stream(float* p, __m512 v) { _mm512_stream_ps(p, v); }
-};
-
-// fp16 and bf16: 16-bit storage widened to / narrowed from fp32 by Convert.
-template <class T, class Convert>
-struct Lanes16 {
-  static constexpr int64_t kAlign = 32;
-  NPUEMU_AVX512 static __m512 load(const T* p) {
-    return Convert::widen(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
-  }
-  NPUEMU_AVX512 static __m512 load(const T* p, __mmask16 m) { return Convert::widen(_mm256_maskz_loadu_epi16(m, p)); }
-  NPUEMU_AVX512 static void store(T* p, __m512 v) {
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), Convert::narrow(v));
-  }
-  NPUEMU_AVX512 static void store(T* p, __m512 v, __mmask16 m) { _mm256_mask_storeu_epi16(p, m, Convert::narrow(v)); }
-  NPUEMU_AVX512 static void stream(T* p, __m512 v) {
-    _mm256_stream_si256(reinterpret_cast<__m256i*>(p), Convert::narrow(v));
-  }
-};
-
-struct Half {
-  NPUEMU_AVX512 static __m512 widen(__m256i h) { return _mm512_cvtph_ps(h); }
-  NPUEMU_AVX512 static __m256i narrow(__m512 v) { return _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT); }
-};
-
-struct Brain {
-  NPUEMU_AVX512 static __m512 widen(__m256i h) {
-    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
-  }
-  // Round to nearest-even; NaN stays NaN (quiet), as from_float<bfloat16> and store_from_float do.
-  NPUEMU_AVX512 static __m256i narrow(__m512 v) {
-    const __m512i u = _mm512_castps_si512(v);
-    const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
-    const __m512i rounded = _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7fff)), lsb), 16);
-    const __m512i quiet = _mm512_or_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x40));
-    return _mm512_cvtepi32_epi16(_mm512_mask_mov_epi32(rounded, _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q), quiet));
-  }
-};
-
-template <>
-struct Lanes<_Float16> : Lanes16<_Float16, Half> {};
-template <>
-struct Lanes<bfloat16> : Lanes16<bfloat16, Brain> {};
-
-// Dense rows where out is either apart from the inputs or the very same tensor as one of them
-// (each vector of out is written after the same vector of the inputs is read).
 // While a row is finished from cache, the inputs of the row about kPrefetchBytes of input ahead
 // are prefetched into every cache level (prefetcht0): the hardware prefetcher alone leaves memory
 // idle while a row is computed from cache. Into L2 only (prefetcht1), with the next row also
@@ -220,13 +156,17 @@ struct Lanes<bfloat16> : Lanes16<bfloat16, Brain> {};
 // 3.61 against 2.98 / 1.95 against 1.77 ms; whole calls, each after a triad).
 constexpr int64_t kPrefetchBytes = 12 << 10;
 
+// Columns between two prefetches of the row ahead: a line of FLOAT (and half a line of 16-bit
+// types), whatever the vector width.
+constexpr int64_t kPrefetchColumns = 16;
+
 template <class T>
 struct AheadRow {
   const RowPointers* row = nullptr;  // none: no row ahead in this thread's run
 
-  // The 16 columns from j: a few prefetches between the vectors of pass 2 keep the requests
-  // flowing (issuing them in bursts measured slower). Always inlined: to GCC a function that only
-  // prefetches has no side effect, so a call to it may be deleted altogether.
+  // kPrefetchColumns columns from j: a few prefetches between the vectors of pass 2 keep the
+  // requests flowing (issuing them in bursts measured slower). Always inlined: to GCC a function
+  // that only prefetches has no side effect, so a call to it may be deleted altogether.
   NPUEMU_INLINE void prefetch(int64_t j) const {
     if (!row) return;
     __builtin_prefetch((*row)[kGrad] + j * sizeof(T), 0, 3);
@@ -235,117 +175,101 @@ struct AheadRow {
   }
 };
 
+// Dense rows where out is either apart from the inputs or the very same tensor as one of them
+// (each vector of out is written after the same vector of the inputs is read), on the widest
+// instruction set in force (softmax_rows::visit_on_isa): the lanes of V, then single lanes.
+// Before 2026-11-27 these rows had AVX-512 code of their own and every other machine took the
+// buffered rows (fp32 copies, no prefetch): on AVX2, 8x16x512x512 FLOAT16 / BFLOAT16 took 2.6x as
+// long as on AVX-512 (docs/performance.md).
 template <class T>
-class Avx512Rows {
+class VectorRows {
   using Ahead = AheadRow<T>;
 
  public:
-  explicit Avx512Rows(const Layout& layout) : l_(layout), level_((layout.cols + 1) / 2) {}
+  explicit VectorRows(const Layout& layout) : l_(layout), level_((layout.cols + 1) / 2) {}
 
-  // The rows of `range`, prefetching the row about kPrefetchBytes of input ahead of each.
   void run(const std::array<const TensorArg*, kOperands>& operands, const RowRange& range) {
-    RowCursor cursor(operands, range.begin);
-    RowsAhead ahead(operands, range, row_bytes(l_), kPrefetchBytes);
-    for (int64_t r = range.begin; r < range.end; ++r, cursor.advance()) (*this)(cursor.row(), Ahead{ahead.at(r)});
+    softmax_rows::visit_on_isa(*this, operands, range);
   }
 
-  // Pass 1 then pass 2 of `row`.
-  NPUEMU_AVX512 void operator()(const RowPointers& row, const Ahead& ahead) {
-    const float sum = row_sum(reinterpret_cast<const T*>(row[kGrad]), reinterpret_cast<const T*>(row[kY]));
-    if (l_.scale != 1.0f) finish_row<true>(row, sum, ahead);
-    else finish_row<false>(row, sum, ahead);
+  // The rows of `range`, prefetching the row about kPrefetchBytes of input ahead of each.
+  template <class V>
+  NPUEMU_INLINE void visit(const std::array<const TensorArg*, kOperands>& operands, const RowRange& range) {
+    RowCursor cursor(operands, range.begin);
+    RowsAhead ahead(operands, range, row_bytes(l_), kPrefetchBytes);
+    for (int64_t r = range.begin; r < range.end; ++r, cursor.advance()) {
+      const RowPointers& row = cursor.row();
+      const float sum = row_sum<V>(reinterpret_cast<const T*>(row[kGrad]), reinterpret_cast<const T*>(row[kY]));
+      if (l_.scale != 1.0f) finish_row<V, true>(row, sum, Ahead{ahead.at(r)});
+      else finish_row<V, false>(row, sum, Ahead{ahead.at(r)});
+    }
   }
 
  private:
+  // g * y at the lanes of V from column j.
+  template <class V>
+  NPUEMU_INLINE static typename V::F product(const T* g, const T* y, int64_t j) {
+    return simd::load<V>(g + j) * simd::load<V>(y + j);
+  }
+
   // Pass 1: the first level of the sum, g[i] * y[i] + g[half + i] * y[half + i] (the middle column
   // of an odd row alone), then the rest. The row is read in order, the lower half then the upper
   // half, where each product meets its partner's in the level: FLOAT 3-5% faster on the AMD EPYC
   // than each column next to its partner, half a row apart (2x8x1024x1024, 1 / 2 threads: 4.90
   // against 5.04 ms / 2.60 against 2.72 ms), FLOAT16 and BFLOAT16 the same.
-  NPUEMU_AVX512 float row_sum(const T* g, const T* y) {
+  template <class V>
+  NPUEMU_INLINE float row_sum(const T* g, const T* y) {
+    using One = simd::Scalar;
     const int64_t n = l_.cols, half = (n + 1) / 2, pairs = n - half;
     float* level = level_.data();
     int64_t i = 0;
-    for (; i + 16 <= half; i += 16) _mm512_storeu_ps(level + i, product(g + i, y + i));
-    if (i < half) {
-      const __mmask16 m = first_lanes(half - i);
-      _mm512_mask_storeu_ps(level + i, m, product(g + i, y + i, m));
-    }
-    for (i = 0; i + 16 <= pairs; i += 16) {
-      _mm512_storeu_ps(level + i, _mm512_add_ps(_mm512_loadu_ps(level + i), product(g + half + i, y + half + i)));
-    }
-    if (i < pairs) {
-      const __mmask16 m = first_lanes(pairs - i);
-      const __m512 sum = _mm512_add_ps(_mm512_maskz_loadu_ps(m, level + i), product(g + half + i, y + half + i, m));
-      _mm512_mask_storeu_ps(level + i, m, sum);
-    }
-    return fold_to_sum_avx512(level, half);
+    for (; i + V::kWidth <= half; i += V::kWidth) put<V>(level + i, product<V>(g, y, i));
+    for (; i < half; ++i) put<One>(level + i, product<One>(g, y, i));
+    for (i = 0; i + V::kWidth <= pairs; i += V::kWidth)
+      put<V>(level + i, simd::load<V>(level + i) + product<V>(g + half, y + half, i));
+    for (; i < pairs; ++i) put<One>(level + i, simd::load<One>(level + i) + product<One>(g + half, y + half, i));
+    return softmax_rows::fold_to_sum_with<V>(level, half);
   }
 
-  // g * y, for all 16 lanes or those in m.
-  NPUEMU_AVX512 static __m512 product(const T* g, const T* y) {
-    return _mm512_mul_ps(Lanes<T>::load(g), Lanes<T>::load(y));
-  }
-  NPUEMU_AVX512 static __m512 product(const T* g, const T* y, __mmask16 m) {
-    return _mm512_mul_ps(Lanes<T>::load(g, m), Lanes<T>::load(y, m));
-  }
-
-  // (g * y - sum * y) * scale, +0 where the mask byte is set, for the lanes in m.
-  template <bool kScaled>
-  NPUEMU_AVX512 static __m512 finish16(const T* g, const T* y, const unsigned char* mask, __m512 sum, __m512 scale,
-                                       __mmask16 m) {
-    const __m512 gv = Lanes<T>::load(g, m), yv = Lanes<T>::load(y, m);
-    const __m128i bytes = _mm_maskz_loadu_epi8(m, mask);
-    __m512 r = _mm512_sub_ps(_mm512_mul_ps(gv, yv), _mm512_mul_ps(sum, yv));
-    if (kScaled) r = _mm512_mul_ps(r, scale);
-    return _mm512_maskz_mov_ps(_mm_testn_epi8_mask(bytes, bytes), r);
+  // (g * y - sum * y) * scale, +0 where the mask byte is set, at the lanes of V from column j.
+  template <class V, bool kScaled>
+  NPUEMU_INLINE static typename V::F finish(const T* g, const T* y, const unsigned char* mask, float sum, float scale,
+                                            int64_t j) {
+    const typename V::F gv = simd::load<V>(g + j), yv = simd::load<V>(y + j);
+    typename V::F r = gv * yv - sum * yv;
+    if constexpr (kScaled) r = r * scale;
+    return softmax_rows::masked_lanes<V>(mask + j) ? V::splat(0.0f) : r;
   }
 
   // Pass 2: each vector stored as soon as it is computed, streamed past the caches for large
-  // outputs (from the first address aligned for that).
-  template <bool kScaled>
-  NPUEMU_AVX512 void finish_row(const RowPointers& row, float sum_value, const Ahead& ahead) const {
+  // outputs (from the first address aligned for that; single lanes before it and at the end).
+  template <class V, bool kScaled>
+  NPUEMU_INLINE void finish_row(const RowPointers& row, float sum, const Ahead& ahead) const {
+    using One = simd::Scalar;
     const T* g = reinterpret_cast<const T*>(row[kGrad]);
     const T* y = reinterpret_cast<const T*>(row[kY]);
     const unsigned char* mask = reinterpret_cast<const unsigned char*>(row[kMask]);
     T* out = reinterpret_cast<T*>(row[kOut]);
-    const int64_t n = l_.cols;
-    const __m512 sum = _mm512_set1_ps(sum_value), scale = _mm512_set1_ps(l_.scale);
-    int64_t j = 0;
-    if (l_.streaming) {
-      const int64_t misaligned = static_cast<int64_t>(reinterpret_cast<uintptr_t>(out) % Lanes<T>::kAlign);
-      const int64_t head = std::min<int64_t>(n, (Lanes<T>::kAlign - misaligned) % Lanes<T>::kAlign / sizeof(T));
-      if (head) {
-        const __mmask16 m = first_lanes(head);
-        Lanes<T>::store(out, finish16<kScaled>(g, y, mask, sum, scale, m), m);
-        j = head;
-      }
-      j = finish_vectors<kScaled, true>(g, y, mask, out, sum, scale, j, ahead);
-    } else {
-      j = finish_vectors<kScaled, false>(g, y, mask, out, sum, scale, j, ahead);
-    }
-    if (j < n) {
-      const __mmask16 m = first_lanes(n - j);
-      Lanes<T>::store(out + j, finish16<kScaled>(g + j, y + j, mask + j, sum, scale, m), m);
-    }
-  }
-
-  // The whole vectors from column j on, each preceded by the prefetch of the same columns of the
-  // rows ahead. Returns the first column left.
-  template <bool kScaled, bool kStream>
-  NPUEMU_AVX512 int64_t finish_vectors(const T* g, const T* y, const unsigned char* mask, T* out, __m512 sum,
-                                       __m512 scale, int64_t j, const Ahead& ahead) const {
-    for (; j + 16 <= l_.cols; j += 16) {
+    const int64_t n = l_.cols, align = V::kWidth * static_cast<int64_t>(sizeof(T));
+    const float scale = l_.scale;
+    const auto address = reinterpret_cast<uintptr_t>(out);
+    const bool streaming = V::kStreams && l_.streaming && address % sizeof(T) == 0;
+    const int64_t head = streaming ? std::min<int64_t>(n, (align - address % align) % align / sizeof(T)) : 0;
+    for (int64_t j = 0; j < head; ++j) simd::store<One>(out + j, finish<One, kScaled>(g, y, mask, sum, scale, j), false);
+    int64_t j = head;
+    for (; j + kPrefetchColumns <= n; j += kPrefetchColumns) {
       ahead.prefetch(j);
-      put<kStream>(out + j, finish16<kScaled>(g + j, y + j, mask + j, sum, scale, 0xffff));
+      for (int64_t k = 0; k < kPrefetchColumns; k += V::kWidth)
+        simd::store<V>(out + j + k, finish<V, kScaled>(g, y, mask, sum, scale, j + k), streaming);
     }
-    return j;
+    for (; j + V::kWidth <= n; j += V::kWidth)
+      simd::store<V>(out + j, finish<V, kScaled>(g, y, mask, sum, scale, j), streaming);
+    for (; j < n; ++j) simd::store<One>(out + j, finish<One, kScaled>(g, y, mask, sum, scale, j), false);
   }
 
-  template <bool kStream>
-  NPUEMU_AVX512 static void put(T* out, __m512 v) {
-    if constexpr (kStream) Lanes<T>::stream(out, v);
-    else Lanes<T>::store(out, v);
+  template <class V>
+  NPUEMU_INLINE static void put(float* p, typename V::F v) {
+    std::memcpy(p, &v, sizeof v);
   }
 
   Layout l_;
@@ -385,17 +309,15 @@ bool overlaps_otherwise(const TensorArg& out, const TensorArg& in) {
   return a.first < b.second && b.first < a.second;
 }
 
-bool has_avx512() { return simd::isa() >= simd::Isa::kAvx512; }
-
 void compute_gradient(const TensorArg& go, const TensorArg& y, const TensorArg& mask, const TensorArg& out,
                       float scale) {
   const Layout layout{go.dtype, go.shape[3], scale, memory_plan().streams(out.numel() * out.itemsize()),
                       {go.strides[3], y.strides[3], mask.strides[3], out.strides[3]}};
   const bool dense = layout.strides == std::array<int64_t, kOperands>{1, 1, 1, 1};
-  const bool vector_rows = dense && has_avx512() && !overlaps_otherwise(out, go) && !overlaps_otherwise(out, y);
+  const bool vector_rows = dense && !overlaps_otherwise(out, go) && !overlaps_otherwise(out, y);
   dispatch_storage("aclnnScaledMaskedSoftmaxBackward", go.dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    if (vector_rows) run_in_blocks<Avx512Rows<T>, kOperands>({&go, &y, &mask, &out}, layout, row_bytes(layout));
+    if (vector_rows) run_in_blocks<VectorRows<T>, kOperands>({&go, &y, &mask, &out}, layout, row_bytes(layout));
     else run_in_blocks<BufferedRows<T>, kOperands>({&go, &y, &mask, &out}, layout, row_bytes(layout));
   });
 }
