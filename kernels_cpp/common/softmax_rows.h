@@ -3,8 +3,8 @@
 // - RowCursor: the byte address of each operand's row, in row order, advanced incrementally;
 // - RowRange / RowsAhead: the rows a kernel computes, and the row ahead of each that it prefetches;
 // - RowBuffer: fp32 scratch for a row, starting on a cache line;
-// - masked_lanes: a vector's mask bytes as lane masks; visit_on_isa: a kernel's rows on the widest
-//   instruction set in force, through one entry point per set;
+// - masked_lanes: a vector's mask bytes as lane masks; put: lanes into a row buffer;
+// - visit_on_isa: a kernel's rows on the widest instruction set in force, one entry point per set;
 // - fold_to_sum / fold_to_max: a row's reduction in one fixed binary tree, so that its result
 //   depends only on the row's length, never on the machine's vector width or the threads (the
 //   _avx512 forms: the same tree, faster);
@@ -139,6 +139,12 @@ NPUEMU_INLINE typename V::I masked_lanes(const unsigned char* mask) {
       return (I)__builtin_ia32_pmovzxbd512_mask(bytes, I{}, -1) != 0;
     }
   }
+}
+
+// The lanes of v stored at p (a row buffer's fp32 values).
+template <class V>
+NPUEMU_INLINE void put(float* p, typename V::F v) {
+  std::memcpy(p, &v, sizeof v);
 }
 
 // The entry points of the instruction sets: each compiles Rows::visit<V> (always inlined) for its

@@ -44,6 +44,7 @@ namespace {
 using softmax_rows::fold_to_max_with;
 using softmax_rows::fold_to_sum_with;
 using softmax_rows::masked_lanes;
+using softmax_rows::put;
 using softmax_rows::RowBuffer;
 
 constexpr float kMasked = -10000.0f;  // what a masked position's z becomes (not -inf)
@@ -67,11 +68,6 @@ struct Layout {
 int64_t row_bytes(const Layout& layout) { return layout.cols * (dtype_size(layout.dtype) + 1); }
 
 // ---- lanes (every function is always inlined into an instruction set's entry point) ----
-
-template <class V>
-NPUEMU_INLINE void put(float* p, typename V::F v) {
-  std::memcpy(p, &v, sizeof v);
-}
 
 // The arithmetic of a row, on lanes of V. T is the tensors' dtype; the input x is read as S: T
 // itself, or fp32 when a strided row was gathered first.

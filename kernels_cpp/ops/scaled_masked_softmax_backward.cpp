@@ -46,6 +46,7 @@ namespace npuemu {
 namespace {
 
 using softmax_rows::fold_to_sum;
+using softmax_rows::put;
 using softmax_rows::RowBuffer;
 using softmax_rows::run_in_blocks;
 
@@ -265,11 +266,6 @@ class VectorRows {
     for (; j + V::kWidth <= n; j += V::kWidth)
       simd::store<V>(out + j, finish<V, kScaled>(g, y, mask, sum, scale, j), streaming);
     for (; j < n; ++j) simd::store<One>(out + j, finish<One, kScaled>(g, y, mask, sum, scale, j), false);
-  }
-
-  template <class V>
-  NPUEMU_INLINE static void put(float* p, typename V::F v) {
-    std::memcpy(p, &v, sizeof v);
   }
 
   Layout l_;
