@@ -14,13 +14,14 @@
 //   binary tree); pass 2 finishes the row from the same inputs, now in L1/L2 (S2 <= 8192), and
 //   writes each vector right after computing it, so that stores (streamed past the caches for
 //   large outputs) interleave with the arithmetic.
-// - Dense rows (VectorRows, on the widest instruction set in force) convert fp16/bf16 in registers
-//   in both passes (the only fp32 array written is the half-row of partial sums), and pass 2
-//   prefetches the rows ahead (AheadRow): without that, memory sat idle while rows were computed
-//   from cache (53-77% of a STREAM triad with two threads, against ~90-115% with it).
-// - Otherwise (strided rows, out overlapping an input other than as the same tensor) the row is
-//   widened into fp32 buffers first, then finished in chunks from those buffers with the same
-//   arithmetic, so results are bit-identical whichever way a row goes.
+// - The rows run on the widest instruction set in force (BackwardRows). Dense inputs are converted
+//   from fp16/bf16 in registers in both passes (the only fp32 array written is the half-row of
+//   partial sums), and pass 2 prefetches the rows ahead (AheadRow): without that, memory sat idle
+//   while rows were computed from cache (53-77% of a STREAM triad with two threads, against
+//   ~90-115% with it).
+// - Strided inputs, or an out that overlaps them other than as the same tensor, are first copied
+//   into fp32 rows; a strided out is scattered from an fp32 row. The arithmetic is the same
+//   whichever way a row goes, so are the bits.
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
@@ -45,31 +46,9 @@ namespace py = pybind11;
 namespace npuemu {
 namespace {
 
-using softmax_rows::fold_to_sum;
 using softmax_rows::put;
 using softmax_rows::RowBuffer;
 using softmax_rows::run_in_blocks;
-
-// ---- fp32 arithmetic on dense arrays (every variant gives the same bits: no FMA contraction) ----
-
-// The first level of the row sum: sum[i] = g_lo[i] * y_lo[i] + g_hi[i] * y_hi[i].
-NPUEMU_VECTORIZED void add_products(float* __restrict sum, const float* g_lo, const float* y_lo, const float* g_hi,
-                                    const float* y_hi, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) sum[i] = g_lo[i] * y_lo[i] + g_hi[i] * y_hi[i];
-}
-
-// out = (g * y - sum * y) * scale (no multiply when scale is 1, as the kernel does), then +0
-// where the mask is set, whatever the inputs hold there (NaN included).
-NPUEMU_VECTORIZED void finish(float* __restrict out, const float* g, const float* y, const unsigned char* mask,
-                              float sum, float scale, int64_t n) {
-  if (scale != 1.0f) {
-    for (int64_t j = 0; j < n; ++j) out[j] = mask[j] ? 0.0f : (g[j] * y[j] - sum * y[j]) * scale;
-  } else {
-    for (int64_t j = 0; j < n; ++j) out[j] = mask[j] ? 0.0f : g[j] * y[j] - sum * y[j];
-  }
-}
-
-constexpr int64_t kChunk = 256;  // elements of a buffered row finished and stored together
 
 // ---- visiting the rows ----
 
@@ -85,69 +64,13 @@ struct Layout {
   float scale;
   bool streaming;                             // non-temporal stores for the output
   std::array<int64_t, kOperands> strides;     // element strides along S2
+  bool copies;  // gradOutput and y read through fp32 copies of each row (strided, or out overlaps them)
 };
 
 // Bytes of input per row: gradOutput, y and the mask.
 int64_t row_bytes(const Layout& layout) { return layout.cols * (2 * dtype_size(layout.dtype) + 1); }
 
-// ---- rows through fp32 buffers: any layout, any machine ----
-
-// The whole row is widened into fp32 buffers before anything is written, so out may overlap the
-// inputs in any way within a row. Dense operands go through the vectorised conversions.
-template <class T>
-class BufferedRows {
- public:
-  explicit BufferedRows(const Layout& layout)
-      : l_(layout), g_(layout.cols), y_(layout.cols), level_((layout.cols + 1) / 2) {}
-
-  // The rows of `range` (nothing is prefetched).
-  void run(const std::array<const TensorArg*, kOperands>& operands, const RowRange& range) {
-    RowCursor cursor(operands, range.begin);
-    for (int64_t r = range.begin; r < range.end; ++r, cursor.advance()) (*this)(cursor.row());
-  }
-
-  void operator()(const RowPointers& row) {
-    const int64_t n = l_.cols, half = (n + 1) / 2;
-    widen(row[kGrad], l_.strides[kGrad], g_.data());
-    widen(row[kY], l_.strides[kY], y_.data());
-    add_products(level_.data(), g_.data(), y_.data(), g_.data() + half, y_.data() + half, n - half);
-    if (n & 1) level_[half - 1] = g_[half - 1] * y_[half - 1];  // no partner at the first level
-    const float sum = fold_to_sum(level_.data(), half);
-    for (int64_t j = 0; j < n; j += kChunk) {
-      const int64_t count = std::min(kChunk, n - j);
-      finish(result_, g_.data() + j, y_.data() + j, mask_chunk(row[kMask], j, count), sum, l_.scale, count);
-      write(row[kOut], j, count);
-    }
-  }
-
- private:
-  void widen(const char* src, int64_t stride, float* dst) const {
-    if (stride == 1) return load_as_float(l_.dtype, src, dst, l_.cols);
-    const T* s = reinterpret_cast<const T*>(src);
-    for (int64_t j = 0; j < l_.cols; ++j) dst[j] = to_float(s[j * stride]);
-  }
-
-  const unsigned char* mask_chunk(const char* mask, int64_t at, int64_t count) {
-    const int64_t stride = l_.strides[kMask];
-    if (stride == 1) return reinterpret_cast<const unsigned char*>(mask) + at;
-    for (int64_t k = 0; k < count; ++k) mask_[k] = mask[(at + k) * stride];
-    return mask_;
-  }
-
-  void write(char* out, int64_t at, int64_t count) const {
-    const int64_t stride = l_.strides[kOut];
-    if (stride == 1) return store_from_float(l_.dtype, result_, out + at * sizeof(T), count, l_.streaming);
-    T* o = reinterpret_cast<T*>(out);
-    for (int64_t k = 0; k < count; ++k) o[(at + k) * stride] = from_float<T>(result_[k]);
-  }
-
-  Layout l_;
-  RowBuffer g_, y_, level_;
-  alignas(64) float result_[kChunk];
-  unsigned char mask_[kChunk];
-};
-
-// ---- dense rows: conversions in registers, no fp32 copies of the inputs ----
+// ---- the rows ----
 
 // While a row is finished from cache, the inputs of the row about kPrefetchBytes of input ahead
 // are prefetched into every cache level (prefetcht0): the hardware prefetcher alone leaves memory
@@ -176,40 +99,84 @@ struct AheadRow {
   }
 };
 
-// Dense rows where out is either apart from the inputs or the very same tensor as one of them
-// (each vector of out is written after the same vector of the inputs is read), on the widest
-// instruction set in force (softmax_rows::visit_on_isa): the lanes of V, then single lanes.
-// Before 2026-11-27 these rows had AVX-512 code of their own and every other machine took the
-// buffered rows (fp32 copies, no prefetch): on AVX2, 8x16x512x512 FLOAT16 / BFLOAT16 took 2.6x as
-// long as on AVX-512 (docs/performance.md).
+// The rows, on the widest instruction set in force (softmax_rows::visit_on_isa): the lanes of V,
+// then single lanes. Dense inputs are read in their dtype and converted in registers, with the row
+// about kPrefetchBytes of input ahead prefetched; out is then either apart from them or the very
+// same tensor as one of them (each vector of out is written after the same vector of the inputs is
+// read). Strided inputs, or an out that overlaps them otherwise, are first copied into fp32 rows (the
+// whole row before anything is written, so out may overlap the inputs in any way within a row); a
+// strided out is scattered from an fp32 row. The arithmetic is the same on every path, and so are
+// the bits. Before 2026-11-27 the dense rows had AVX-512 code of their own and every other machine
+// took the copies, without prefetch: on AVX2, 8x16x512x512 FLOAT16 / BFLOAT16 took 2.6x as long as
+// on AVX-512 (docs/performance.md).
 template <class T>
-class VectorRows {
+class BackwardRows {
   using Ahead = AheadRow<T>;
 
  public:
-  explicit VectorRows(const Layout& layout) : l_(layout), level_((layout.cols + 1) / 2) {}
+  explicit BackwardRows(const Layout& layout)
+      : l_(layout),
+        level_((layout.cols + 1) / 2),
+        g_(layout.copies ? layout.cols : 0),
+        y_(layout.copies ? layout.cols : 0),
+        result_(layout.strides[kOut] == 1 ? 0 : layout.cols),
+        mask_(layout.strides[kMask] == 1 ? 0 : layout.cols) {}
 
   void run(const std::array<const TensorArg*, kOperands>& operands, const RowRange& range) {
     softmax_rows::visit_on_isa(*this, operands, range);
   }
 
-  // The rows of `range`, prefetching the row about kPrefetchBytes of input ahead of each.
   template <class V>
   NPUEMU_INLINE void visit(const std::array<const TensorArg*, kOperands>& operands, const RowRange& range) {
     RowCursor cursor(operands, range.begin);
     RowsAhead ahead(operands, range, row_bytes(l_), kPrefetchBytes);
     for (int64_t r = range.begin; r < range.end; ++r, cursor.advance()) {
       const RowPointers& row = cursor.row();
-      const float sum = row_sum<V>(reinterpret_cast<const T*>(row[kGrad]), reinterpret_cast<const T*>(row[kY]));
-      if (l_.scale != 1.0f) finish_row<V, true>(row, sum, Ahead{ahead.at(r)});
-      else finish_row<V, false>(row, sum, Ahead{ahead.at(r)});
+      const RowPointers* far = ahead.at(r);
+      const unsigned char* mask = mask_row(row[kMask]);
+      if (l_.copies) {
+        copy_row(row[kGrad], l_.strides[kGrad], g_.data());
+        copy_row(row[kY], l_.strides[kY], y_.data());
+        both_passes<V>(g_.data(), y_.data(), mask, row[kOut], Ahead{});
+      } else {
+        both_passes<V>(reinterpret_cast<const T*>(row[kGrad]), reinterpret_cast<const T*>(row[kY]), mask, row[kOut],
+                       Ahead{far});
+      }
     }
   }
 
  private:
+  // The row's sum, then its out: dense, stored as it is computed, or into an fp32 row scattered
+  // after. S: the inputs' storage type (T, or float for the copies).
+  template <class V, class S>
+  NPUEMU_INLINE void both_passes(const S* g, const S* y, const unsigned char* mask, char* out, const Ahead& ahead) {
+    const float sum = row_sum<V>(g, y);
+    const bool scaled = l_.scale != 1.0f;
+    if (l_.strides[kOut] == 1) {
+      T* dense = reinterpret_cast<T*>(out);
+      if (scaled) write_row<V, true>(g, y, mask, sum, dense, l_.streaming, ahead);
+      else write_row<V, false>(g, y, mask, sum, dense, l_.streaming, ahead);
+    } else {
+      if (scaled) write_row<V, true>(g, y, mask, sum, result_.data(), false, ahead);
+      else write_row<V, false>(g, y, mask, sum, result_.data(), false, ahead);
+      scatter_from_float(l_.dtype, result_.data(), out, l_.strides[kOut] * static_cast<int64_t>(sizeof(T)), l_.cols);
+    }
+  }
+
+  void copy_row(const char* src, int64_t stride, float* dst) const {
+    if (stride == 1) return load_as_float(l_.dtype, src, dst, l_.cols);
+    gather_as_float(l_.dtype, src, stride * static_cast<int64_t>(sizeof(T)), dst, l_.cols);
+  }
+
+  const unsigned char* mask_row(const char* mask) {
+    if (l_.strides[kMask] == 1) return reinterpret_cast<const unsigned char*>(mask);
+    for (int64_t j = 0; j < l_.cols; ++j) mask_[j] = mask[j * l_.strides[kMask]];
+    return mask_.data();
+  }
+
   // g * y at the lanes of V from column j.
-  template <class V>
-  NPUEMU_INLINE static typename V::F product(const T* g, const T* y, int64_t j) {
+  template <class V, class S>
+  NPUEMU_INLINE static typename V::F product(const S* g, const S* y, int64_t j) {
     return simd::load<V>(g + j) * simd::load<V>(y + j);
   }
 
@@ -218,8 +185,8 @@ class VectorRows {
   // half, where each product meets its partner's in the level: FLOAT 3-5% faster on the AMD EPYC
   // than each column next to its partner, half a row apart (2x8x1024x1024, 1 / 2 threads: 4.90
   // against 5.04 ms / 2.60 against 2.72 ms), FLOAT16 and BFLOAT16 the same.
-  template <class V>
-  NPUEMU_INLINE float row_sum(const T* g, const T* y) {
+  template <class V, class S>
+  NPUEMU_INLINE float row_sum(const S* g, const S* y) {
     using One = simd::Scalar;
     const int64_t n = l_.cols, half = (n + 1) / 2, pairs = n - half;
     float* level = level_.data();
@@ -232,44 +199,45 @@ class VectorRows {
     return softmax_rows::fold_to_sum_with<V>(level, half);
   }
 
-  // (g * y - sum * y) * scale, +0 where the mask byte is set, at the lanes of V from column j.
-  template <class V, bool kScaled>
-  NPUEMU_INLINE static typename V::F finish(const T* g, const T* y, const unsigned char* mask, float sum, float scale,
-                                            int64_t j) {
+  // (g * y - sum * y) * scale (no multiply when scale is 1, as the kernel does), +0 where the mask
+  // byte is set whatever the inputs hold there (NaN included), at the lanes of V from column j.
+  template <class V, bool kScaled, class S>
+  NPUEMU_INLINE static typename V::F gradient(const S* g, const S* y, const unsigned char* mask, float sum,
+                                              float scale, int64_t j) {
     const typename V::F gv = simd::load<V>(g + j), yv = simd::load<V>(y + j);
     typename V::F r = gv * yv - sum * yv;
     if constexpr (kScaled) r = r * scale;
     return softmax_rows::masked_lanes<V>(mask + j) ? V::splat(0.0f) : r;
   }
 
-  // Pass 2: each vector stored as soon as it is computed, streamed past the caches for large
-  // outputs (from the first address aligned for that; single lanes before it and at the end).
-  template <class V, bool kScaled>
-  NPUEMU_INLINE void finish_row(const RowPointers& row, float sum, const Ahead& ahead) const {
+  // Pass 2 into out (of type O: T, or float for an fp32 row): each vector stored as soon as it is
+  // computed, streamed past the caches for large outputs (from the first address aligned for that;
+  // single lanes before it and at the end).
+  template <class V, bool kScaled, class S, class O>
+  NPUEMU_INLINE void write_row(const S* g, const S* y, const unsigned char* mask, float sum, O* out, bool streams,
+                               const Ahead& ahead) const {
     using One = simd::Scalar;
-    const T* g = reinterpret_cast<const T*>(row[kGrad]);
-    const T* y = reinterpret_cast<const T*>(row[kY]);
-    const unsigned char* mask = reinterpret_cast<const unsigned char*>(row[kMask]);
-    T* out = reinterpret_cast<T*>(row[kOut]);
-    const int64_t n = l_.cols, align = V::kWidth * static_cast<int64_t>(sizeof(T));
+    const int64_t n = l_.cols, align = V::kWidth * static_cast<int64_t>(sizeof(O));
     const float scale = l_.scale;
     const auto address = reinterpret_cast<uintptr_t>(out);
-    const bool streaming = V::kStreams && l_.streaming && address % sizeof(T) == 0;
-    const int64_t head = streaming ? std::min<int64_t>(n, (align - address % align) % align / sizeof(T)) : 0;
-    for (int64_t j = 0; j < head; ++j) simd::store<One>(out + j, finish<One, kScaled>(g, y, mask, sum, scale, j), false);
+    const bool streaming = V::kStreams && streams && address % sizeof(O) == 0;
+    const int64_t head = streaming ? std::min<int64_t>(n, (align - address % align) % align / sizeof(O)) : 0;
+    for (int64_t j = 0; j < head; ++j)
+      simd::store<One>(out + j, gradient<One, kScaled>(g, y, mask, sum, scale, j), false);
     int64_t j = head;
     for (; j + kPrefetchColumns <= n; j += kPrefetchColumns) {
       ahead.prefetch(j);
       for (int64_t k = 0; k < kPrefetchColumns; k += V::kWidth)
-        simd::store<V>(out + j + k, finish<V, kScaled>(g, y, mask, sum, scale, j + k), streaming);
+        simd::store<V>(out + j + k, gradient<V, kScaled>(g, y, mask, sum, scale, j + k), streaming);
     }
     for (; j + V::kWidth <= n; j += V::kWidth)
-      simd::store<V>(out + j, finish<V, kScaled>(g, y, mask, sum, scale, j), streaming);
-    for (; j < n; ++j) simd::store<One>(out + j, finish<One, kScaled>(g, y, mask, sum, scale, j), false);
+      simd::store<V>(out + j, gradient<V, kScaled>(g, y, mask, sum, scale, j), streaming);
+    for (; j < n; ++j) simd::store<One>(out + j, gradient<One, kScaled>(g, y, mask, sum, scale, j), false);
   }
 
   Layout l_;
-  RowBuffer level_;
+  RowBuffer level_, g_, y_, result_;
+  std::vector<unsigned char> mask_;
 };
 
 // ---- the call ----
@@ -307,14 +275,16 @@ bool overlaps_otherwise(const TensorArg& out, const TensorArg& in) {
 
 void compute_gradient(const TensorArg& go, const TensorArg& y, const TensorArg& mask, const TensorArg& out,
                       float scale) {
-  const Layout layout{go.dtype, go.shape[3], scale, memory_plan().streams(out.numel() * out.itemsize()),
-                      {go.strides[3], y.strides[3], mask.strides[3], out.strides[3]}};
-  const bool dense = layout.strides == std::array<int64_t, kOperands>{1, 1, 1, 1};
-  const bool vector_rows = dense && !overlaps_otherwise(out, go) && !overlaps_otherwise(out, y);
+  const bool dense_inputs = go.strides[3] == 1 && y.strides[3] == 1;
+  const Layout layout{go.dtype,
+                      go.shape[3],
+                      scale,
+                      memory_plan().streams(out.numel() * out.itemsize()),
+                      {go.strides[3], y.strides[3], mask.strides[3], out.strides[3]},
+                      !dense_inputs || overlaps_otherwise(out, go) || overlaps_otherwise(out, y)};
   dispatch_storage("aclnnScaledMaskedSoftmaxBackward", go.dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    if (vector_rows) run_in_blocks<VectorRows<T>, kOperands>({&go, &y, &mask, &out}, layout, row_bytes(layout));
-    else run_in_blocks<BufferedRows<T>, kOperands>({&go, &y, &mask, &out}, layout, row_bytes(layout));
+    run_in_blocks<BackwardRows<T>, kOperands>({&go, &y, &mask, &out}, layout, row_bytes(layout));
   });
 }
 
