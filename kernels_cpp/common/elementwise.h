@@ -267,10 +267,10 @@ struct Converts<Op, std::void_t<decltype(Op::kConverts)>> : std::bool_constant<O
 // A conversion run from TIn to TOut, the input dense: both pointers step by their own element, and
 // the store kind and the prefetch hint are fixed at compile time. Through ByDtype's loop (a step per
 // operand, the dtypes chosen at every load and store) the widening and rounding passes of
-// ScaledMaskedSoftmaxBackward's buffered rows (AVX2 machines) made its FLOAT16 rows 1.9x slower
-// than its FLOAT ones: 2x8x1024x1024 with NPUEMU_VECTOR_ISA=avx2 on the AMD EPYC, FLOAT16 15.0 ->
-// 6.9 ms on one thread, 8.1 -> 4.3 on two, BFLOAT16 15.7 -> 7.7 / 8.5 -> 4.9 (FLOAT 8.0 / 4.5);
-// aclnnCtcLoss's FLOAT16 rows 2% faster.
+// ScaledMaskedSoftmaxBackward's buffered rows (which AVX2 machines took until its dense rows ran on
+// every instruction set) made its FLOAT16 rows 1.9x slower than its FLOAT ones: 2x8x1024x1024 with
+// NPUEMU_VECTOR_ISA=avx2 on the AMD EPYC, FLOAT16 15.0 -> 6.9 ms on one thread, 8.1 -> 4.3 on two,
+// BFLOAT16 15.7 -> 7.7 / 8.5 -> 4.9 (FLOAT 8.0 / 4.5); aclnnCtcLoss's FLOAT16 rows 2% faster.
 template <class V, class TOut, class TIn>
 struct ConvertLoop {
   template <bool kStream, int kHint, class Op>
