@@ -42,6 +42,7 @@ def test_the_committed_results_have_a_section_per_cpu_with_its_commit():
 # The roofline of the large cases: pure functions on synthetic Results (no timing).
 
 import aclnn_api as nn  # noqa: E402
+import emulator  # noqa: E402
 from aclnn_api import _kernels  # noqa: E402
 from report import Result, render, roofline_headline, roofline_table  # noqa: E402
 from roofline import Ceiling, in_cache_units, kernel_participants, l2_bytes, not_measured, seconds_per_element  # noqa: E402
@@ -304,6 +305,8 @@ def test_a_case_is_timed_on_each_set_with_its_bits_compared_and_the_settings_res
     operator = BY_NAME[op]
     size = next(s for s in operator.sizes if s.label == "4x4")
     isas = ("avx2", "baseline")  # every x86-64 machine has both
+    emulator.configure(vector_isa="auto")
+    _kernels.set_vector_isa("auto")  # as the settings in force have it (a test before may have left another)
     before = _kernels.vector_isa()
     name, shape, dtype, medians, same = isa_costs(CaseRunner(operator, size, nn.ACL_FLOAT16, None, QUICK), isas)
     assert (name, shape, dtype, set(medians), same) == (op, size.shape, "float16", set(isas), True)
