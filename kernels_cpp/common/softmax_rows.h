@@ -2,7 +2,7 @@
 // the last axis S2 of [B, N, S1, S2] operands, one row at a time, through
 // - RowCursor: the byte address of each operand's row, in row order, advanced incrementally;
 // - RowRange / RowsAhead: the rows a kernel computes, and the row ahead of each that it prefetches;
-// - RowBuffer: fp32 scratch for a row, starting on a cache line;
+// - RowBuffer: fp32 scratch for a row, starting on a cache line; MaskRow: a mask row as dense bytes;
 // - masked_lanes: a vector's mask bytes as lane masks; put: lanes into a row buffer;
 // - visit_on_isa: a kernel's rows on the widest instruction set in force, one entry point per set;
 // - fold_to_sum / fold_to_max: a row's reduction in one fixed binary tree, so that its result
@@ -43,6 +43,22 @@ class RowBuffer {
   static constexpr int64_t kLineFloats = 16;
   std::vector<float> storage_;
   float* data_;
+};
+
+// A row of the mask as dense bytes: the row itself where the mask is dense along S2, else its bytes
+// gathered into a buffer of the row's length.
+class MaskRow {
+ public:
+  MaskRow(int64_t cols, int64_t stride) : stride_(stride), bytes_(stride == 1 ? 0 : cols) {}
+  const unsigned char* operator()(const char* mask) {
+    if (stride_ == 1) return reinterpret_cast<const unsigned char*>(mask);
+    for (size_t j = 0; j < bytes_.size(); ++j) bytes_[j] = mask[static_cast<int64_t>(j) * stride_];
+    return bytes_.data();
+  }
+
+ private:
+  int64_t stride_;
+  std::vector<unsigned char> bytes_;
 };
 
 // The rows of [B, N, S1] in order, with the byte address of each of N operands' row (the first

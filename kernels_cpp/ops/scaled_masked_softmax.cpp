@@ -142,7 +142,7 @@ class ForwardRows {
         max_level_((layout.cols + 1) / 2),
         sum_level_((layout.cols + 1) / 2),
         x_(layout.strides[kX] == 1 ? 0 : layout.cols),
-        mask_(layout.strides[kMask] == 1 ? 0 : layout.cols) {}
+        mask_(layout.cols, layout.strides[kMask]) {}
 
   // The rows of `range`, on the widest instruction set in force.
   void run(const Operands& operands, const RowRange& range) { softmax_rows::visit_on_isa(*this, operands, range); }
@@ -194,7 +194,7 @@ class ForwardRows {
   // the rest of the pending pass 3, then the row folds; the buffers move one stage on.
   template <class V>
   NPUEMU_INLINE void step(const RowPointers* next, const RowPointers* far, Stages& s) {
-    const unsigned char* mask = next ? mask_row((*next)[kMask]) : nullptr;
+    const unsigned char* mask = next ? mask_((*next)[kMask]) : nullptr;
     float max = 0.0f;
     if (!next) {
       columns<V, T, false>(nullptr, nullptr, far, s);
@@ -216,12 +216,6 @@ class ForwardRows {
     s.scaled_y = next ? (*next)[kY] : nullptr;
     s.scaled_max = max;
     std::swap(s.free, s.scaled);
-  }
-
-  const unsigned char* mask_row(const char* mask) {
-    if (l_.strides[kMask] == 1) return reinterpret_cast<const unsigned char*>(mask);
-    for (int64_t j = 0; j < l_.cols; ++j) mask_[j] = mask[j * l_.strides[kMask]];
-    return mask_.data();
   }
 
   // The loop of a step over the columns: with kPass1, z of x (read as S) and the mask into s.free
@@ -344,7 +338,7 @@ class ForwardRows {
   Layout l_;
   std::array<RowBuffer, 3> buffers_;  // rotating through the stages (Stages)
   RowBuffer max_level_, sum_level_, x_;
-  std::vector<unsigned char> mask_;
+  softmax_rows::MaskRow mask_;
 };
 
 // ---- the call ----

@@ -27,19 +27,13 @@
 
 #include <algorithm>
 #include <array>
-#include <atomic>
-#include <cstring>
-#include <stdexcept>
-#include <vector>
+#include <string>
 
 #include "common/dispatch.h"
-#include "common/elementwise.h"
 #include "common/memory_plan.h"
 #include "common/registry.h"
 #include "common/softmax_rows.h"
-#include "common/thread_pool.h"
 #include "common/vector_io.h"
-#include "common/vmath.h"
 
 namespace py = pybind11;
 
@@ -120,7 +114,7 @@ class BackwardRows {
         g_(layout.copies ? layout.cols : 0),
         y_(layout.copies ? layout.cols : 0),
         result_(layout.strides[kOut] == 1 ? 0 : layout.cols),
-        mask_(layout.strides[kMask] == 1 ? 0 : layout.cols) {}
+        mask_(layout.cols, layout.strides[kMask]) {}
 
   void run(const std::array<const TensorArg*, kOperands>& operands, const RowRange& range) {
     softmax_rows::visit_on_isa(*this, operands, range);
@@ -133,7 +127,7 @@ class BackwardRows {
     for (int64_t r = range.begin; r < range.end; ++r, cursor.advance()) {
       const RowPointers& row = cursor.row();
       const RowPointers* far = ahead.at(r);
-      const unsigned char* mask = mask_row(row[kMask]);
+      const unsigned char* mask = mask_(row[kMask]);
       if (l_.copies) {
         copy_row(row[kGrad], l_.strides[kGrad], g_.data());
         copy_row(row[kY], l_.strides[kY], y_.data());
@@ -166,12 +160,6 @@ class BackwardRows {
   void copy_row(const char* src, int64_t stride, float* dst) const {
     if (stride == 1) return load_as_float(l_.dtype, src, dst, l_.cols);
     gather_as_float(l_.dtype, src, stride * static_cast<int64_t>(sizeof(T)), dst, l_.cols);
-  }
-
-  const unsigned char* mask_row(const char* mask) {
-    if (l_.strides[kMask] == 1) return reinterpret_cast<const unsigned char*>(mask);
-    for (int64_t j = 0; j < l_.cols; ++j) mask_[j] = mask[j * l_.strides[kMask]];
-    return mask_.data();
   }
 
   // g * y at the lanes of V from column j.
@@ -237,7 +225,7 @@ class BackwardRows {
 
   Layout l_;
   RowBuffer level_, g_, y_, result_;
-  std::vector<unsigned char> mask_;
+  softmax_rows::MaskRow mask_;
 };
 
 // ---- the call ----
