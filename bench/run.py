@@ -375,8 +375,8 @@ def isa_costs(runner: CaseRunner, isas: tuple) -> Optional[tuple]:
             return None
         _kernels.set_threads(threads)
         digests = set()
+        nbytes = out.storage_elements * nn.aclDataTypeSize(out.dtype)
         for isa in isas:  # each on an output filled with NaN bytes first, so that a lane left unwritten shows
-            nbytes = out.storage_elements * nn.aclDataTypeSize(out.dtype)
             assert acl.rt.memset(out.address, nbytes, 0xFF, nbytes) == 0, acl.get_recent_err_msg()
             vector_isa.OnIsa(call, isa)()
             digests.add(hashlib.sha256(device.read_raw(out).tobytes()).digest())

@@ -14,7 +14,7 @@ namespace {
 // The engine of elementwise.h with nothing to compute: conversion on load, rounding on store.
 struct Copy {
   static constexpr int kInputs = 1;
-  static constexpr bool kConverts = true;  // its runs between two dtypes take convert_lanes
+  static constexpr bool kConverts = true;  // its runs between two dtypes take ConvertLoop (elementwise.h)
   template <class V>
   NPUEMU_INLINE typename V::F apply(const typename V::F* in) const {
     return in[0];
