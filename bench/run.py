@@ -80,6 +80,16 @@ def cpu_fields(cpuinfo: str) -> dict:
     return fields
 
 
+def threads_per_core(cpu: dict) -> str:
+    """Logical CPUs per core as the (virtual) machine reports them (/proc/cpuinfo's siblings over its
+    cpu cores). At 2, the kernels' two threads share one core's vector units, which caps what two
+    threads can gain on the compute-bound rows; a VM may also hide that its vCPUs are siblings."""
+    try:
+        return str(int(cpu["siblings"]) // int(cpu["cpu cores"]))
+    except (KeyError, ValueError, ZeroDivisionError):
+        return "not reported"
+
+
 def machine_info(torch) -> dict:
     with open("/proc/cpuinfo") as cpuinfo:
         cpu = cpu_fields(cpuinfo.read())
@@ -93,7 +103,8 @@ def machine_info(torch) -> dict:
             # VMs name different generations alike ("AMD EPYC" for Zen 4 and Zen 5): these tell them apart
             "CPU family, model, stepping": ", ".join(cpu.get(k, "?") for k in ("cpu family", "model", "stepping")),
             "L2 per core (sizes the in-cache cuts)": "%d KiB" % (roofline.default_l2() >> 10),
-            "cores": os.cpu_count(), "memory": memory,
+            "cores": os.cpu_count(), "logical CPUs per core (as reported)": threads_per_core(cpu),
+            "memory": memory,
             "PyTorch": torch.__version__ if torch else "not installed",
             "NumPy": np.__version__, "Python": platform.python_version(),
             "emulated chip": emulator.settings().soc_name, "kernels": _kernels.build_info(),

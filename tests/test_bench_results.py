@@ -47,7 +47,7 @@ from aclnn_api import _kernels  # noqa: E402
 from report import Result, render, roofline_headline, roofline_table  # noqa: E402
 from roofline import Ceiling, in_cache_units, kernel_participants, l2_bytes, not_measured, seconds_per_element  # noqa: E402
 from cases import BY_NAME, Size  # noqa: E402
-from run import InCacheProbe, cpu_fields  # noqa: E402
+from run import InCacheProbe, cpu_fields, threads_per_core  # noqa: E402
 
 LARGE = Size("large", "4096x4096", {"shape": (4096, 4096)})
 ELEMENTS = 4096 * 4096
@@ -272,6 +272,14 @@ def test_the_machine_table_names_the_cpu_generation():
             "stepping\t: 1\n\nprocessor\t: 1\ncpu family\t: 99\n")
     fields = cpu_fields(text)
     assert fields["model name"] == "AMD EPYC" and (fields["cpu family"], fields["model"], fields["stepping"]) == ("26", "2", "1")
+
+
+@pytest.mark.parametrize("siblings,cores,shown", [("2", "2", "1"), ("2", "1", "2"), (None, "1", "not reported"),
+                                                   ("2", "0", "not reported")])
+def test_the_machine_table_says_whether_the_two_threads_share_a_core(siblings, cores, shown):
+    text = "processor\t: 0\nmodel name\t: Intel(R) Xeon(R) Processor\n" + (
+        "siblings\t: %s\n" % siblings if siblings else "") + "cpu cores\t: %s\n" % cores
+    assert threads_per_core(cpu_fields(text)) == shown
 
 
 # ---------------------------------------------------------------------------------------------
