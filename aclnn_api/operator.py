@@ -27,7 +27,7 @@ from . import _kernels, kernel_info, status
 from .arrays import aclBoolArray, aclFloatArray, aclIntArray, aclScalar
 from .executor import aclOpExecutor
 from .shapes import broadcast_strides
-from .tensor import aclTensor, moves as tensor_moves, view_nbytes
+from .tensor import aclTensor, moves as tensor_moves, shared_element, view_nbytes
 from .tensor_list import aclScalarList, aclTensorList
 
 # The aclnn objects a first phase takes, by the names its parameters' annotations use.
@@ -97,13 +97,25 @@ class KernelLaunch:
     `outputs` names the views the kernel writes; the first phase sets it to the operator's output
     parameters when the operator module leaves it None."""
 
-    __slots__ = ("kernel", "args", "workspace_size", "outputs", "moves")
+    __slots__ = ("kernel", "args", "workspace_size", "outputs", "moves", "_sharing")
 
     def __init__(self, kernel: Callable, args: tuple, workspace_size: int = 0,
                  outputs: Optional[Sequence[str]] = None):
         self.kernel, self.args, self.workspace_size = kernel, args, workspace_size
         self.outputs = None if outputs is None else tuple(outputs)
         self.moves = tensor_moves()  # the views are at their tensors' addresses as of this count
+        self._sharing: Optional[tuple] = None
+
+    def outputs_sharing_elements(self) -> tuple:
+        """(output view, (index, other index)) for each output view in which two indices are one
+        element of memory, which the card's cores would write in no fixed order (tensor.shared_element;
+        worked out once: a moved launch keeps its views' geometry, only their addresses change)."""
+        if self._sharing is None:
+            written = self.outputs or ()
+            self._sharing = tuple((position, shared) for position, arg in enumerate(self.args)
+                                  if type(arg) is TensorView and arg.name in written and arg.nbytes
+                                  for shared in (shared_element(arg.shape, arg.strides),) if shared)
+        return tuple((self.args[position], shared) for position, shared in self._sharing) if self._sharing else ()
 
     def queued(self) -> "KernelLaunch":
         """This launch as queued now: with every view at its tensor's current address (itself when
@@ -137,7 +149,9 @@ class KernelLaunch:
 
     def _moved(self) -> "KernelLaunch":
         args = tuple(arg.at(arg.tensor.data) if type(arg) is TensorView else arg for arg in self.args)
-        return KernelLaunch(self.kernel, args, self.workspace_size, self.outputs)
+        moved = KernelLaunch(self.kernel, args, self.workspace_size, self.outputs)
+        moved._sharing = self._sharing
+        return moved
 
 
 class Parameters:
@@ -340,10 +354,13 @@ def _launch(op: str, workspace: Any, workspace_size: Any, plan: aclOpExecutor, s
     device_id = target.device_id
     if plan.workspace_size:
         _check_workspace(workspace, plan.workspace_size, device_id)
-    if plan.launch is not None and interface.checks_memory() and plan.has_unfit_tensors(interface.TENSOR_ALIGNMENT):
+    memcheck = plan.launch is not None and interface.checks_memory()
+    if memcheck and plan.has_unfit_tensors(interface.TENSOR_ALIGNMENT):
         interface.launch_checks(op, plan.tensors(), site)
     if plan.launch is not None:
         work = plan.launch = plan.launch.queued()  # a repeatable executor moved by aclSetRawTensorAddr & co. stays moved
+        for output, shared in work.outputs_sharing_elements() if memcheck else ():
+            interface.overlapping_output(op, output, shared, site)
         interface.launch(target, op, functools.partial(_execute, op, work, device_id, workspace), site=site,
                          ranges=functools.partial(work.ranges, workspace), details=work.details,
                          resolves_itself=True)

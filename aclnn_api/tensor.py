@@ -12,6 +12,8 @@ import itertools
 
 from typing import Any, Optional, Sequence
 
+import numpy as np
+
 from emulator import cargs, sites
 from emulator.cargs import ACLNN, INT64
 from emulator.dtypes import ACL_DT_UNDEFINED, ACL_FORMAT_UNDEFINED, DTYPE_NAMES, FORMAT_NAMES, aclDataTypeSize, dtype_name, format_name
@@ -110,6 +112,62 @@ def view_nbytes(dims: Sequence[int], strides: Sequence[int], itemsize: int) -> i
             return 0
         last += (dim - 1) * stride
     return (last + 1) * itemsize
+
+
+# Views up to this many elements that neither rule of shared_element decides are decided by listing
+# their offsets; larger ones are taken to give every index an element of its own.
+LISTED_ELEMENTS = 1 << 20
+
+
+def shared_element(dims: Sequence[int], strides: Sequence[int]) -> Optional[tuple]:
+    """Two different indices of the view (dims, non-negative element strides) at one element, or None
+    when every index has an element of its own. Rules first, then a listing: a dim of more than one
+    element with stride 0 shares; dims whose strides, smallest first, each step over all that the
+    smaller ones span share nothing; a view that is neither (e.g. [3, 2] with strides [2, 3]) is
+    decided by listing its offsets, when it has at most LISTED_ELEMENTS elements. Never a false
+    finding: a larger undecided view counts as sharing nothing."""
+    dims, strides = tuple(dims), tuple(strides)
+    if any(dim <= 0 for dim in dims) or _each_steps_over_the_smaller(zip(reversed(strides), reversed(dims))):
+        return None  # no element, or the usual row-major order, padded or not
+    spanning = [(stride, dim, axis) for axis, (dim, stride) in enumerate(zip(dims, strides)) if dim > 1]
+    for stride, _, axis in spanning:
+        if stride == 0:
+            return _index(dims, {}), _index(dims, {axis: 1})
+    if _each_steps_over_the_smaller(sorted((stride, dim) for stride, dim, _ in spanning)):
+        return None
+    return _listed_sharing(dims, strides)
+
+
+def _each_steps_over_the_smaller(strides_and_dims) -> bool:
+    """Whether each stride (taken in the given order, dims of one element left out) is larger than all
+    that the strides before it span: then no two indices are one element."""
+    spanned = 0
+    for stride, dim in strides_and_dims:
+        if dim > 1:
+            if stride <= spanned:
+                return False
+            spanned += stride * (dim - 1)
+    return True
+
+
+def _index(dims: tuple, at: dict) -> tuple:
+    return tuple(at.get(axis, 0) for axis in range(len(dims)))
+
+
+def _listed_sharing(dims: tuple, strides: tuple) -> Optional[tuple]:
+    count = 1
+    for dim in dims:
+        count *= dim
+    if count > LISTED_ELEMENTS:
+        return None
+    offsets = sum(np.arange(dim, dtype=np.int64).reshape([-1 if a == axis else 1 for a in range(len(dims))]) * stride
+                  for axis, (dim, stride) in enumerate(zip(dims, strides))).reshape(-1)
+    order = np.argsort(offsets, kind="stable")
+    repeats = np.flatnonzero(offsets[order][1:] == offsets[order][:-1])
+    if not repeats.size:
+        return None
+    first, second = sorted((int(order[repeats[0]]), int(order[repeats[0] + 1])))
+    return (tuple(int(i) for i in np.unravel_index(first, dims)), tuple(int(i) for i in np.unravel_index(second, dims)))
 
 
 def contiguous_strides(dims: Sequence[int]) -> tuple:

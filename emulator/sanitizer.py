@@ -1,7 +1,8 @@
 """The sanitizer: what the card would silently get wrong, reported with both sites (docs/sanitizer.md).
 
 Levels (NPUEMU_SANITIZE): `off`; `memcheck`: faults of queued work, overruns into an allocation's
-padding, misaligned tensors, tensors destroyed between the two phases; `full`: also
+padding, misaligned tensors, tensors destroyed between the two phases, outputs whose elements
+overlap; `full`: also
 
 - racecheck: two tasks on different streams, not ordered, where one writes what the other touches;
 - synccheck: a synchronous host call (aclrtMemcpy, aclrtMemset, ...) touching memory that queued,
@@ -28,6 +29,7 @@ import zlib
 from typing import Optional, Sequence
 
 from . import report, status
+from .dtypes import aclDataTypeSize
 from .sites import Site, user_site
 
 ALIGNMENT = 32   # tensorData must be 32-byte aligned (the aclCreateTensor documentation)
@@ -498,6 +500,19 @@ class Tracker:
                     "%s's %s tensor has data address 0x%x, which is not %d-byte aligned as aclCreateTensor requires "
                     "(offset %d bytes)" % (op, name, tensor.data, ALIGNMENT, tensor.data % ALIGNMENT),
                     (("launch of %s" % op, site), ("tensor made", tensor.site)), ())
+
+    def overlapping_output(self, op: str, output, shared: tuple, site: Site) -> None:
+        """An output view whose indices `shared` are one element: the card's cores write such elements
+        in no fixed order, so which value stays there is not defined."""
+        first, second = shared
+        element = output.offset + sum(i * stride for i, stride in zip(first, output.strides))
+        report.publish(
+            "overlapping output", "memcheck",
+            "%s writes its %s, in which indices %s and %s are one element, at 0x%x: the card's cores write such "
+            "elements in no fixed order, so which value stays there is not defined (npuemu keeps one of them)"
+            % (op, output.describe(), list(first), list(second),
+               output.data + element * aclDataTypeSize(output.data_type)),
+            (("launch of %s" % op, site), ("tensor made", output.tensor.site)), ())
 
 
 class Written:

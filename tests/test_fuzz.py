@@ -247,6 +247,7 @@ def mutation_cases() -> list:
             for declaration in all_declarations() for chip in CHIP_FAMILIES]
 
 
+@pytest.mark.sanitizer_reports("overlapping output")  # zero or overlapping strides given to an output
 @pytest.mark.filterwarnings("ignore:overflow encountered in cast", "ignore:invalid value encountered in cast")
 @pytest.mark.parametrize("declaration,chip", mutation_cases())
 def test_mutated_valid_calls_answer_with_an_explained_code_and_run_what_they_accept(declaration, chip):

@@ -1,6 +1,8 @@
 """The sanitizer (docs/sanitizer.md): each scenario is a small client program, run in-process at every
 level and in both execution modes; what it must report follows from the level (`memcheck` kinds from
 memcheck up, the others at `full` only), never from the execution mode. Correct twins report nothing."""
+import itertools
+import operator
 import os
 import subprocess
 import sys
@@ -12,10 +14,12 @@ import pytest
 import acl
 import aclnn_api as nn
 import emulator
+from aclnn_api.tensor import shared_element
 from emulator import report
 from emulator.sanitizer import POISON, Written
 
-MEMCHECK_KINDS = {"invalid device access", "padding overrun", "misaligned tensor", "destroyed tensor"}
+MEMCHECK_KINDS = {"invalid device access", "padding overrun", "misaligned tensor", "destroyed tensor",
+                  "overlapping output"}
 H2D, D2H, D2D = acl.ACL_MEMCPY_HOST_TO_DEVICE, acl.ACL_MEMCPY_DEVICE_TO_HOST, acl.ACL_MEMCPY_DEVICE_TO_DEVICE
 N = 256  # bytes of every buffer: 64 float32
 
@@ -259,6 +263,32 @@ def mem_kernel_on_freed_memory(p):
     assert acl.rt.synchronize_stream(p.s1) == 507015
 
 
+def log_sigmoid_into(p, x, out):
+    """aclnnLogSigmoid(x, out) on stream 1, synchronised."""
+    _, executor, ret = nn.aclnnLogSigmoidGetWorkspaceSize(x, out)
+    assert ret == 0, acl.get_recent_err_msg()
+    assert nn.aclnnLogSigmoid(None, 0, executor, p.s1) == 0
+    assert acl.rt.synchronize_stream(p.s1) == 0
+
+
+def described(p, address, shape, strides):
+    tensor = nn.aclCreateTensor(list(shape), nn.ACL_FLOAT, list(strides), 0, nn.ACL_FORMAT_ND, None, address)
+    p.tensors.append(tensor)
+    return tensor
+
+
+def mem_output_rows_on_one_row(p):
+    a, out = p.malloc(), p.malloc()
+    log_sigmoid_into(p, p.tensor(a, (8, 8)), described(p, out, (8, 8), (0, 1)))
+
+
+def mem_broadcast_input_and_an_output_in_place(p):
+    a, out = p.malloc(), p.malloc()
+    log_sigmoid_into(p, described(p, a, (8, 8), (0, 1)), p.tensor(out, (8, 8)))
+    in_place = p.tensor(out, (8, 8))
+    log_sigmoid_into(p, in_place, in_place)
+
+
 SCENARIOS = {
     race_two_streams_write_one_buffer: {"race"},
     race_ordered_by_an_event: set(),
@@ -283,6 +313,8 @@ SCENARIOS = {
     mem_misaligned_tensor: {"misaligned tensor"},
     mem_input_destroyed_between_the_phases: {"destroyed tensor"},
     mem_kernel_on_freed_memory: {"invalid device access"},
+    mem_output_rows_on_one_row: {"overlapping output"},
+    mem_broadcast_input_and_an_output_in_place: set(),
 }
 
 
@@ -310,6 +342,48 @@ def test_each_scenario_reports_what_its_level_checks_in_either_execution_mode(sc
         program.close()
     found = {finding.kind for finding in emulator.reports()}
     assert found == expected_at(SCENARIOS[scenario], level, execution), "\n".join(map(str, emulator.reports()))
+
+
+def views(rank: int):
+    """Every view of `rank` dims of 1 to 3 elements with strides among 0, 1, 2, 3, 4 and 6."""
+    return itertools.product(itertools.product((1, 2, 3), repeat=rank), itertools.product((0, 1, 2, 3, 4, 6), repeat=rank))
+
+
+def test_shared_elements_are_found_exactly_as_listing_every_offset_finds_them():
+    for dims, strides in itertools.chain(*(views(rank) for rank in range(4))):
+        offsets = [sum(i * s for i, s in zip(index, strides)) for index in itertools.product(*map(range, dims))]
+        shared = shared_element(dims, strides)
+        assert (shared is not None) == (len(set(offsets)) < len(offsets)), (dims, strides, shared)
+        if shared:
+            first, second = shared
+            assert first != second and sum(map(operator.mul, first, strides)) == sum(map(operator.mul, second, strides))
+
+
+def test_a_view_too_large_to_list_counts_as_sharing_nothing_unless_a_rule_decides():
+    assert shared_element((3, 2, 1 << 19), (2, 3, 6)) is None  # shares nothing, but only a listing could tell
+    assert shared_element((2, 3, 1 << 19), (0, 1, 3)) == ((0, 0, 0), (1, 0, 0))
+    assert shared_element((1 << 19, 4), (4, 1)) is None
+
+
+@pytest.mark.parametrize("strides,shares", [((0, 1), True), ((1, 1), True), ((1, 8), False), ((9, 1), False),
+                                            ((8, 1), False)])
+@pytest.mark.sanitizer_reports("overlapping output")
+def test_an_output_whose_indices_share_elements_is_reported_with_its_making_and_launch(strides, shares):
+    program = Program()
+    try:
+        x, out = program.tensor(program.malloc(), (8, 8)), described(program, program.malloc(N * 2), (8, 8), strides)
+        log_sigmoid_into(program, x, out)
+    finally:
+        program.close()
+    found = emulator.reports()
+    assert len(found) == shares, "\n".join(map(str, found))
+    if shares:
+        (finding,) = found
+        assert finding.tool == "memcheck" and "aclnnLogSigmoid writes its out (FLOAT[8, 8], strides %s" % list(strides) \
+            in finding.message and "are one element" in finding.message, finding.message
+        (launch_role, launch), (made_role, made) = finding.sites
+        assert launch_role == "launch of aclnnLogSigmoid" and launch.location.startswith(__file__)
+        assert made_role == "tensor made" and " in described" in str(made) and " in test_an_output" in str(made)
 
 
 @pytest.mark.sanitizer_reports("race")

@@ -31,7 +31,8 @@ LANGUAGES = {".py": "Python", ".c": "C", ".cpp": "C++"}
 NOT_PROGRAMS = {"corpus.py", "measure.py"}
 TOOLS = ("memcheck", "racecheck", "synccheck", "initcheck", "leakcheck")
 KINDS = {
-    "memcheck": ("invalid device access", "padding overrun", "misaligned tensor", "destroyed tensor"),
+    "memcheck": ("invalid device access", "padding overrun", "misaligned tensor", "destroyed tensor",
+                 "overlapping output"),
     "racecheck": ("race",),
     "synccheck": ("missing synchronisation", "host memory in flight", "memory freed while in use",
                   "pending work destroyed"),
