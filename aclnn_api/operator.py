@@ -27,7 +27,7 @@ from . import _kernels, kernel_info, status
 from .arrays import aclBoolArray, aclFloatArray, aclIntArray, aclScalar
 from .executor import aclOpExecutor
 from .shapes import broadcast_strides
-from .tensor import aclTensor, moves as tensor_moves, shared_element, view_nbytes
+from .tensor import aclTensor, conflicting_byte, moves as tensor_moves, shared_element, view_nbytes
 from .tensor_list import aclScalarList, aclTensorList
 
 # The aclnn objects a first phase takes, by the names its parameters' annotations use.
@@ -64,6 +64,10 @@ class TensorView:
         return TensorView(self.name, self.tensor, self.data_type, self.shape, self.strides, self.offset, self.nbytes,
                           data)
 
+    def geometry(self) -> tuple:
+        """(address of element 0, itemsize, dims, element strides), as tensor.conflicting_byte takes views."""
+        return self.start, ITEM_SIZES.get(self.data_type, 8), self.shape, self.strides
+
     def describe(self) -> str:
         return "%s (%s%s, strides %s, offset %d)" % (self.name, dtype_name(self.data_type), list(self.shape),
                                                      list(self.strides), self.offset)
@@ -95,27 +99,48 @@ class KernelLaunch:
     strides) tuples and pointers when the work runs; other arguments pass through.
 
     `outputs` names the views the kernel writes; the first phase sets it to the operator's output
-    parameters when the operator module leaves it None."""
+    parameters when the operator module leaves it None. `whole_rows`: the kernel reads each row of
+    its views (their last dim) whole before it writes any of it, as a core does a row of the
+    softmax, so an output may overlap an input within a row (else only as the very same view)."""
 
-    __slots__ = ("kernel", "args", "workspace_size", "outputs", "moves", "_sharing")
+    __slots__ = ("kernel", "args", "workspace_size", "outputs", "moves", "whole_rows", "_overlaps")
 
     def __init__(self, kernel: Callable, args: tuple, workspace_size: int = 0,
-                 outputs: Optional[Sequence[str]] = None):
+                 outputs: Optional[Sequence[str]] = None, whole_rows: bool = False):
         self.kernel, self.args, self.workspace_size = kernel, args, workspace_size
         self.outputs = None if outputs is None else tuple(outputs)
+        self.whole_rows = whole_rows
         self.moves = tensor_moves()  # the views are at their tensors' addresses as of this count
-        self._sharing: Optional[tuple] = None
+        self._overlaps: Optional[tuple] = None
 
-    def outputs_sharing_elements(self) -> tuple:
-        """(output view, (index, other index)) for each output view in which two indices are one
-        element of memory, which the card's cores would write in no fixed order (tensor.shared_element;
-        worked out once: a moved launch keeps its views' geometry, only their addresses change)."""
-        if self._sharing is None:
-            written = self.outputs or ()
-            self._sharing = tuple((position, shared) for position, arg in enumerate(self.args)
-                                  if type(arg) is TensorView and arg.name in written and arg.nbytes
-                                  for shared in (shared_element(arg.shape, arg.strides),) if shared)
-        return tuple((self.args[position], shared) for position, shared in self._sharing) if self._sharing else ()
+    def overlaps(self) -> tuple:
+        """What the card would write in no fixed order, as (output view, other view, where): an output
+        view in which two indices are one element (other None; where: the two indices), and an output
+        sharing bytes with another view of the launch, an input or an output, in different units of
+        work (elements, or rows with whole_rows; where: the address of such a byte). The very same
+        view twice is an in-place call, which is fine. Worked out once: a launch whose tensors moved
+        is a new one (queued)."""
+        if self._overlaps is None:
+            self._overlaps = tuple(self._find_overlaps())
+        return self._overlaps
+
+    def _find_overlaps(self):
+        views = [arg for arg in self.args if type(arg) is TensorView and arg.nbytes]
+        written = self.outputs or ()
+        for position, output in enumerate(views):
+            if output.name not in written:
+                continue
+            shared = shared_element(output.shape, output.strides)
+            if shared:
+                yield output, None, shared
+            for other in views[:position] + views[position + 1:]:
+                if other.start >= output.start + output.nbytes or output.start >= other.start + other.nbytes:
+                    continue  # apart: the usual case, told without the geometry
+                if other.name in written and views.index(other) < position:
+                    continue  # a pair of outputs is reported once
+                byte = conflicting_byte(output.geometry(), other.geometry(), None if self.whole_rows else 1)
+                if byte is not None:
+                    yield output, other, byte
 
     def queued(self) -> "KernelLaunch":
         """This launch as queued now: with every view at its tensor's current address (itself when
@@ -149,9 +174,7 @@ class KernelLaunch:
 
     def _moved(self) -> "KernelLaunch":
         args = tuple(arg.at(arg.tensor.data) if type(arg) is TensorView else arg for arg in self.args)
-        moved = KernelLaunch(self.kernel, args, self.workspace_size, self.outputs)
-        moved._sharing = self._sharing
-        return moved
+        return KernelLaunch(self.kernel, args, self.workspace_size, self.outputs, self.whole_rows)
 
 
 class Parameters:
@@ -359,8 +382,8 @@ def _launch(op: str, workspace: Any, workspace_size: Any, plan: aclOpExecutor, s
         interface.launch_checks(op, plan.tensors(), site)
     if plan.launch is not None:
         work = plan.launch = plan.launch.queued()  # a repeatable executor moved by aclSetRawTensorAddr & co. stays moved
-        for output, shared in work.outputs_sharing_elements() if memcheck else ():
-            interface.overlapping_output(op, output, shared, site)
+        for output, other, where in work.overlaps() if memcheck else ():
+            interface.overlapping_output(op, output, other, where, site)
         interface.launch(target, op, functools.partial(_execute, op, work, device_id, workspace), site=site,
                          ranges=functools.partial(work.ranges, workspace), details=work.details,
                          resolves_itself=True)

@@ -88,7 +88,8 @@ def aclnnScaledMaskedSoftmaxGetWorkspaceSize(x: aclTensor, mask: aclTensor, scal
         return None
     check_kernel_exists("x", x.data_type, "ScaledMaskedSoftmaxV2", KERNEL_DTYPES, chip)
     return KernelLaunch(_kernels.scaled_masked_softmax,
-                        (view("x", x), view("mask", mask, x.view_dims), view("y", y), fp32_attribute(scale)))
+                        (view("x", x), view("mask", mask, x.view_dims), view("y", y), fp32_attribute(scale)),
+                        whole_rows=True)
 
 
 aclnnScaledMaskedSoftmax = second_phase(OP)

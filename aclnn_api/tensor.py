@@ -170,6 +170,85 @@ def _listed_sharing(dims: tuple, strides: tuple) -> Optional[tuple]:
     return (tuple(int(i) for i in np.unravel_index(first, dims)), tuple(int(i) for i in np.unravel_index(second, dims)))
 
 
+# Two views that share bytes, one of them with gaps, are compared byte by byte when each covers at
+# most this many bytes; larger ones are taken to conflict nowhere.
+LISTED_BYTES = 1 << 20
+
+
+def conflicting_byte(a: tuple, b: tuple, unit: Optional[int] = 1) -> Optional[int]:
+    """The address of a byte that views a and b both cover in different units of work, or None. A view
+    is (address of its element 0, itemsize, dims, element strides); a unit is `unit` consecutive
+    elements of a view in row-major order (1: each element; None: each row of its last dim), the
+    same unit index in both being one piece of a core's work, read whole before it is written. So
+    the very same view twice (an in-place call) never conflicts.
+
+    Views of at most LISTED_BYTES bytes each are compared byte by byte. Larger ones conflict where
+    their ranges meet if each covers its range whole (broadcast repeats aside) and they are not one
+    view; larger views with gaps conflict nowhere (never a false finding)."""
+    (start_a, size_a, dims_a, strides_a), (start_b, size_b, dims_b, strides_b) = a, b
+    low = max(start_a, start_b)
+    if low >= min(start_a + view_nbytes(dims_a, strides_a, size_a), start_b + view_nbytes(dims_b, strides_b, size_b)):
+        return None  # disjoint ranges (or a view without elements)
+    if _canonical(a, unit) == _canonical(b, unit):
+        return None
+    bytes_a, bytes_b = _bytes_and_units(a, unit), _bytes_and_units(b, unit)
+    if bytes_a is None or bytes_b is None:
+        covering = _covers_its_range(dims_a, strides_a) and _covers_its_range(dims_b, strides_b)
+        return low if covering else None
+    (addresses_a, units_a), (addresses_b, units_b) = bytes_a, bytes_b
+    order = np.argsort(addresses_b, kind="stable")
+    addresses_b, units_b = addresses_b[order], units_b[order]
+    distinct, first = np.unique(addresses_b, return_index=True)
+    lowest, highest = np.minimum.reduceat(units_b, first), np.maximum.reduceat(units_b, first)
+    at = np.minimum(np.searchsorted(distinct, addresses_a), distinct.size - 1)
+    conflicts = (distinct[at] == addresses_a) & ((lowest[at] != units_a) | (highest[at] != units_a))
+    return int(addresses_a[np.flatnonzero(conflicts)[0]]) if conflicts.any() else None
+
+
+def _canonical(view: tuple, unit: Optional[int]) -> tuple:
+    """The view with dims of one element left out and neighbours that step as one dim merged (the last
+    dim kept apart when units are rows): two views with one canonical form are the same view."""
+    start, itemsize, dims, strides = view
+    merged: list = []
+    for position, (dim, stride) in enumerate(zip(dims, strides)):
+        if dim == 1:
+            continue
+        last_of_row = unit is None and position == len(dims) - 1
+        if merged and not last_of_row and merged[-1][1] == dim * stride:
+            merged[-1] = (merged[-1][0] * dim, stride)
+        else:
+            merged.append((dim, stride))
+    return start, itemsize, tuple(merged)
+
+
+def _covers_its_range(dims: tuple, strides: tuple) -> bool:
+    """Whether the view's elements, repeats aside (dims of stride 0), tile its byte range without gaps."""
+    kept = [(dim, stride) for dim, stride in zip(dims, strides) if dim > 1 and stride > 0]
+    count = 1
+    for dim, _ in kept:
+        count *= dim
+    extent = 1 + sum((dim - 1) * stride for dim, stride in kept)
+    return extent == count and shared_element([d for d, _ in kept], [s for _, s in kept]) is None
+
+
+def _bytes_and_units(view: tuple, unit: Optional[int]) -> Optional[tuple]:
+    """(address, unit index) of every byte of every element of the view, repeats included (None above
+    LISTED_BYTES bytes)."""
+    start, itemsize, dims, strides = view
+    count = 1
+    for dim in dims:
+        count *= dim
+    if count * itemsize > LISTED_BYTES:
+        return None
+    offsets = np.zeros(1, dtype=np.int64)
+    for dim, stride in zip(dims, strides):
+        offsets = (offsets[:, None] + np.arange(dim, dtype=np.int64)[None, :] * stride).reshape(-1)
+    per_unit = (dims[-1] if dims else 1) if unit is None else unit
+    units = np.arange(count, dtype=np.int64) // max(per_unit, 1)
+    addresses = start + offsets[:, None] * itemsize + np.arange(itemsize, dtype=np.int64)[None, :]
+    return addresses.reshape(-1), np.repeat(units, itemsize)
+
+
 def contiguous_strides(dims: Sequence[int]) -> tuple:
     strides, step = [], 1
     for dim in reversed(dims):

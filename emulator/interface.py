@@ -13,7 +13,7 @@ the runtime. They never touch the process state or its lock; everything they nee
     checks_memory()                 whether memcheck's reports are on (NPUEMU_SANITIZE)
     TENSOR_ALIGNMENT                what a tensor's data address must be a multiple of
     launch_checks(op, tensors, ..)  a launch's tensors: destroyed since the first phase, misaligned
-    overlapping_output(op, ..)      a launch's output view in which two indices are one element
+    overlapping_output(op, ..)      a launch's output view that overlaps itself or another view
 """
 from __future__ import annotations
 
@@ -88,10 +88,11 @@ def launch_checks(op: str, tensors: Sequence[tuple], site: Site) -> None:
     _TRACKER.launch_checks(op, tensors, site)
 
 
-def overlapping_output(op: str, output, shared: tuple, site: Site) -> None:
-    """The second phase of `op` writes `output` (a TensorView) in which the two indices `shared` are one
-    element: reported (memcheck), the launch goes on."""
-    _TRACKER.overlapping_output(op, output, shared, site)
+def overlapping_output(op: str, output, other, where, site: Site) -> None:
+    """The second phase of `op` writes `output` (a TensorView) in which the two indices `where` are one
+    element (other None), or which shares the byte at `where` with the view `other` without being it:
+    reported (memcheck), the launch goes on."""
+    _TRACKER.overlapping_output(op, output, other, where, site)
 
 
 def current_stream() -> Stream:

@@ -1,8 +1,8 @@
 """The sanitizer: what the card would silently get wrong, reported with both sites (docs/sanitizer.md).
 
 Levels (NPUEMU_SANITIZE): `off`; `memcheck`: faults of queued work, overruns into an allocation's
-padding, misaligned tensors, tensors destroyed between the two phases, outputs whose elements
-overlap; `full`: also
+padding, misaligned tensors, tensors destroyed between the two phases, outputs that overlap
+themselves or another view of the launch; `full`: also
 
 - racecheck: two tasks on different streams, not ordered, where one writes what the other touches;
 - synccheck: a synchronous host call (aclrtMemcpy, aclrtMemset, ...) touching memory that queued,
@@ -501,19 +501,26 @@ class Tracker:
                     "(offset %d bytes)" % (op, name, tensor.data, ALIGNMENT, tensor.data % ALIGNMENT),
                     (("launch of %s" % op, site), ("tensor made", tensor.site)), ())
 
-    def overlapping_output(self, op: str, output, shared: tuple, site: Site) -> None:
-        """An output view whose indices `shared` are one element: the card's cores write such elements
-        in no fixed order, so which value stays there is not defined."""
-        first, second = shared
-        element = output.offset + sum(i * stride for i, stride in zip(first, output.strides))
-        report.publish(
-            "overlapping output", "memcheck",
-            "%s writes its %s, in which indices %s and %s are one element, at 0x%x: the card's cores write such "
-            "elements in no fixed order, so which value stays there is not defined (npuemu keeps one of them)"
-            % (op, output.describe(), list(first), list(second),
-               output.data + element * aclDataTypeSize(output.data_type)),
-            (("launch of %s" % op, site), ("tensor made", output.tensor.site)), ())
-
+    def overlapping_output(self, op: str, output, other, where, site: Site) -> None:
+        """An output view in which two indices are one element (other None, where the indices), or which
+        shares the byte at `where` with another view of the launch without being that view: the card's
+        cores write (and read) such memory in no fixed order, so what stays there is not defined."""
+        sites = [("launch of %s" % op, site), ("%s made" % output.name, output.tensor.site)]
+        if other is None:
+            first, second = where
+            element = output.offset + sum(i * stride for i, stride in zip(first, output.strides))
+            message = ("%s writes its %s, in which indices %s and %s are one element, at 0x%x: the card's cores "
+                       "write such elements in no fixed order, so which value stays there is not defined (npuemu "
+                       "keeps one of them)" % (op, output.describe(), list(first), list(second),
+                                               output.data + element * aclDataTypeSize(output.data_type)))
+        else:
+            if other.tensor is not output.tensor:
+                sites.append(("%s made" % other.name, other.tensor.site))
+            message = ("%s writes its %s over memory of its %s, which is not the same view (both hold the byte at "
+                       "0x%x): the card's cores go through the two views in no fixed order, so what stays there is "
+                       "not defined (npuemu keeps one outcome). An in-place call passes the very same view for both"
+                       % (op, output.describe(), other.describe(), where))
+        report.publish("overlapping output", "memcheck", message, tuple(sites), ())
 
 class Written:
     """The byte ranges of one allocation that something wrote: sorted, disjoint [start, end) pairs kept

@@ -4,6 +4,7 @@ memcheck up, the others at `full` only), never from the execution mode. Correct 
 import itertools
 import operator
 import os
+import random
 import subprocess
 import sys
 import textwrap
@@ -14,7 +15,7 @@ import pytest
 import acl
 import aclnn_api as nn
 import emulator
-from aclnn_api.tensor import shared_element
+from aclnn_api.tensor import conflicting_byte, shared_element
 from emulator import report
 from emulator.sanitizer import POISON, Written
 
@@ -277,6 +278,16 @@ def described(p, address, shape, strides):
     return tensor
 
 
+def log_sigmoid_findings(make_views) -> list:
+    """The findings of aclnnLogSigmoid on the (x, out) tensors make_views(program) returns."""
+    program = Program()
+    try:
+        log_sigmoid_into(program, *make_views(program))
+    finally:
+        program.close()
+    return emulator.reports()
+
+
 def mem_output_rows_on_one_row(p):
     a, out = p.malloc(), p.malloc()
     log_sigmoid_into(p, p.tensor(a, (8, 8)), described(p, out, (8, 8), (0, 1)))
@@ -369,13 +380,7 @@ def test_a_view_too_large_to_list_counts_as_sharing_nothing_unless_a_rule_decide
                                             ((8, 1), False)])
 @pytest.mark.sanitizer_reports("overlapping output")
 def test_an_output_whose_indices_share_elements_is_reported_with_its_making_and_launch(strides, shares):
-    program = Program()
-    try:
-        x, out = program.tensor(program.malloc(), (8, 8)), described(program, program.malloc(N * 2), (8, 8), strides)
-        log_sigmoid_into(program, x, out)
-    finally:
-        program.close()
-    found = emulator.reports()
+    found = log_sigmoid_findings(lambda p: (p.tensor(p.malloc(), (8, 8)), described(p, p.malloc(N * 2), (8, 8), strides)))
     assert len(found) == shares, "\n".join(map(str, found))
     if shares:
         (finding,) = found
@@ -383,7 +388,94 @@ def test_an_output_whose_indices_share_elements_is_reported_with_its_making_and_
             in finding.message and "are one element" in finding.message, finding.message
         (launch_role, launch), (made_role, made) = finding.sites
         assert launch_role == "launch of aclnnLogSigmoid" and launch.location.startswith(__file__)
-        assert made_role == "tensor made" and " in described" in str(made) and " in test_an_output" in str(made)
+        assert made_role == "out made" and str(made).startswith(__file__) and " in described <- " in str(made)
+
+
+def bytes_by_unit(view, unit) -> dict:
+    """{address: {unit indices}} of every byte of the view (unit: elements a unit, None: a row)."""
+    start, itemsize, dims, strides = view
+    per_unit = (dims[-1] if dims else 1) if unit is None else unit
+    found: dict = {}
+    for flat, index in enumerate(itertools.product(*map(range, dims))):
+        element = start + itemsize * sum(map(operator.mul, index, strides))
+        for address in range(element, element + itemsize):
+            found.setdefault(address, set()).add(flat // per_unit)
+    return found
+
+
+@pytest.mark.parametrize("unit", [1, None])
+def test_conflicting_bytes_are_found_exactly_as_listing_every_byte_finds_them(unit):
+    """A byte both views cover conflicts when some unit of one holds it and another unit of the other
+    (the very same view aside); the checker must find one exactly when such a byte exists."""
+    rng = random.Random(7)
+    for _ in range(10000):
+        a, b = ((rng.randint(0, 12), rng.choice((1, 2, 4)), dims, tuple(rng.choice((0, 1, 2, 3, 5)) for _ in dims))
+                for dims in (tuple(rng.randint(0, 3) for _ in range(rng.randint(0, 3))) for _ in range(2)))
+        if rng.random() < 0.1:
+            b = a
+        units_a, units_b = bytes_by_unit(a, unit), bytes_by_unit(b, unit)
+        conflicts = {address for address in units_a.keys() & units_b.keys()
+                     if any(x != y for x in units_a[address] for y in units_b[address])}
+        byte = conflicting_byte(a, b, unit)
+        if b is a:
+            assert byte is None, a
+        else:
+            assert (byte is not None) == bool(conflicts) and (byte is None or byte in conflicts), (a, b, byte)
+
+
+def test_large_views_conflict_where_their_ranges_meet_unless_they_are_one_view():
+    big = (4096, 4096)
+    whole = (1 << 20, 4, big, (4096, 1))
+    assert conflicting_byte(whole, (1 << 20, 4, (1 << 24,), (1,))) is None  # one view, described flat
+    assert conflicting_byte(whole, (1 << 20, 4, (4096, 1, 4096), (4096, 7, 1))) is None  # and with a dim of one
+    assert conflicting_byte(whole, (1 << 20, 4, big, (1, 4096))) == 1 << 20  # transposed: other elements
+    assert conflicting_byte(whole, ((1 << 20) + 4 * 4096, 4, big, (4096, 1))) == (1 << 20) + 4 * 4096  # a row on
+    assert conflicting_byte(whole, ((1 << 20) + 4, 4, big, (4097, 1))) is None  # gaps: not decided, not reported
+    rows = (1 << 20, 4, (2, 8, 1024, 1024), (1 << 23, 1 << 20, 1024, 1))
+    assert conflicting_byte(rows, rows[:2] + ((16, 1024, 1024), (1 << 20, 1024, 1)), None) is None
+    assert conflicting_byte(rows, rows[:2] + ((16384, 1024), (1024, 1)), None) is None  # rows merged, not split
+    assert conflicting_byte(rows, rows[:2] + ((16, 1024 * 1024), (1 << 20, 1)), None) == 1 << 20  # other rows
+
+
+@pytest.mark.parametrize("shift,shares", [(0, False), (32, False), (64, True), (512, False)])
+@pytest.mark.sanitizer_reports("overlapping output")
+def test_an_output_over_another_view_of_an_input_is_reported_but_not_in_place_nor_interleaved(shift, shares):
+    """x: the even rows (8 of 16 floats) of a buffer; out: the same view (in place), the odd rows, the
+    even rows from the second on (one row of x overlaps each row of out but the last), or past x."""
+    def views(p):
+        buffer = p.malloc(N * 4)
+        return [described(p, buffer + at, (8, 8), (16, 1)) for at in (0, shift)]
+    found = log_sigmoid_findings(views)
+    assert len(found) == shares, "\n".join(map(str, found))
+    if shares:
+        (finding,) = found
+        assert "writes its out (FLOAT[8, 8], strides [16, 1], offset 0) over memory of its self (FLOAT[8, 8]" \
+            in finding.message and "not the same view" in finding.message, finding.message
+        assert [role for role, _ in finding.sites] == ["launch of aclnnLogSigmoid", "out made", "self made"]
+
+
+@pytest.mark.parametrize("shift,shares", [(0, False), (4, False), (8, False), (32, True)])
+@pytest.mark.sanitizer_reports("overlapping output")
+def test_a_softmax_output_over_its_input_is_reported_across_rows_only(shift, shares):
+    """Rows of 8 floats, 16 apart: y the very same view, shifted 4 floats (within x's rows: a core
+    reads a row whole before it writes it), 8 (into the gaps), or 32 (two rows on: other rows' input)."""
+    program = Program()
+    try:
+        buffer, mask = program.malloc(N * 4), program.malloc(N)
+        x, y = (nn.aclCreateTensor([1, 1, 4, 8], nn.ACL_FLOAT, [64, 64, 16, 1], offset, nn.ACL_FORMAT_ND, None, buffer)
+                for offset in (0, shift))
+        mask_tensor = nn.aclCreateTensor([1, 1, 4, 8], nn.ACL_BOOL, None, 0, nn.ACL_FORMAT_ND, None, mask)
+        program.tensors += [x, y, mask_tensor]
+        _, executor, ret = nn.aclnnScaledMaskedSoftmaxGetWorkspaceSize(x, mask_tensor, 1.0, False, y)
+        assert ret == 0, acl.get_recent_err_msg()
+        assert nn.aclnnScaledMaskedSoftmax(None, 0, executor, program.s1) == 0
+        assert acl.rt.synchronize_stream(program.s1) == 0
+    finally:
+        program.close()
+    found = emulator.reports()
+    assert len(found) == shares, "\n".join(map(str, found))
+    assert not shares or "writes its y (FLOAT[1, 1, 4, 8], strides [64, 64, 16, 1], offset 32) over memory of its x" \
+        in found[0].message, found[0].message
 
 
 @pytest.mark.sanitizer_reports("race")
