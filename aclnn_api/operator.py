@@ -138,7 +138,7 @@ class KernelLaunch:
                     continue  # apart: the usual case, told without the geometry
                 if other.name in written and views.index(other) < position:
                     continue  # a pair of outputs is reported once
-                byte = conflicting_byte(output.geometry(), other.geometry(), None if self.whole_rows else 1)
+                byte = conflicting_byte(output.geometry(), other.geometry(), self.whole_rows)
                 if byte is not None:
                     yield output, other, byte
 

@@ -175,12 +175,12 @@ def _listed_sharing(dims: tuple, strides: tuple) -> Optional[tuple]:
 LISTED_BYTES = 1 << 20
 
 
-def conflicting_byte(a: tuple, b: tuple, unit: Optional[int] = 1) -> Optional[int]:
+def conflicting_byte(a: tuple, b: tuple, rows: bool = False) -> Optional[int]:
     """The address of a byte that views a and b both cover in different units of work, or None. A view
-    is (address of its element 0, itemsize, dims, element strides); a unit is `unit` consecutive
-    elements of a view in row-major order (1: each element; None: each row of its last dim), the
-    same unit index in both being one piece of a core's work, read whole before it is written. So
-    the very same view twice (an in-place call) never conflicts.
+    is (address of its element 0, itemsize, dims, element strides); its units are its elements in
+    row-major order, or with `rows` the rows of its last dim, the same unit index in both being one
+    piece of a core's work, read whole before it is written. So the very same view twice (an
+    in-place call) never conflicts.
 
     Views of at most LISTED_BYTES bytes each are compared byte by byte. Larger ones conflict where
     their ranges meet if each covers its range whole (broadcast repeats aside) and they are not one
@@ -189,9 +189,9 @@ def conflicting_byte(a: tuple, b: tuple, unit: Optional[int] = 1) -> Optional[in
     low = max(start_a, start_b)
     if low >= min(start_a + view_nbytes(dims_a, strides_a, size_a), start_b + view_nbytes(dims_b, strides_b, size_b)):
         return None  # disjoint ranges (or a view without elements)
-    if _canonical(a, unit) == _canonical(b, unit):
+    if _canonical(a, rows) == _canonical(b, rows):
         return None
-    bytes_a, bytes_b = _bytes_and_units(a, unit), _bytes_and_units(b, unit)
+    bytes_a, bytes_b = _bytes_and_units(a, rows), _bytes_and_units(b, rows)
     if bytes_a is None or bytes_b is None:
         covering = _covers_its_range(dims_a, strides_a) and _covers_its_range(dims_b, strides_b)
         return low if covering else None
@@ -205,15 +205,15 @@ def conflicting_byte(a: tuple, b: tuple, unit: Optional[int] = 1) -> Optional[in
     return int(addresses_a[np.flatnonzero(conflicts)[0]]) if conflicts.any() else None
 
 
-def _canonical(view: tuple, unit: Optional[int]) -> tuple:
+def _canonical(view: tuple, rows: bool) -> tuple:
     """The view with dims of one element left out and neighbours that step as one dim merged (the last
-    dim kept apart when units are rows): two views with one canonical form are the same view."""
+    dim kept apart with rows): two views with one canonical form are the same view."""
     start, itemsize, dims, strides = view
     merged: list = []
     for position, (dim, stride) in enumerate(zip(dims, strides)):
         if dim == 1:
             continue
-        last_of_row = unit is None and position == len(dims) - 1
+        last_of_row = rows and position == len(dims) - 1
         if merged and not last_of_row and merged[-1][1] == dim * stride:
             merged[-1] = (merged[-1][0] * dim, stride)
         else:
@@ -231,7 +231,7 @@ def _covers_its_range(dims: tuple, strides: tuple) -> bool:
     return extent == count and shared_element([d for d, _ in kept], [s for _, s in kept]) is None
 
 
-def _bytes_and_units(view: tuple, unit: Optional[int]) -> Optional[tuple]:
+def _bytes_and_units(view: tuple, rows: bool) -> Optional[tuple]:
     """(address, unit index) of every byte of every element of the view, repeats included (None above
     LISTED_BYTES bytes)."""
     start, itemsize, dims, strides = view
@@ -243,7 +243,7 @@ def _bytes_and_units(view: tuple, unit: Optional[int]) -> Optional[tuple]:
     offsets = np.zeros(1, dtype=np.int64)
     for dim, stride in zip(dims, strides):
         offsets = (offsets[:, None] + np.arange(dim, dtype=np.int64)[None, :] * stride).reshape(-1)
-    per_unit = (dims[-1] if dims else 1) if unit is None else unit
+    per_unit = dims[-1] if rows and dims else 1
     units = np.arange(count, dtype=np.int64) // max(per_unit, 1)
     addresses = start + offsets[:, None] * itemsize + np.arange(itemsize, dtype=np.int64)[None, :]
     return addresses.reshape(-1), np.repeat(units, itemsize)

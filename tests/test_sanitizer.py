@@ -391,10 +391,10 @@ def test_an_output_whose_indices_share_elements_is_reported_with_its_making_and_
         assert made_role == "out made" and str(made).startswith(__file__) and " in described <- " in str(made)
 
 
-def bytes_by_unit(view, unit) -> dict:
-    """{address: {unit indices}} of every byte of the view (unit: elements a unit, None: a row)."""
+def bytes_by_unit(view, rows) -> dict:
+    """{address: {unit indices}} of every byte of the view (its elements, or its rows with `rows`)."""
     start, itemsize, dims, strides = view
-    per_unit = (dims[-1] if dims else 1) if unit is None else unit
+    per_unit = dims[-1] if rows and dims else 1
     found: dict = {}
     for flat, index in enumerate(itertools.product(*map(range, dims))):
         element = start + itemsize * sum(map(operator.mul, index, strides))
@@ -403,8 +403,8 @@ def bytes_by_unit(view, unit) -> dict:
     return found
 
 
-@pytest.mark.parametrize("unit", [1, None])
-def test_conflicting_bytes_are_found_exactly_as_listing_every_byte_finds_them(unit):
+@pytest.mark.parametrize("rows", [False, True])
+def test_conflicting_bytes_are_found_exactly_as_listing_every_byte_finds_them(rows):
     """A byte both views cover conflicts when some unit of one holds it and another unit of the other
     (the very same view aside); the checker must find one exactly when such a byte exists."""
     rng = random.Random(7)
@@ -413,10 +413,10 @@ def test_conflicting_bytes_are_found_exactly_as_listing_every_byte_finds_them(un
                 for dims in (tuple(rng.randint(0, 3) for _ in range(rng.randint(0, 3))) for _ in range(2)))
         if rng.random() < 0.1:
             b = a
-        units_a, units_b = bytes_by_unit(a, unit), bytes_by_unit(b, unit)
+        units_a, units_b = bytes_by_unit(a, rows), bytes_by_unit(b, rows)
         conflicts = {address for address in units_a.keys() & units_b.keys()
                      if any(x != y for x in units_a[address] for y in units_b[address])}
-        byte = conflicting_byte(a, b, unit)
+        byte = conflicting_byte(a, b, rows)
         if b is a:
             assert byte is None, a
         else:
@@ -431,10 +431,10 @@ def test_large_views_conflict_where_their_ranges_meet_unless_they_are_one_view()
     assert conflicting_byte(whole, (1 << 20, 4, big, (1, 4096))) == 1 << 20  # transposed: other elements
     assert conflicting_byte(whole, ((1 << 20) + 4 * 4096, 4, big, (4096, 1))) == (1 << 20) + 4 * 4096  # a row on
     assert conflicting_byte(whole, ((1 << 20) + 4, 4, big, (4097, 1))) is None  # gaps: not decided, not reported
-    rows = (1 << 20, 4, (2, 8, 1024, 1024), (1 << 23, 1 << 20, 1024, 1))
-    assert conflicting_byte(rows, rows[:2] + ((16, 1024, 1024), (1 << 20, 1024, 1)), None) is None
-    assert conflicting_byte(rows, rows[:2] + ((16384, 1024), (1024, 1)), None) is None  # rows merged, not split
-    assert conflicting_byte(rows, rows[:2] + ((16, 1024 * 1024), (1 << 20, 1)), None) == 1 << 20  # other rows
+    x = (1 << 20, 4, (2, 8, 1024, 1024), (1 << 23, 1 << 20, 1024, 1))
+    assert conflicting_byte(x, x[:2] + ((16, 1024, 1024), (1 << 20, 1024, 1)), True) is None
+    assert conflicting_byte(x, x[:2] + ((16384, 1024), (1024, 1)), True) is None  # rows merged, not split
+    assert conflicting_byte(x, x[:2] + ((16, 1024 * 1024), (1 << 20, 1)), True) == 1 << 20  # other rows
 
 
 @pytest.mark.parametrize("shift,shares", [(0, False), (32, False), (64, True), (512, False)])
