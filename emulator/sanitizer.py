@@ -522,6 +522,7 @@ class Tracker:
                        % (op, output.describe(), other.describe(), where))
         report.publish("overlapping output", "memcheck", message, tuple(sites), ())
 
+
 class Written:
     """The byte ranges of one allocation that something wrote: sorted, disjoint [start, end) pairs kept
     flat in one list ([s0, e0, s1, e1, ...]), merged as they are added."""
