@@ -9,6 +9,7 @@ was made, destroyed once. Every call that takes a tensor takes the object or its
 from __future__ import annotations
 
 import itertools
+import math
 
 from typing import Any, Optional, Sequence
 
@@ -155,19 +156,23 @@ def _index(dims: tuple, at: dict) -> tuple:
 
 
 def _listed_sharing(dims: tuple, strides: tuple) -> Optional[tuple]:
-    count = 1
-    for dim in dims:
-        count *= dim
-    if count > LISTED_ELEMENTS:
+    if math.prod(dims) > LISTED_ELEMENTS:
         return None
-    offsets = sum(np.arange(dim, dtype=np.int64).reshape([-1 if a == axis else 1 for a in range(len(dims))]) * stride
-                  for axis, (dim, stride) in enumerate(zip(dims, strides))).reshape(-1)
+    offsets = _offsets(dims, strides)
     order = np.argsort(offsets, kind="stable")
     repeats = np.flatnonzero(offsets[order][1:] == offsets[order][:-1])
     if not repeats.size:
         return None
     first, second = sorted((int(order[repeats[0]]), int(order[repeats[0] + 1])))
     return (tuple(int(i) for i in np.unravel_index(first, dims)), tuple(int(i) for i in np.unravel_index(second, dims)))
+
+
+def _offsets(dims: tuple, strides: tuple) -> np.ndarray:
+    """The element offset of every index of the view, in row-major order of the indices."""
+    offsets = np.zeros(1, dtype=np.int64)
+    for dim, stride in zip(dims, strides):
+        offsets = (offsets[:, None] + np.arange(dim, dtype=np.int64)[None, :] * stride).reshape(-1)
+    return offsets
 
 
 # Two views that share bytes, one of them with gaps, are compared byte by byte when each covers at
@@ -224,28 +229,20 @@ def _canonical(view: tuple, rows: bool) -> tuple:
 def _covers_its_range(dims: tuple, strides: tuple) -> bool:
     """Whether the view's elements, repeats aside (dims of stride 0), tile its byte range without gaps."""
     kept = [(dim, stride) for dim, stride in zip(dims, strides) if dim > 1 and stride > 0]
-    count = 1
-    for dim, _ in kept:
-        count *= dim
     extent = 1 + sum((dim - 1) * stride for dim, stride in kept)
-    return extent == count and shared_element([d for d, _ in kept], [s for _, s in kept]) is None
+    return extent == math.prod(dim for dim, _ in kept) and shared_element([d for d, _ in kept], [s for _, s in kept]) is None
 
 
 def _bytes_and_units(view: tuple, rows: bool) -> Optional[tuple]:
     """(address, unit index) of every byte of every element of the view, repeats included (None above
     LISTED_BYTES bytes)."""
     start, itemsize, dims, strides = view
-    count = 1
-    for dim in dims:
-        count *= dim
+    count = math.prod(dims)
     if count * itemsize > LISTED_BYTES:
         return None
-    offsets = np.zeros(1, dtype=np.int64)
-    for dim, stride in zip(dims, strides):
-        offsets = (offsets[:, None] + np.arange(dim, dtype=np.int64)[None, :] * stride).reshape(-1)
     per_unit = dims[-1] if rows and dims else 1
     units = np.arange(count, dtype=np.int64) // max(per_unit, 1)
-    addresses = start + offsets[:, None] * itemsize + np.arange(itemsize, dtype=np.int64)[None, :]
+    addresses = start + _offsets(dims, strides)[:, None] * itemsize + np.arange(itemsize, dtype=np.int64)[None, :]
     return addresses.reshape(-1), np.repeat(units, itemsize)
 
 
