@@ -209,7 +209,6 @@ def streaming_everything():
     _kernels.set_memory_plan(threshold=0)
     yield
     _kernels.set_memory_plan(threshold=saved)
-    emulator.configure(threads=2, vector_isa="auto")
 
 
 @pytest.mark.parametrize("cols", (5, 67, 1024))
