@@ -15,6 +15,7 @@ import math
 
 from typing import Any, Iterable, Optional, Sequence
 
+from emulator import cargs
 from emulator.errors import AclError
 from emulator.resource import live, optional
 
@@ -166,20 +167,36 @@ def same_format(name: str, tensor: aclTensor, other_name: str, other: aclTensor)
              % (name, other_name, format_name(other.format), format_name(tensor.format)))
 
 
+# The attributes of the first phases. Python can pass anything where C has an int64_t, a bool or a
+# double: a value no C argument of that type holds (a string, an array, a bool for an int64, an
+# integer past the type's range) gets 161002 naming the parameter and the C type, as in the C
+# toolkit's own argument checks (emulator.cargs).
+
+def _found(value: Any) -> str:
+    if not cargs.is_integer(value):
+        return cargs.shown(value)
+    digits = str(int(value))
+    return digits if len(digits) <= 40 else "an integer of %d digits" % len(digits.lstrip("-"))
+
+
 def int_attr(name: str, value: Any) -> int:
-    """An int64_t attribute: any Python or NumPy integer in the int64 range (not bool)."""
-    if isinstance(value, bool) or not hasattr(value, "__index__") or not -(1 << 63) <= int(value) < 1 << 63:
-        fail("%s: expected an int64, found %r" % (name, value))
+    """An int64_t attribute: any Python or NumPy integer scalar in the int64 range (not a bool)."""
+    if not cargs.is_integer(value) or not cargs.INT64[0] <= int(value) <= cargs.INT64[1]:
+        fail("%s: expected an int64, found %s" % (name, _found(value)))
     return int(value)
 
 
 def bool_attr(name: str, value: Any) -> bool:
-    if not isinstance(value, (bool, int)) or isinstance(value, int) and value not in (0, 1):
-        fail("%s: expected a bool, found %r" % (name, value))
-    return bool(value)
+    """A bool attribute: True/False (Python or NumPy), or the integers 0 and 1."""
+    result = cargs.as_bool(value)
+    if result is None:
+        fail("%s: expected a bool, found %s" % (name, _found(value)))
+    return result
 
 
 def float_attr(name: str, value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        fail("%s: expected a double, found %r" % (name, value))
-    return float(value)
+    """A double attribute: any real number scalar of Python or NumPy that a double holds (not a bool)."""
+    result = cargs.as_double(value)
+    if result is None:
+        fail("%s: expected a double, found %s" % (name, _found(value)))
+    return result

@@ -42,6 +42,8 @@ def shown(value: Any) -> str:
     """A value as a message shows it: integers in hex when they look like addresses, arrays by type."""
     if isinstance(value, np.ndarray):
         return "a numpy.ndarray of shape %s" % (value.shape,)
+    if is_integer(value) and abs(int(value)) >= 1 << 128:  # no C type of the API is as wide
+        return "an integer of %d bits" % abs(int(value)).bit_length()
     if is_integer(value) and int(value) > 0xFFFF:
         return "0x%x" % int(value)
     if type(value).__repr__ is object.__repr__:  # "<object object at 0x...>" says nothing a type name does not
@@ -98,20 +100,39 @@ def enum(name: str, value: Any, names: dict, kind: str, layer: Layer = RUNTIME,
     return number
 
 
+def as_bool(value: Any) -> Optional[bool]:
+    """value as a C bool: True/False (Python or NumPy), or the integers 0 and 1; None for anything else."""
+    if isinstance(value, (bool, np.bool_)) or (is_integer(value) and int(value) in (0, 1)):
+        return bool(value)
+    return None
+
+
+def as_double(value: Any) -> Optional[float]:
+    """value as a C double: any real number scalar of Python or NumPy; None for anything else (a bool,
+    a string, an array, or an integer beyond a double's range, which float() refuses with an
+    OverflowError)."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
+        return None
+    try:
+        return float(value)
+    except OverflowError:
+        return None
+
+
 def boolean(name: str, value: Any, layer: Layer = RUNTIME) -> bool:
     """A C bool: True/False (Python or NumPy), or the integers 0 and 1."""
-    if isinstance(value, (bool, np.bool_)):
-        return bool(value)
-    if is_integer(value) and int(value) in (0, 1):
-        return bool(value)
-    raise AclError(layer.invalid_code, "%s: expected a bool, found %s" % (name, shown(value)))
+    result = as_bool(value)
+    if result is None:
+        raise AclError(layer.invalid_code, "%s: expected a bool, found %s" % (name, shown(value)))
+    return result
 
 
 def double(name: str, value: Any, layer: Layer = RUNTIME) -> float:
-    """A C float/double: any real number scalar (not a string, not an array)."""
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
+    """A C float/double: any real number scalar that a double holds (not a string, not an array)."""
+    result = as_double(value)
+    if result is None:
         raise AclError(layer.invalid_code, "%s: expected a number, found %s" % (name, shown(value)))
-    return float(value)
+    return result
 
 
 def integer_list(name: str, values: Any, bounds: tuple = INT64, layer: Layer = RUNTIME) -> tuple:

@@ -49,7 +49,7 @@ def forgetting_what_the_calls_made():
 
 def odd_values(device) -> list:
     tensor = device.tensor(np.ones(4), nn.ACL_FLOAT).tensor
-    return [None, 0, -1, 1, 2 ** 64, 2 ** 63 - 1, 1.5, float("nan"), "x", b"x", np.array([1]), np.array(1),
+    return [None, 0, -1, 1, 2 ** 64, 2 ** 63 - 1, 10 ** 400, 1.5, float("nan"), "x", b"x", np.array([1]), np.array(1),
             np.int64(3), np.float32(1.0), object(), True, [1, 2], (), tensor, tensor.handle, device.stream]
 
 

@@ -6,6 +6,7 @@ negative dims and unaddressable views rejected at the shape step, attribute valu
 README's operator table. Tolerances are those of tests/support.py (TOLERANCE)."""
 from __future__ import annotations
 
+import inspect
 import itertools
 import zlib
 
@@ -297,6 +298,41 @@ def test_only_the_declared_attribute_values_are_accepted(declaration, name, vali
         assert ret == nn.ACLNN_ERR_PARAM_INVALID and "%s: expected" % name in message, (value, message)
     ret, _, message = first_phase_of(declaration, {name: 1 << 64})
     assert ret == nn.ACLNN_ERR_PARAM_INVALID and "expected an int64" in message, message
+
+
+# A first phase's int64_t, bool and double parameters (by their annotations): what C passes by value.
+C_SCALAR_WORDS = {"int": "int64", "bool": "bool", "float": "double"}
+# Python values that no C argument of the type holds, and the NumPy scalar type that does hold one.
+NOT_HELD = {"int": [True, 1.0, 1 << 64, -(1 << 63) - 1, np.float64(1.0)],
+            "bool": [2, -1, 0.5, np.int8(2)],
+            "float": [True, np.True_, 10 ** 400, -(10 ** 400), 1j]}
+NOT_SCALARS = [np.array([1, 2]), np.array([1]), np.array(1), "1", b"1", [1], object()]
+NUMPY_SCALAR = {"int": np.int32, "bool": np.bool_, "float": np.float32}
+
+
+def scalar_parameter_cases() -> list:
+    cases = []
+    for d in DECLARATIONS:
+        for parameter in inspect.signature(d.first_phase).parameters.values():
+            if parameter.annotation in C_SCALAR_WORDS:
+                cases.append(pytest.param(d, parameter.name, parameter.annotation,
+                                          id="%s-%s" % (d.name[len("aclnn"):], parameter.name)))
+    return cases
+
+
+@pytest.mark.parametrize("declaration,name,kind", scalar_parameter_cases())
+def test_scalar_parameters_take_what_their_c_type_holds_and_name_anything_else(declaration, name, kind):
+    """Arrays, strings, out-of-range integers and the like get 161002 naming the parameter and its C
+    type (never the internal-error code); the NumPy scalar of the sample's value is taken as it."""
+    for value in NOT_HELD[kind] + NOT_SCALARS:
+        ret, executor, message = first_phase_of(declaration, {name: value})
+        assert (ret, executor) == (nn.ACLNN_ERR_PARAM_INVALID, None), (value, message)
+        assert "%s: expected a%s %s, found" % (name, "n" if kind == "int" else "", C_SCALAR_WORDS[kind]) in message, \
+            (value, message)
+        assert len(message) < 400, message  # 10**400 is not printed in full
+    sample_value = first_sample(declaration).args[name]
+    ret, _, message = first_phase_of(declaration, {name: NUMPY_SCALAR[kind](sample_value)})
+    assert ret == 0, message
 
 
 # ------------------------------------------------------------------------------------------------
