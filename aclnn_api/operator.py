@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import itertools
 import re
 from typing import Any, Callable, Optional, Sequence
 
@@ -107,6 +108,9 @@ class KernelLaunch:
 
     def __init__(self, kernel: Callable, args: tuple, workspace_size: int = 0,
                  outputs: Optional[Sequence[str]] = None, whole_rows: bool = False):
+        if not isinstance(kernel, OuterLoop) and any(type(a) is TensorView and len(a.shape) > MAX_KERNEL_DIMS
+                                                     for a in args):
+            kernel, args = fit_kernel_dims(kernel, args)
         self.kernel, self.args, self.workspace_size = kernel, args, workspace_size
         self.outputs = None if outputs is None else tuple(outputs)
         self.whole_rows = whole_rows
@@ -175,6 +179,84 @@ class KernelLaunch:
     def _moved(self) -> "KernelLaunch":
         args = tuple(arg.at(arg.tensor.data) if type(arg) is TensorView else arg for arg in self.args)
         return KernelLaunch(self.kernel, args, self.workspace_size, self.outputs, self.whole_rows)
+
+
+# ---- views of more dims than the kernels take
+
+# The kernels take views of at most this many dims (kernels_cpp/common/tensor_arg.h). Operators
+# with no rank limit (aclnnLogSigmoid, LogSigmoidBackward) and outputs whose rank is never checked
+# (the one-element out of a reduction) can have more: the real library flattens them before its
+# kernel. Here such views are merged (fit_kernel_dims), which changes no element's result.
+MAX_KERNEL_DIMS = _kernels.MAX_DIMS
+
+
+def merged_views(views: list) -> list:
+    """Views of one shape with their dims of size 1 dropped and each dim merged into the next where
+    every view steps over both as over one (stride[d] == stride[d + 1] * shape[d + 1]): the same
+    elements in the same order, in the fewest dims."""
+    shape = views[0].shape
+    if 0 in shape:
+        dims, strides = [0], [[1] for _ in views]
+    else:
+        dims, strides = [], [[] for _ in views]
+        for d in reversed(range(len(shape))):
+            if shape[d] == 1:
+                continue
+            if dims and all(v.strides[d] == s[0] * dims[0] for v, s in zip(views, strides)):
+                dims[0] *= shape[d]
+                continue
+            dims.insert(0, shape[d])
+            for v, s in zip(views, strides):
+                s.insert(0, v.strides[d])
+    return [TensorView(v.name, v.tensor, v.data_type, tuple(dims), tuple(s), v.offset, v.nbytes, v.data)
+            for v, s in zip(views, strides)]
+
+
+def fit_kernel_dims(kernel: Callable, args: tuple) -> tuple:
+    """(kernel, args) with every view of more than MAX_KERNEL_DIMS dims merged (merged_views, with the
+    views of the same shape, which an element-wise kernel reads together); when views still have more,
+    they must be all the views of the launch (an element-wise one), and the kernel runs over their
+    leading dims (OuterLoop)."""
+    by_shape: dict = {}
+    for position, arg in enumerate(args):
+        if type(arg) is TensorView:
+            by_shape.setdefault(arg.shape, []).append(position)
+    fitted = list(args)
+    for shape, positions in by_shape.items():
+        if len(shape) > MAX_KERNEL_DIMS:
+            for position, merged in zip(positions, merged_views([args[p] for p in positions])):
+                fitted[position] = merged
+    ranks = {len(arg.shape) for arg in fitted if type(arg) is TensorView}
+    if max(ranks) <= MAX_KERNEL_DIMS:
+        return kernel, tuple(fitted)
+    if len(ranks) > 1 or len({arg.shape for arg in fitted if type(arg) is TensorView}) > 1:
+        raise RuntimeError("views of more than %d dims that are not all of one shape: %s"
+                           % (MAX_KERNEL_DIMS, [arg.describe() for arg in fitted if type(arg) is TensorView]))
+    views = tuple(position for position, arg in enumerate(fitted) if type(arg) is TensorView)
+    return OuterLoop(kernel, max(ranks) - MAX_KERNEL_DIMS, views), tuple(fitted)
+
+
+class OuterLoop:
+    """An element-wise kernel run once for each index of the views' `leading` dims, on the rest
+    (views that no merging brings within MAX_KERNEL_DIMS dims: at least 2^17 elements in 17 dims or
+    more that no two views step over alike)."""
+
+    __slots__ = ("kernel", "leading", "views", "__name__")
+
+    def __init__(self, kernel: Callable, leading: int, views: tuple):
+        self.kernel, self.leading, self.views = kernel, leading, views  # views: the positions of the views
+        self.__name__ = getattr(kernel, "__name__", "kernel")
+
+    def __call__(self, *args: Any) -> None:
+        dims = args[self.views[0]][2][:self.leading]  # each view arrives as (pointer, dtype, shape, strides)
+        for index in itertools.product(*(range(n) for n in dims)):
+            call = list(args)
+            for position in self.views:
+                pointer, data_type, shape, strides = args[position]
+                step = sum(i * stride for i, stride in zip(index, strides)) * ITEM_SIZES[data_type]
+                call[position] = (pointer + step if pointer else 0, data_type, shape[self.leading:],
+                                  strides[self.leading:])
+            self.kernel(*call)
 
 
 class Parameters:

@@ -5,6 +5,7 @@
 #include "common/kernel_call.h"
 #include "common/registry.h"
 #include "common/simd.h"
+#include "common/tensor_arg.h"
 #include "common/thread_pool.h"
 #include "common/vector_io.h"
 
@@ -45,5 +46,6 @@ PYBIND11_MODULE(_kernels, m) {
   m.def("machine_vector_isa", [] { return std::string(npuemu::simd::isa_name(npuemu::simd::machine_isa())); },
         "The widest vector instruction set this machine runs");
   m.def("build_info", &build_info);
+  m.attr("MAX_DIMS") = npuemu::kMaxDims;  // the most dims of a view a kernel takes
   for (auto binder : npuemu::binders()) binder(m);
 }

@@ -167,7 +167,11 @@ def mutated_tensor(rng: random.Random, arg: TensorInput) -> TensorInput:
         shape[i] = rng.choice([0, 1, shape[i] + 1, 2 * shape[i] + 3])
         return TensorInput(resized(values, shape), arg.dtype, format=arg.format)
     if change == "rank":
-        shape = shape[1:] if shape and rng.random() < 0.5 else shape + [rng.choice([1, 2])]
+        roll = rng.random()
+        if roll < 0.1:  # past the kernels' 16 dims (operators with no rank limit take it)
+            shape = [1] * max(0, rng.randint(17, 20) - len(shape)) + shape
+        else:
+            shape = shape[1:] if shape and roll < 0.55 else shape + [rng.choice([1, 2])]
         return TensorInput(resized(values, shape), arg.dtype, format=arg.format)
     if change == "values" and values.size:
         flat = values.copy().reshape(-1)

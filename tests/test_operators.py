@@ -16,6 +16,7 @@ import pytest
 import acl
 import aclnn_api as nn
 import emulator
+from aclnn_api import operator
 from aclnn_api.declaration import (CHIP_FAMILIES, ErrorInput, OpDeclaration, SampleInput, TensorInput,
                                    all_declarations, readme_table)
 from emulator.dtypes import DTYPE_NAMES
@@ -99,6 +100,76 @@ def test_empty_inputs_need_no_workspace_and_write_nothing(declaration):
             assert declaration.second_phase(None, 0, executor, device.stream) == 0, last_error()
             assert device.read(output).tobytes() == before, sample.label
             call.close()
+
+
+# ------------------------------------------------------------------------------------------------
+# Views of more dims than the kernels take (aclnn_api.operator.fit_kernel_dims)
+
+# The operators that take a tensor of any rank (no rank check on it): the LogSigmoid family, and the
+# one-element out of KlDiv's and BCE-with-logits' reductions.
+ANY_RANK = {"aclnnLogSigmoid", "aclnnLogSigmoidForward", "aclnnLogSigmoidBackward", "aclnnKlDiv",
+            "aclnnBinaryCrossEntropyWithLogits"}
+MANY_DIMS = 20  # more than the kernels take (operator.MAX_KERNEL_DIMS)
+
+
+def with_leading_ones(arg: TensorInput, rank: int) -> TensorInput:
+    """The same values with dims of size 1 in front up to `rank` dims, their strides odd (a dim of
+    size 1 is never stepped over, so any stride is valid)."""
+    extra = rank - len(arg.shape)
+    strides = None if arg.strides is None else (7,) * extra + tuple(arg.strides)
+    return TensorInput(np.reshape(arg.values, (1,) * extra + arg.shape), arg.dtype, strides, arg.offset, arg.format)
+
+
+@pytest.mark.parametrize("declaration", DECLARATIONS, ids=ids(DECLARATIONS))
+def test_views_of_more_dims_than_the_kernels_take_give_the_values_of_their_elements(declaration):
+    """Every sample with every tensor, then only the output, given MANY_DIMS dims: the first phase
+    rejects it (161002, a rank or shape check) or the elements get the sample's values."""
+    assert MANY_DIMS > operator.MAX_KERNEL_DIMS
+    dtype = declaration.dtypes.on(DEFAULT_CHIP)[0]
+    ran, samples = [], samples_on(DEFAULT_CHIP, declaration, rng_for(declaration.name, "dims"))
+    with npu(DEFAULT_CHIP) as device:
+        for sample in samples:
+            for names in (sample.tensors(), [declaration.output]):
+                args = dict(sample.args)
+                args.update({name: with_leading_ones(sample.args[name], MANY_DIMS) for name in names})
+                ret, actual, expected = run_declared(device, declaration, SampleInput(sample.label, args), dtype)
+                if ret == nn.ACLNN_ERR_PARAM_INVALID:
+                    continue
+                assert ret == 0, "%s: %s" % (sample.label, last_error())
+                assert_close(actual, np.reshape(expected, actual.shape), dtype)
+                ran.append(sample.label)
+    assert bool(ran) == (declaration.name in ANY_RANK), ran
+
+
+def dims_stepped_in_reverse(count: int) -> tuple:
+    """Element strides of `count` dims of 2 laid out last dim first: no two neighbours merge."""
+    return tuple(1 << d for d in range(count))
+
+
+def test_views_that_no_merging_brings_within_the_kernels_dims_run_over_their_leading_dims():
+    views = [operator.TensorView(name, None, nn.ACL_FLOAT, (2,) * 18, strides, 0, 4 << 18, 0)
+             for name, strides in (("self", dims_stepped_in_reverse(18)),
+                                   ("out", nn.tensor.contiguous_strides((2,) * 18)))]
+    kernel, args = operator.fit_kernel_dims(print, tuple(views) + ("op",))
+    assert isinstance(kernel, operator.OuterLoop) and kernel.leading == 18 - operator.MAX_KERNEL_DIMS
+    assert [arg.shape for arg in args[:2]] == [(2,) * 18] * 2 and args[2] == "op"
+
+
+@pytest.mark.parametrize("declaration", [d for d in DECLARATIONS if d.name.startswith("aclnnLogSigmoid")],
+                         ids=ids([d for d in DECLARATIONS if d.name.startswith("aclnnLogSigmoid")]))
+@pytest.mark.parametrize("dtype", HALF_AND_SINGLE, ids=["float32", "float16", "bfloat16"])
+def test_element_wise_views_that_no_merging_fits_give_the_reference_values(declaration, dtype):
+    """17 dims of 2: the inputs laid out last dim first, the output contiguous (the kernel runs once
+    for each index of the first dim)."""
+    rng, sample = rng_for(declaration.name, "unmergeable", dtype), first_sample(declaration)
+    args = dict(sample.args)
+    for name, arg in sample.tensors().items():
+        strides = None if name == declaration.output else dims_stepped_in_reverse(17)
+        args[name] = TensorInput(rng.normal(0, 4, (2,) * 17), arg.dtype, strides)
+    with npu(DEFAULT_CHIP) as device:
+        ret, actual, expected = run_declared(device, declaration, SampleInput("17 dims of 2", args), dtype)
+    assert ret == 0, last_error()
+    assert_close(actual, expected, dtype)
 
 
 # ------------------------------------------------------------------------------------------------
