@@ -439,6 +439,12 @@ class Copy:
             return [(span.address, span.nbytes, span.name)]
         return [(span.address + row * pitch, self.width, span.name) for row in range(self.height)]
 
+    def check_now(self, space: "AddressSpace", device_id: int) -> None:
+        """Both ranges usable now, else the AclError 107000 of a call that checks at once: before the
+        sanitizer lists the rows (a height past the allocation would make a row each)."""
+        self.dst.pointer_now(space, device_id)
+        self.src.pointer_now(space, device_id)
+
     def run(self, space: "AddressSpace", device_id: int, now: bool = False) -> None:
         """Copy: checked now (AclError) or, for queued work, when it runs (DeviceFault)."""
         target = self.dst.pointer_now(space, device_id) if now else self.dst.pointer(space, device_id)

@@ -563,10 +563,15 @@ def _allocation_size(value: Any) -> int:
     return size
 
 
+# ACL_MEM_MALLOC_HUGE1G_ONLY and _HUGE1G_ONLY_P2P: the runtime pads these as aclrtMallocAlign32 does.
+HUGE1G_POLICIES = (6, 7)
+
+
 def _malloc(size: Any, policy: Any, extra_padding: bool = True) -> int:
     with _P.lock:
         size = _allocation_size(size)
-        cargs.integer("policy", policy, (INT32[0], UINT32[1]))  # an enum with OR-able flag bits
+        policy = cargs.integer("policy", policy, (INT32[0], UINT32[1]))  # an enum with OR-able flag bits
+        extra_padding = extra_padding and policy & 0xFF not in HUGE1G_POLICIES
         device = current_context().device
         site = user_site()
         allocation = _P.address_space().allocate(device.id, size, site, extra_padding)
@@ -577,8 +582,9 @@ def _malloc(size: Any, policy: Any, extra_padding: bool = True) -> int:
 
 @api("aclrtMalloc", failure=(0,))
 def aclrtMalloc(size: int, policy: int = status.ACL_MEM_MALLOC_HUGE_FIRST) -> int:
-    """-> (devPtr, ret). Device memory padded to ALIGN_UP(size, 32) + 32 bytes. The policy only picks
-    page sizes on hardware; any value is accepted, as the real runtime falls back to the default."""
+    """-> (devPtr, ret). Device memory padded to ALIGN_UP(size, 32) + 32 bytes (ALIGN_UP(size, 32) alone
+    for the 1 GB huge-page policies 6 and 7). Otherwise the policy only picks page sizes on hardware;
+    any value is accepted, as the real runtime falls back to the default."""
     return _malloc(size, policy)
 
 
@@ -681,6 +687,7 @@ def aclrtMemcpy(dst: int, destMax: int, src: int, count: int, kind: int) -> None
         planned = _copy_of(dst, destMax, src, count, kind)
         if planned is not None and planned[0].dst.address != planned[0].src.address:
             copy, device_id = planned
+            copy.check_now(_P.address_space(), device_id)  # a rejected copy touches nothing: no report
             with _host_call("aclrtMemcpy", copy.device_reads(), copy.device_writes()):
                 copy.run(_P.address_space(), device_id, now=True)
 
@@ -692,8 +699,7 @@ def _enqueue_copy(copy: Copy, device_id: int, stream: Stream, name: str) -> None
         raise AclError(status.ACL_ERROR_RT_PARAM_INVALID,
                        "kind: expected a copy that involves device memory, found host-to-host (not supported on a stream)")
     space = _P.address_space()
-    copy.dst.pointer_now(space, device_id)
-    copy.src.pointer_now(space, device_id)
+    copy.check_now(space, device_id)
     nbytes = copy.width * copy.height
     task = Task("%s(%d bytes)" % (name, nbytes), None, reads=copy.device_reads(), writes=copy.device_writes())
     _set_run(task, lambda: copy.run(space, device_id), (copy.src, "reads"), (copy.dst, "writes"))
@@ -738,9 +744,8 @@ def aclrtMemcpyAsync(dst: int, destMax: int, src: int, count: int, kind: int, st
     """-> ret. Queued on the stream; the addresses are checked now and again when the copy runs."""
     with _P.lock:
         planned = _copy_of(dst, destMax, src, count, kind)
-        target = stream_of(stream, for_work=True)
-        if planned is not None:
-            _enqueue_copy(*planned, target, "aclrtMemcpyAsync")
+        if planned is not None:  # count 0 succeeds with no work, whatever the stream (as aclrtMemcpy)
+            _enqueue_copy(*planned, stream_of(stream, for_work=True), "aclrtMemcpyAsync")
 
 
 def _copy_2d_of(dst: Any, dpitch: Any, src: Any, spitch: Any, width: Any, height: Any, kind: Any) -> tuple[Copy, int]:
@@ -769,6 +774,7 @@ def aclrtMemcpy2d(dst: int, dpitch: int, src: int, spitch: int, width: int, heig
     """-> ret. Copies `height` rows of `width` bytes now (no wait for queued stream work)."""
     with _P.lock:
         copy, device_id = _copy_2d_of(dst, dpitch, src, spitch, width, height, kind)
+        copy.check_now(_P.address_space(), device_id)
         with _host_call("aclrtMemcpy2d", copy.device_reads(), copy.device_writes()):
             copy.run(_P.address_space(), device_id, now=True)
 
@@ -803,6 +809,7 @@ def aclrtMemset(devPtr: int, maxCount: int, value: int, count: int) -> None:
         planned = _fill_of(devPtr, maxCount, value, count, pinned=False)
         if planned is not None:
             fill, device_id = planned
+            fill.span.pointer_now(_P.address_space(), device_id)  # a rejected memset touches nothing
             with _host_call("aclrtMemset", (), fill.device_writes()):
                 fill.run(_P.address_space(), device_id, now=True)
 
@@ -813,9 +820,9 @@ def aclrtMemsetAsync(devPtr: int, maxCount: int, value: int, count: int, stream:
     device reaches by DMA, as aclrtMemcpyAsync does); other host memory is rejected now."""
     with _P.lock:
         planned = _fill_of(devPtr, maxCount, value, count, pinned=True)
-        target = stream_of(stream, for_work=True)
-        if planned is None:
+        if planned is None:  # count 0 succeeds with no work, whatever the stream
             return
+        target = stream_of(stream, for_work=True)
         fill, device_id = planned
         space = _P.address_space()
         fill.span.pointer_now(space, device_id)

@@ -116,6 +116,18 @@ def test_malloc_align32_has_no_extra_padding(device):
     assert acl.rt.memcpy(wider.ctypes.data, 96, padded, 96, D2H) == 0, "aclrtMalloc adds 32 bytes"
 
 
+@pytest.mark.sanitizer_reports("padding overrun", "uninitialised read")
+@pytest.mark.parametrize("policy,padding", [(0, 32), (1, 32), (5, 32), (6, 0), (7, 0), (6 | 0x1000, 0),
+                                            (3 | 0x100, 32), (99, 32)])
+def test_the_1g_huge_page_policies_are_padded_as_malloc_align32(device, policy, padding):
+    address = device.malloc(40, lambda size, _: acl.rt.malloc(size, policy))
+    host = np.zeros(128, np.uint8)
+    inside = 64 + padding  # ALIGN_UP(40, 32), plus the extra 32 of the other policies
+    assert acl.rt.memcpy(host.ctypes.data, inside, address, inside, D2H) == 0, last_error()
+    assert_rejected(acl.rt.memcpy(host.ctypes.data, inside + 1, address, inside + 1, D2H),
+                    acl.ACL_ERROR_RT_PARAM_INVALID, "src", "overruns")
+
+
 @pytest.mark.parametrize("how", ["malloc_align32", "malloc_cached"])
 def test_malloc_variants_reject_size_zero_and_need_a_context(how):
     fn = getattr(acl.rt, how)
@@ -178,6 +190,49 @@ def test_memcpy_2d_rejections(device, args, code, word):
     call.update(args)
     assert_rejected(acl.rt.memcpy_2d(*call.values()), code, word)
     assert_rejected(acl.rt.memcpy_2d_async(*call.values(), device.stream), code, word)
+
+
+def test_a_2d_copy_of_more_rows_than_its_allocation_holds_is_rejected_without_listing_them(device):
+    """A height past the allocation (a handle passed by mistake) is 107000 at once: nothing is made per
+    row before the range is checked (a row each took 262 MB at 10**6 rows, and an OOM kill beyond)."""
+    import tracemalloc
+    address = device.malloc(64)
+    tracemalloc.start()
+    try:
+        for copy in (acl.rt.memcpy_2d, acl.rt.memcpy_2d_async):
+            extra = (device.stream,) if copy is acl.rt.memcpy_2d_async else ()
+            assert_rejected(copy(address, 64, address, 64, 3, 10 ** 6, D2D, *extra), acl.ACL_ERROR_RT_PARAM_INVALID,
+                            "expected a range inside allocation")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 1 << 20, peak
+
+
+def test_async_copies_and_memsets_of_no_bytes_succeed_before_the_stream_or_context_is_looked_at(device):
+    stream, ret = acl.rt.create_stream()
+    assert ret == 0 and acl.rt.destroy_stream(stream) == 0
+    for bad_stream in (stream, 12345):
+        assert acl.rt.memcpy_async(0, 0, 0, 0, H2D, bad_stream) == 0, last_error()
+        assert acl.rt.memset_async(0, 0, 0, 0, bad_stream) == 0, last_error()
+    results = []
+    thread = threading.Thread(target=lambda: results.extend(  # a thread with no context
+        [acl.rt.memcpy_async(0, 0, 0, 0, H2D, None), acl.rt.memset_async(0, 0, 0, 0, None),
+         acl.rt.memcpy_async(0, 1, 0, 1, H2D, None)]))
+    thread.start()
+    thread.join()
+    assert results == [0, 0, acl.ACL_ERROR_INVALID_PARAM], "a null pointer of 1 byte is checked first"
+
+
+def test_rejected_copies_and_memsets_read_and_write_nothing_so_the_sanitizer_reports_nothing(device):
+    """A copy from never-written device memory that is rejected (its other side unmapped) reads no byte:
+    no uninitialised-read report, and the memory keeps its state (the fixture fails on a report)."""
+    address, before = device.malloc(64), list(emulator.reports())
+    unmapped = 0x10
+    assert_rejected(acl.rt.memcpy(unmapped, 64, address, 64, D2H), acl.ACL_ERROR_RT_PARAM_INVALID, "dst")
+    assert_rejected(acl.rt.memcpy_2d(unmapped, 16, address, 16, 8, 4, D2H), acl.ACL_ERROR_RT_PARAM_INVALID, "dst")
+    assert_rejected(acl.rt.memset(address, 1 << 20, 0, 1 << 20), acl.ACL_ERROR_RT_PARAM_INVALID, "devPtr")
+    assert emulator.reports() == before
 
 
 # -- streams --------------------------------------------------------------------------------------
