@@ -34,6 +34,7 @@ def _host_readable(api_name: str, ptr: Any, size: int) -> bool:
     return True
 
 
+@errors.value_call("acl.util.bytes_to_ptr", 0)
 def bytes_to_ptr(data: bytes) -> int:
     """The address of the object's own buffer (a `bytes` or `bytearray`, empty ones included): a
     memcpy to it writes into the object in place, as pyACL allows. 0, with a message, for anything else."""
@@ -45,6 +46,7 @@ def bytes_to_ptr(data: bytes) -> int:
     return 0
 
 
+@errors.value_call("acl.util.ptr_to_bytes", None)
 def ptr_to_bytes(ptr: int, size: int) -> Optional[bytes]:
     """A new bytes object with a copy of `size` bytes of host memory at `ptr`."""
     if not is_integer(size) or size < 0:
@@ -55,6 +57,7 @@ def ptr_to_bytes(ptr: int, size: int) -> Optional[bytes]:
     return ctypes.string_at(int(ptr), int(size))
 
 
+@errors.value_call("acl.util.numpy_to_ptr", 0)
 def numpy_to_ptr(array: np.ndarray) -> int:
     """The address of the array's data (0, with a message, for a non-array). The address does not keep
     the array alive: hold the array in a variable for as long as the address is in use."""
@@ -67,6 +70,7 @@ def numpy_to_ptr(array: np.ndarray) -> int:
     return array.ctypes.data
 
 
+@errors.value_call("acl.util.numpy_contiguous_to_ptr", (0, None))
 def numpy_contiguous_to_ptr(array: np.ndarray) -> tuple:
     """(address, C-contiguous array): the caller keeps the array alive while the address is in use."""
     if not isinstance(array, np.ndarray):
@@ -89,6 +93,7 @@ def _dims(shape: Any) -> Optional[tuple]:
     return tuple(int(d) for d in dims)
 
 
+@errors.value_call("acl.util.ptr_to_numpy", None)
 def ptr_to_numpy(ptr: int, shape: tuple, np_type: int) -> Optional[np.ndarray]:
     """A NumPy array viewing host memory at `ptr` (no copy), or None with a message."""
     dtype = NPY_TYPES.get(int(np_type)) if is_integer(np_type) else None

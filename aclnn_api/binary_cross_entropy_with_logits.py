@@ -15,7 +15,7 @@ import numpy as np
 
 from . import _kernels, checks
 from emulator.dtypes import (ACL_BF16, ACL_BOOL, ACL_COMPLEX64, ACL_DOUBLE, ACL_FLOAT, ACL_FLOAT16, ACL_FORMAT_NCHW,
-                             ACL_INT8, ACL_INT16, ACL_INT32, ACL_INT64, ACL_UINT8, ACL_UINT16, aclDataTypeSize,
+                             ACL_INT8, ACL_INT16, ACL_INT32, ACL_INT64, ACL_UINT8, ACL_UINT16, item_size,
                              dtype_name)
 from .declaration import ChipDtypes, ErrorInput, OpDeclaration, SampleInput, TensorInput, declaration_files
 from .operator import KernelLaunch, Workspace, first_phase, second_phase, soc, view
@@ -100,7 +100,7 @@ def aclnnBinaryCrossEntropyWithLogitsGetWorkspaceSize(
     offset, parts = 0, {}
     for name, tensor in weights:
         if casts[name]:
-            parts[name] = Workspace(offset, tensor.numel * aclDataTypeSize(compute))
+            parts[name] = Workspace(offset, tensor.numel * item_size(compute))
             offset += _aligned(parts[name].size)
     blocks = 0 if mode == NONE else -(-self.numel // SUM_BLOCK)
     if blocks:

@@ -22,7 +22,7 @@ import numpy as np
 from . import _kernels, checks
 from .arrays import aclIntArray
 from emulator.dtypes import (ACL_BF16, ACL_BOOL, ACL_DOUBLE, ACL_FLOAT, ACL_FLOAT16, ACL_INT16, ACL_INT32, ACL_INT64,
-                             aclDataTypeSize, dtype_name)
+                             item_size, dtype_name)
 from .declaration import (ChipDtypes, ErrorInput, IntArrayInput, OpDeclaration, SampleInput, TensorInput,
                           declaration_files)
 from .operator import KernelLaunch, TensorView, Workspace, first_phase, second_phase, soc, view
@@ -142,7 +142,7 @@ def workspace_layout(slots: int, label_width: int, data_type: int) -> tuple:
     rows of log alpha in the compute type (fp64 for DOUBLE, else fp32), as the A2/A3 kernel keeps
     its rows in fp32. Int64 first keeps both parts aligned to their element size. Each slot's rows
     start on a cache line of their own (the kernels' slot stride)."""
-    compute = aclDataTypeSize(ACL_DOUBLE if data_type == ACL_DOUBLE else ACL_FLOAT)
+    compute = item_size(ACL_DOUBLE if data_type == ACL_DOUBLE else ACL_FLOAT)
     stride = _kernels.ctc_slot_stride(label_width)
     return slots * stride * 8, slots * 2 * stride * compute
 

@@ -17,7 +17,7 @@ import numpy as np
 from . import _kernels, checks
 from .arrays import aclIntArray
 from emulator.dtypes import (ACL_BF16, ACL_DOUBLE, ACL_FLOAT, ACL_FLOAT16, ACL_INT16, ACL_INT32, ACL_INT64,
-                             aclDataTypeSize)
+                             item_size)
 from .declaration import ErrorInput, IntArrayInput, OpDeclaration, SampleInput, TensorInput, declaration_files
 from .operator import KernelLaunch, Workspace, first_phase, second_phase, soc, view
 from .ctc_loss import (DTYPES, SCRATCH_SLOTS, TARGET_DTYPES, batch_labels as _labels, check_concatenated_length,
@@ -106,7 +106,7 @@ def workspace_layout(slots: int, label_width: int, data_type: int) -> tuple:
     (fp64 for DOUBLE, else fp32): two rows of log beta, and lcab of each distinct class (lcab is
     -inf for every other class). Int64 first keeps every part aligned to its element size. Each
     slot's rows start on a cache line of their own (the kernels' slot stride)."""
-    compute = aclDataTypeSize(ACL_DOUBLE if data_type == ACL_DOUBLE else ACL_FLOAT)
+    compute = item_size(ACL_DOUBLE if data_type == ACL_DOUBLE else ACL_FLOAT)
     row, classes = _kernels.ctc_slot_stride(label_width), _kernels.ctc_slot_stride((label_width + 1) // 2)
     return (slots * row * 8, slots * row * 8, slots * classes * 8, slots * 2 * row * compute, slots * classes * compute)
 

@@ -17,7 +17,7 @@ import numpy as np
 
 from emulator import cargs, sites
 from emulator.cargs import ACLNN, INT64
-from emulator.dtypes import ACL_DT_UNDEFINED, ACL_FORMAT_UNDEFINED, DTYPE_NAMES, FORMAT_NAMES, aclDataTypeSize, dtype_name, format_name
+from emulator.dtypes import ACL_DT_UNDEFINED, ACL_FORMAT_UNDEFINED, DTYPE_NAMES, FORMAT_NAMES, item_size, dtype_name, format_name
 from emulator.errors import AclError, api
 from emulator.resource import Resource, live
 
@@ -50,7 +50,7 @@ class aclTensor(Resource):
         self.format: int = fmt
         self.storage_dims: tuple = storage_dims
         self.data: int = data
-        self.view_nbytes: int = view_nbytes(view_dims, strides, aclDataTypeSize(data_type))
+        self.view_nbytes: int = view_nbytes(view_dims, strides, item_size(data_type))
         self.valid_dims: Optional[tuple] = None  # the view_dims that operators' shape checks accepted
         self.version: int = moved()
 
@@ -61,7 +61,7 @@ class aclTensor(Resource):
 
     @property
     def itemsize(self) -> int:
-        return aclDataTypeSize(self.data_type)
+        return item_size(self.data_type)
 
     @property
     def rank(self) -> int:

@@ -97,6 +97,14 @@ def parse_size(text: str, name: str = "NPUEMU_DEVICE_MEMORY") -> int:
     return int(match.group(1)) * scale
 
 
+def shown_size(nbytes: int) -> str:
+    """A size as parse_size reads it: in the largest unit that divides it (1000T, 512M, 100)."""
+    for unit, scale in (("T", 1 << 40), ("G", 1 << 30), ("M", 1 << 20), ("K", 1 << 10)):
+        if nbytes and nbytes % scale == 0:
+            return "%d%s" % (nbytes // scale, unit)
+    return str(nbytes)
+
+
 def _typed(config: Config) -> None:
     """Each setting of the type its field declares (configure() takes any Python value): ConfigError
     naming its variable otherwise. A bool is no number here, a number is a float."""
@@ -110,6 +118,12 @@ def _typed(config: Config) -> None:
                 name.upper(), " or ".join("None" if kind is type(None) else kind.__name__ for kind in allowed), value))
 
 
+# Device memory is a range of host address space reserved at start-up (docs/runtime.md): x86-64 gives
+# a process 128 TiB, so the devices together get at most half of it (64 × 1 TiB, a thousand times the
+# largest card).
+MAX_TOTAL_DEVICE_MEMORY = 1 << 46
+
+
 def _validated(config: Config) -> Config:
     _typed(config)
     try:
@@ -120,6 +134,10 @@ def _validated(config: Config) -> Config:
         raise ConfigError("NPUEMU_DEVICE_COUNT: expected 1..64, found %d" % config.device_count)
     if config.device_memory < (1 << 20):
         raise ConfigError("NPUEMU_DEVICE_MEMORY: expected at least 1M, found %d bytes" % config.device_memory)
+    if config.device_memory * config.device_count > MAX_TOTAL_DEVICE_MEMORY:
+        raise ConfigError("NPUEMU_DEVICE_MEMORY: expected at most 64T for all NPUEMU_DEVICE_COUNT=%d devices "
+                          "together (the address space npuemu reserves for them), found %s each"
+                          % (config.device_count, shown_size(config.device_memory)))
     if config.threads < 1:
         raise ConfigError("NPUEMU_THREADS: expected a positive count, found %d" % config.threads)
     if config.execution not in ("async", "eager"):

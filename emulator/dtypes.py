@@ -71,7 +71,7 @@ ITEM_SIZES = {ACL_STRING: 0, ACL_DT_UNDEFINED: 0, ACL_INT4: 1, ACL_UINT1: 1, ACL
           ACL_FLOAT: 4, ACL_INT32: 4, ACL_UINT32: 4, ACL_COMPLEX32: 4, ACL_COMPLEX128: 16}
 
 
-def aclDataTypeSize(data_type: int) -> int:
+def item_size(data_type: int) -> int:
     """Bytes per element; 8 for unknown values (the real default branch); 0, with a message, for a
     Python value that is no integer at all."""
     if type(data_type) is int:  # the common case, asked on every tensor made
@@ -81,6 +81,10 @@ def aclDataTypeSize(data_type: int) -> int:
                       "dataType: expected an aclDataType, found %s" % _shown(data_type))
         return 0
     return ITEM_SIZES.get(int(data_type), 8)
+
+
+# The public call (a wrong argument count is 0 with a message); the library itself asks item_size.
+aclDataTypeSize = _errors.value_call("aclDataTypeSize", 0)(item_size)
 
 
 def dtype_name(data_type: int) -> str:

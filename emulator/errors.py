@@ -155,6 +155,29 @@ def api(name: str, failure: tuple = (), internal_code: int = status.ACL_ERROR_RT
     return wrap
 
 
+def value_call(name: str, failure: Any) -> Callable:
+    """Wrap a public call whose C form returns a value, not a status (aclGetRecentErrMsg,
+    aclrtGetSocName, aclFloat16ToFloat, aclDataTypeSize, the acl.util helpers): a wrong number of
+    arguments, or settings whose NPUEMU_* value is unusable, give `failure` (what C gets on failure:
+    null, 0) and a message with 100000, never an exception. The call itself checks its values."""
+    def wrap(fn: Callable) -> Callable:
+        @functools.wraps(fn)
+        def call(*args: Any, **kwargs: Any):
+            try:
+                return fn(*args, **kwargs)
+            except ConfigError as error:
+                record(status.ACL_ERROR_INVALID_PARAM, name, str(error))
+            except TypeError:
+                bad_call = _arguments_error(fn, name, args, kwargs, status.ACL_ERROR_INVALID_PARAM)
+                if bad_call is None:
+                    raise  # a bug of ours, not the caller's
+                record(bad_call.code, name, bad_call.message)
+            return failure
+        call.c_name = name
+        return call
+    return wrap
+
+
 def _observe(name: str, args: tuple, kwargs: dict, afters: list) -> None:
     """Tell the call observers (emulator.hooks) that `name` starts; what each wants to hear at the end
     goes into `afters`, also when a later one makes the call fail (an AclError, raised on)."""

@@ -25,7 +25,7 @@ from .cargs import INT32, UINT32, UINT64
 from .config import ConfigError
 from .context import Context
 from .device import Device
-from .errors import AclError, api
+from .errors import AclError, api, value_call
 from .event import Event
 from .memory import MEMCPY_KINDS, Copy, Fill
 from .resource import HANDLES, live, optional
@@ -211,6 +211,7 @@ def _report_leaks(when: str) -> None:
     leaks.report(when)
 
 
+@value_call("aclGetRecentErrMsg", None)
 def aclGetRecentErrMsg() -> Optional[str]:
     """-> str or None: this thread's messages, newest first; reading clears them."""
     return errors.get_recent_err_msg()
@@ -283,8 +284,9 @@ def aclrtGetRunMode() -> int:
     return status.ACL_HOST
 
 
-def aclrtGetSocName() -> str:
-    """-> str: the chip's name (NPUEMU_SOC)."""
+@value_call("aclrtGetSocName", None)
+def aclrtGetSocName() -> Optional[str]:
+    """-> str: the chip's name (NPUEMU_SOC); None, with a message, when NPUEMU_SOC is unusable."""
     return _P.config.soc_name
 
 
@@ -894,11 +896,13 @@ def _last_error(name: str, level: Any, clear: bool) -> int:
     return errors.last_error(clear)
 
 
+@value_call("aclrtGetLastError", status.ACL_ERROR_INVALID_PARAM)
 def aclrtGetLastError(level: int = status.ACL_RT_THREAD_LEVEL) -> int:
     """-> aclError: the code of this thread's latest failed call (0 if none), which it clears."""
     return _last_error("aclrtGetLastError", level, clear=True)
 
 
+@value_call("aclrtPeekAtLastError", status.ACL_ERROR_INVALID_PARAM)
 def aclrtPeekAtLastError(level: int = status.ACL_RT_THREAD_LEVEL) -> int:
     """-> aclError: the code of this thread's latest failed call (0 if none), left in place."""
     return _last_error("aclrtPeekAtLastError", level, clear=False)
@@ -908,6 +912,7 @@ def aclrtPeekAtLastError(level: int = status.ACL_RT_THREAD_LEVEL) -> int:
 # data types
 
 
+@value_call("aclFloat16ToFloat", 0.0)
 def aclFloat16ToFloat(value: int) -> float:
     """-> float: the IEEE half-precision bit pattern `value` (a uint16) as a float (0.0 and a message
     for a value that is no uint16)."""
@@ -919,6 +924,7 @@ def aclFloat16ToFloat(value: int) -> float:
     return float(np.frombuffer(struct.pack("<H", bits), np.float16)[0])
 
 
+@value_call("aclFloatToFloat16", 0)
 def aclFloatToFloat16(value: float) -> int:
     """-> int: the half-precision bit pattern nearest to `value` (rounded to nearest even; overflow
     gives infinity), as a uint16 (0 and a message for a value that is no number)."""

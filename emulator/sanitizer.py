@@ -29,7 +29,7 @@ import zlib
 from typing import Optional, Sequence
 
 from . import report, status
-from .dtypes import aclDataTypeSize
+from .dtypes import item_size
 from .sites import Site, user_site
 
 ALIGNMENT = 32   # tensorData must be 32-byte aligned (the aclCreateTensor documentation)
@@ -512,7 +512,7 @@ class Tracker:
             message = ("%s writes its %s, in which indices %s and %s are one element, at 0x%x: the card's cores "
                        "write such elements in no fixed order, so which value stays there is not defined (npuemu "
                        "keeps one of them)" % (op, output.describe(), list(first), list(second),
-                                               output.data + element * aclDataTypeSize(output.data_type)))
+                                               output.data + element * item_size(output.data_type)))
         else:
             if other.tensor is not output.tensor:
                 sites.append(("%s made" % other.name, other.tensor.site))

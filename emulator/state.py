@@ -43,8 +43,14 @@ class Process:
     def address_space(self) -> AddressSpace:
         """Reserved on first use, so that configure() can still change the device count and size."""
         if self.space is None:
-            profile = self.config.profile
-            self.space = AddressSpace(self.config.device_count, self.config.device_memory, profile.padding_size)
+            profile, count, memory = self.config.profile, self.config.device_count, self.config.device_memory
+            try:
+                self.space = AddressSpace(count, memory, profile.padding_size)
+            except MemoryError:  # the host refused the reservation (ulimit -v, overcommit settings)
+                raise config_module.ConfigError(
+                    "NPUEMU_DEVICE_MEMORY: expected a size this host can reserve address space for on each of "
+                    "NPUEMU_DEVICE_COUNT=%d devices, found %s (the host refused %s in all)"
+                    % (count, config_module.shown_size(memory), config_module.shown_size(count * memory))) from None
             self.devices = [Device(i, heap) for i, heap in enumerate(self.space.heaps)]
         return self.space
 

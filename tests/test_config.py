@@ -37,7 +37,7 @@ def test_leak_check_takes_the_usual_spellings_of_a_switch(env, value, expected):
     ("NPUEMU_LEAK_CHECK", "maybe"), ("NPUEMU_DEVICE_MEMORY", "lots"), ("NPUEMU_DEVICE_MEMORY", "16Q"),
     ("NPUEMU_TASK_TIMEOUT", "soon"), ("NPUEMU_TASK_TIMEOUT", "-1"), ("NPUEMU_TASK_TIMEOUT", "inf"),
     ("NPUEMU_SOC", "Ascend9000"), ("NPUEMU_EXECUTION", "lazy"), ("NPUEMU_THREADS", "two"),
-    ("NPUEMU_DEVICE_COUNT", "0"), ("NPUEMU_VECTOR_ISA", "sse9"),
+    ("NPUEMU_DEVICE_COUNT", "0"), ("NPUEMU_VECTOR_ISA", "sse9"), ("NPUEMU_DEVICE_MEMORY", "1000T"),
 ])
 def test_an_unusable_value_is_refused_naming_the_variable(env, variable, value):
     env.setenv(variable, value)
@@ -75,3 +75,16 @@ def test_configure_rejects_a_value_of_the_wrong_type_naming_the_setting(setting,
         emulator.configure(**{setting: value})
     assert str(raised.value) == expected
     assert emulator.settings() == before
+
+
+def test_device_memory_the_host_cannot_reserve_is_the_invalid_parameter_status_naming_the_variable(tmp_path):
+    """Within the 64T bound a host can still refuse the reservation (here a 4 GiB address-space limit
+    against 8 x 64 GiB): the call that needs it gets 100000, not the internal error of a MemoryError."""
+    import subprocess
+    import sys
+    program = "\n".join(["import resource", "resource.setrlimit(resource.RLIMIT_AS, (4 << 30, 4 << 30))",
+                          "import acl", "print(acl.rt.set_device(0), acl.get_recent_err_msg())"])
+    result = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=120,
+                            env={**__import__("os").environ, "NPUEMU_DEVICE_MEMORY": "64G", "NPUEMU_DEVICE_COUNT": "8"})
+    assert result.stdout.startswith("100000 "), result.stdout + result.stderr
+    assert "NPUEMU_DEVICE_MEMORY: expected a size this host can reserve" in result.stdout, result.stdout

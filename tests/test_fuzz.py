@@ -75,6 +75,36 @@ def test_public_calls_answer_odd_values_with_a_code_never_an_exception(seed):
         acl.rt.synchronize_stream(device.stream)
 
 
+def every_public_function() -> list:
+    """The calls of acl (init, finalize, ...), acl.rt, acl.util and aclnn_api, the ones the fuzzer
+    leaves out included: the runtime's and aclnn's calls (they have a C name) and the modules' own
+    helpers (not what a module imports)."""
+    found = []
+    for module in (acl, acl.rt, acl.util, nn):
+        for name in sorted(dir(module)):
+            function = getattr(module, name)
+            if not name.startswith("_") and callable(function) and not isinstance(function, type) and (
+                    hasattr(function, "c_name") or getattr(function, "__module__", None) == module.__name__):
+                found.append(("%s.%s" % (module.__name__, name), function))
+    return found
+
+
+def test_public_calls_given_a_wrong_number_of_arguments_answer_with_a_message_never_an_exception():
+    """One argument too many and one too few: the C prototype would not compile, so the call does
+    nothing and leaves a message naming its parameters (a status of its layer where it returns one)."""
+    checked = 0
+    for name, function in every_public_function():
+        parameters = inspect.signature(function).parameters.values()
+        if any(p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in parameters):
+            continue
+        for count in {len(parameters) + 1, arity(function) - 1} - {-1}:
+            function(*[0] * count)  # an exception fails the test, naming the call
+            message = acl.get_recent_err_msg() or ""
+            assert "arguments: expected (" in message, "%s with %d arguments: %r" % (name, count, message)
+            checked += 1
+    assert checked > 150, checked
+
+
 ALL_DTYPES = sorted({v for k, v in vars(dtypes).items() if k.startswith("ACL_") and not k.startswith("ACL_FORMAT")
                      and type(v) is int})
 ALL_FORMATS = sorted({v for k, v in vars(dtypes).items() if k.startswith("ACL_FORMAT_") and type(v) is int})
