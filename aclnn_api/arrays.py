@@ -12,7 +12,7 @@ import numpy as np
 
 from emulator import cargs
 from emulator.cargs import ACLNN, INT64
-from emulator.dtypes import ACL_BOOL, ACL_DT_UNDEFINED, ACL_STRING, COMPLEX, DTYPE_NAMES, FLOATING, dtype_name
+from emulator.dtypes import ACL_BOOL, ACL_DT_UNDEFINED, ACL_STRING, COMPLEX, DTYPE_NAMES, FLOATING, NUMPY_TYPES, dtype_name
 from emulator.errors import AclError, api
 from emulator.resource import Resource, live
 
@@ -148,7 +148,13 @@ def _scalar_converter(data_type: int) -> Callable[[str, Any], Any]:
         return _float
     if data_type == ACL_BOOL:
         return _bool
-    return _complex if data_type in COMPLEX else _int64
+    if data_type in COMPLEX:
+        return _complex
+    numpy_type = NUMPY_TYPES.get(data_type)
+    if numpy_type is None or np.dtype(numpy_type).kind not in "iu":
+        return _int64  # the dtypes NumPy has no type for (INT4, ...): any int64
+    info = np.iinfo(numpy_type)  # the values a C variable of the dtype holds (a UINT64 above 2^63 too)
+    return lambda name, value: cargs.integer(name, value, (int(info.min), int(info.max)), ACLNN)
 
 
 @api("aclCreateScalar", failure=(None,), internal_code=status.ACLNN_ERR_INNER, returns_status=False)
@@ -163,7 +169,7 @@ def aclCreateScalar(value: Any, data_type: int) -> Optional[aclScalar]:
     try:
         copied = _scalar_converter(data_type)("value", value)
     except AclError as error:
-        raise AclError(error.code, "%s (for a %s scalar)" % (error.message, dtype_name(data_type))) from None
+        raise AclError(error.code, "%s (for a scalar of dtype %s)" % (error.message, dtype_name(data_type))) from None
     return aclScalar(copied, data_type)
 
 

@@ -199,6 +199,28 @@ def test_the_launch_hands_the_runtime_the_ranges_it_reads_and_writes(monkeypatch
 
 
 # ---------------------------------------------------------------------------------------------
+# scalars
+
+INTEGER_DTYPES = [(nn.ACL_INT8, np.int8), (nn.ACL_UINT8, np.uint8), (nn.ACL_INT16, np.int16),
+                  (nn.ACL_UINT16, np.uint16), (nn.ACL_INT32, np.int32), (nn.ACL_UINT32, np.uint32),
+                  (nn.ACL_INT64, np.int64), (nn.ACL_UINT64, np.uint64)]
+
+
+@pytest.mark.parametrize("data_type,numpy_type", INTEGER_DTYPES, ids=[t.__name__ for _, t in INTEGER_DTYPES])
+def test_an_integer_scalar_holds_what_a_c_variable_of_its_dtype_holds(data_type, numpy_type):
+    """Every value of the dtype's range (a UINT64 above 2^63 too), and nothing outside it."""
+    info = np.iinfo(numpy_type)
+    for value in (int(info.min), int(info.max), numpy_type(info.max)):
+        scalar = nn.aclCreateScalar(value, data_type)
+        assert scalar is not None and scalar.value == int(value), last_error()
+        assert nn.aclDestroyScalar(scalar) == 0
+    for value in (int(info.min) - 1, int(info.max) + 1):
+        assert nn.aclCreateScalar(value, data_type) is None
+        message = last_error()
+        assert "value: expected an integer in [%d, %d], found %d" % (info.min, info.max, value) in message, message
+
+
+# ---------------------------------------------------------------------------------------------
 # tensor and scalar lists
 
 
