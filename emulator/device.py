@@ -16,7 +16,8 @@ class Device:
     def __init__(self, device_id: int, heap):
         self.id = device_id
         self.heap = heap
-        self.ref_count = 0
+        self.ref_count = 0  # aclrtSetDevice's references and the contexts of aclrtCreateContext
+        self.set_count = 0  # aclrtSetDevice's alone: what aclrtResetDevice may release
         self.default_context: Optional[Context] = None
         self.contexts: list[Context] = []   # every live context, the default one first
 
@@ -76,5 +77,5 @@ class Device:
             context.close(how)
         for allocation in self.heap.release_all(how):
             leaks.orphan(allocation, how)
-        self.contexts, self.default_context, self.ref_count = [], None, 0
+        self.contexts, self.default_context, self.ref_count, self.set_count = [], None, 0, 0
         return found

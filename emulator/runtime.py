@@ -236,6 +236,7 @@ def aclrtSetDevice(deviceId: int) -> None:
 
 def _set_device(device_id: int) -> None:
     device = _P.device(device_id).retain()
+    device.set_count += 1
     context_module.set_current(device.default_context)
 
 
@@ -248,12 +249,26 @@ def _open_device(value: Any) -> Device:
     return device
 
 
+def _set_device_of(value: Any) -> Device:
+    """The device of a reset: one that aclrtSetDevice set and no reset has released since (a context of
+    aclrtCreateContext holds the device too, but only aclrtDestroyContext releases that)."""
+    device = _P.device(_device_id(value))
+    if device.set_count == 0:
+        held = " (held by %d context(s) of aclrtCreateContext, released by aclrtDestroyContext)" % device.ref_count \
+            if device.is_open else ""
+        raise AclError(status.ACL_ERROR_RT_CONTEXT_RELEASE_ERROR,
+                       "deviceId: expected a device set by aclrtSetDevice, found device %d not set (aclrtSetDevice "
+                       "reference count 0)%s" % (device.id, held))
+    return device
+
+
 @api("aclrtResetDevice")
 def aclrtResetDevice(deviceId: int) -> None:
     """-> ret. One reference less; the last one runs the device's queued work (its faults are this
     call's status) and releases everything the device holds."""
     with _P.lock:
-        device = _open_device(deviceId)
+        device = _set_device_of(deviceId)
+        device.set_count -= 1
         faults.raise_faults(device.release("aclrtResetDevice(%d)" % device.id))
 
 

@@ -24,6 +24,23 @@ def test_set_and_reset_are_reference_counted():
     assert_rejected(acl.rt.reset_device(0), acl.ACL_ERROR_RT_CONTEXT_RELEASE_ERROR, "deviceId", "reference count 0")
 
 
+def test_a_reset_releases_only_what_set_device_took_never_a_created_context():
+    """aclrtCreateContext holds the device too, but only aclrtDestroyContext releases that: a reset beyond
+    the aclrtSetDevice count is 507007 and leaves the context and its streams alive."""
+    context, ret = acl.rt.create_context(0)
+    assert ret == 0
+    stream, ret = acl.rt.create_stream()
+    assert ret == 0
+    assert_rejected(acl.rt.reset_device(0), acl.ACL_ERROR_RT_CONTEXT_RELEASE_ERROR, "reference count 0",
+                    "held by 1 context(s) of aclrtCreateContext")
+    assert acl.rt.set_device(0) == 0 and acl.rt.reset_device(0) == 0
+    assert_rejected(acl.rt.reset_device(0), acl.ACL_ERROR_RT_CONTEXT_RELEASE_ERROR, "reference count 0")
+    assert acl.rt.set_context(context) == 0 and acl.rt.get_device() == (0, 0)
+    assert acl.rt.destroy_stream(stream) == 0
+    assert acl.rt.destroy_context(context) == 0
+    assert_rejected(acl.rt.reset_device(0), acl.ACL_ERROR_RT_CONTEXT_RELEASE_ERROR, "reference count 0")
+
+
 def test_reset_of_a_device_never_set_is_507007():
     assert_rejected(acl.rt.reset_device(3), acl.ACL_ERROR_RT_CONTEXT_RELEASE_ERROR, "device 3")
 
