@@ -24,6 +24,8 @@ from . import context as context_module
 from .cargs import INT32, UINT32, UINT64
 from .config import ConfigError
 from .context import Context
+from .data_buffer import (aclCreateDataBuffer, aclDestroyDataBuffer, aclGetDataBufferAddr,  # noqa: F401
+                          aclGetDataBufferSize, aclGetDataBufferSizeV2)  # C names, as every runtime call
 from .device import Device
 from .errors import AclError, api, value_call
 from .event import Event

@@ -451,3 +451,32 @@ def test_a_blocking_callback_nobody_processes_times_out_with_the_task_timeout():
         waiting.set()
         subscriber.join()
         acl.rt.reset_device(0)
+
+
+# -- data buffers ---------------------------------------------------------------------------------
+
+
+def test_a_data_buffer_records_its_address_and_size_and_is_destroyed_once():
+    host = np.zeros(16, np.uint8)
+    for data, size in ((host.ctypes.data, host.nbytes), (0, 0), (0x1000, (1 << 32) + 5)):
+        buffer = acl.create_data_buffer(data, size)
+        assert buffer, last_error()
+        assert acl.get_data_buffer_addr(buffer) == data
+        assert acl.get_data_buffer_size_v2(buffer) == size
+        assert acl.get_data_buffer_size(buffer) == size & 0xFFFFFFFF, "the deprecated call's uint32_t"
+        assert acl.destroy_data_buffer(buffer) == 0
+        assert_rejected(acl.destroy_data_buffer(buffer), acl.ACL_ERROR_RT_INVALID_HANDLE, "dataBuffer",
+                        "already released at")
+        assert acl.get_data_buffer_addr(buffer) == 0 and "already released" in last_error()
+
+
+@pytest.mark.parametrize("call", [acl.get_data_buffer_addr, acl.get_data_buffer_size_v2, acl.get_data_buffer_size])
+def test_a_null_or_foreign_data_buffer_gives_0_and_a_message(call):
+    assert call(None) == 0 and "dataBuffer: expected an aclDataBuffer, found null" in last_error()
+    assert call(12345) == 0 and "which no call made" in last_error()
+
+
+def test_a_data_buffer_of_values_no_c_argument_holds_is_0_and_a_message():
+    assert acl.create_data_buffer(-1, 4) == 0 and "data: expected an integer" in last_error()
+    assert acl.create_data_buffer(0x1000, -4) == 0 and "size: expected an integer" in last_error()
+    assert acl.create_data_buffer("x", 4) == 0 and "data" in last_error()
