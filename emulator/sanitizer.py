@@ -490,7 +490,7 @@ class Tracker:
             if not tensor.alive:
                 report.publish(
                     "destroyed tensor", "memcheck",
-                    "%s is launched with its %s tensor %s destroyed after its first phase: the executor reads a "
+                    "%s is launched with its %s tensor %s destroyed before the launch: the executor reads a "
                     "freed descriptor on the card" % (op, name, tensor.describe()),
                     (("launch of %s" % op, site), ("tensor destroyed", tensor.released_site), ("tensor made", tensor.site)),
                     ())
