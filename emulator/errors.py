@@ -136,8 +136,7 @@ def api(name: str, failure: tuple = (), internal_code: int = status.ACL_ERROR_RT
                     record(bad_call.code, name, bad_call.message)
                     code = bad_call.code
                 else:
-                    detail = "".join(traceback.format_exception_only(type(error), error)).strip()
-                    record(internal_code, name, "internal error of the emulator (please report): " + detail)
+                    _record_internal(internal_code, name, error)
                     code = internal_code
             if afters:
                 for after in afters:
@@ -155,11 +154,17 @@ def api(name: str, failure: tuple = (), internal_code: int = status.ACL_ERROR_RT
     return wrap
 
 
+def _record_internal(code: int, name: str, error: Exception) -> None:
+    detail = "".join(traceback.format_exception_only(type(error), error)).strip()
+    record(code, name, "internal error of the emulator (please report): " + detail)
+
+
 def value_call(name: str, failure: Any) -> Callable:
     """Wrap a public call whose C form returns a value, not a status (aclGetRecentErrMsg,
     aclrtGetSocName, aclFloat16ToFloat, aclDataTypeSize, the acl.util helpers): a wrong number of
     arguments, or settings whose NPUEMU_* value is unusable, give `failure` (what C gets on failure:
-    null, 0) and a message with 100000, never an exception. The call itself checks its values."""
+    null, 0) and a message with 100000, never an exception; a bug of ours gives `failure` and a
+    507000 message. The call itself checks its values."""
     def wrap(fn: Callable) -> Callable:
         @functools.wraps(fn)
         def call(*args: Any, **kwargs: Any):
@@ -167,14 +172,15 @@ def value_call(name: str, failure: Any) -> Callable:
                 return fn(*args, **kwargs)
             except ConfigError as error:
                 record(status.ACL_ERROR_INVALID_PARAM, name, str(error))
-            except TypeError:
-                bad_call = _arguments_error(fn, name, args, kwargs, status.ACL_ERROR_INVALID_PARAM)
-                if bad_call is None:
-                    raise  # a bug of ours, not the caller's
-                record(bad_call.code, name, bad_call.message)
+            except Exception as error:  # never let a bug escape a public call
+                bad_call = isinstance(error, TypeError) and _arguments_error(
+                    fn, name, args, kwargs, status.ACL_ERROR_INVALID_PARAM)
+                if bad_call:
+                    record(bad_call.code, name, bad_call.message)
+                else:
+                    _record_internal(status.ACL_ERROR_RT_INTERNAL_ERROR, name, error)
             return failure
-        call.c_name = name
-        return call
+        return call  # no c_name: fault injection (emulator.calls) takes the calls that return a status
     return wrap
 
 

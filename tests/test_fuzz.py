@@ -77,14 +77,14 @@ def test_public_calls_answer_odd_values_with_a_code_never_an_exception(seed):
 
 def every_public_function() -> list:
     """The calls of acl (init, finalize, ...), acl.rt, acl.util and aclnn_api, the ones the fuzzer
-    leaves out included: the runtime's and aclnn's calls (they have a C name) and the modules' own
-    helpers (not what a module imports)."""
+    leaves out included: the runtime's and aclnn's calls (errors.api and value_call wrap them) and the
+    modules' own helpers (not what a module imports)."""
     found = []
     for module in (acl, acl.rt, acl.util, nn):
         for name in sorted(dir(module)):
             function = getattr(module, name)
             if not name.startswith("_") and callable(function) and not isinstance(function, type) and (
-                    hasattr(function, "c_name") or getattr(function, "__module__", None) == module.__name__):
+                    hasattr(function, "__wrapped__") or getattr(function, "__module__", None) == module.__name__):
                 found.append(("%s.%s" % (module.__name__, name), function))
     return found
 
