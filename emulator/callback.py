@@ -77,12 +77,15 @@ def launch(stream: Stream, fn: Callable[[Any], None], user_data: Any, block: boo
         raise AclError(status.ACL_ERROR_STREAM_NOT_SUBSCRIBE,
                        "stream: expected a stream a thread subscribed to with aclrtSubscribeReport, found stream %s "
                        "with none" % stream.describe())
-    thread_id = stream.subscriber
 
     def hand_over() -> None:
-        call = Call(fn, user_data)
+        thread_id = stream.subscriber  # the stream's thread when the stream reaches the callback
         with _lock:
-            reports = _reports[thread_id]
+            reports = _reports.get(thread_id) if thread_id is not None else None
+        if reports is None:
+            raise TimeoutError("no thread is subscribed to the stream any more (aclrtUnSubscribeReport before the "
+                               "stream reached the callback), so nothing can ever run it")
+        call = Call(fn, user_data)
         reports.put(call)
         if not block:
             return

@@ -379,6 +379,19 @@ def test_callback_errors(device):
     assert_rejected(acl.rt.process_report(1), acl.ACL_ERROR_THREAD_NOT_SUBSCRIBE, "thread")
 
 
+@pytest.mark.parametrize("block", [acl.ACL_CALLBACK_NO_BLOCK, acl.ACL_CALLBACK_BLOCK])
+def test_a_callback_whose_stream_lost_its_thread_before_reaching_it_is_a_task_timeout(device, block):
+    """aclrtUnSubscribeReport before the stream reaches the callback: no thread can ever run it, a task fault
+    naming why (it was 507000, a KeyError of npuemu's)."""
+    me, seen = threading.get_ident(), []
+    assert acl.rt.subscribe_report(me, device.stream) == 0
+    assert acl.rt.launch_callback(seen.append, 1, block, device.stream) == 0
+    assert acl.rt.unsubscribe_report(me, device.stream) == 0
+    assert_rejected(acl.rt.synchronize_stream(device.stream), acl.ACL_ERROR_RT_TASK_TIMEOUT, "aclrtLaunchCallback",
+                    "aclrtUnSubscribeReport")
+    assert seen == []
+
+
 def test_a_blocking_callback_nobody_processes_times_out_with_the_task_timeout():
     emulator.configure(task_timeout=0.05)
     assert acl.rt.set_device(0) == 0
