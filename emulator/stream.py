@@ -1,7 +1,8 @@
 """Streams: queues of device work that runs when the program synchronises, in stream order.
 
 Nothing runs at enqueue time (unless NPUEMU_EXECUTION=eager). A synchronisation point drains a
-stream; a wait on an event first drains the stream that recorded it, up to that record. Each
+stream; a wait on an event first drains the stream that recorded it, up to that record (and so on down
+a chain of streams, kept as a list: a pipeline of thousands of streams does not recurse). Each
 stream keeps a device clock: a task starts when both the stream is free and the host has issued
 it, and lasts as long as it really took, so event timings are measured, never made up. A task that
 fails leaves a `Fault` record on its stream (see emulator.faults) and the stream goes on.
@@ -21,6 +22,7 @@ from .sanitizer import TRACKER
 from .sites import Site, user_site
 
 _clock = time.perf_counter  # read three times per task: bound once
+_STOPPED = object()  # what Stream._run answers when it stops with work left (deadline)
 
 
 class Task:
@@ -82,6 +84,11 @@ class WaitTask(Task):
         super().__init__("aclrtStreamWaitEvent(0x%x)" % event_handle, None)
         self.record = record
 
+    def awaited(self) -> Optional[RecordTask]:
+        """The record that must run before the wait can, if it has not yet."""
+        record = self.record
+        return record if record is not None and not record.done else None
+
 
 class Stream(Resource):
     """A stream of a context; the default stream of each context comes with it and goes with it."""
@@ -121,16 +128,42 @@ class Stream(Resource):
             self.drain()
 
     def drain(self, upto: Optional[Task] = None, deadline: Optional[float] = None) -> bool:
-        """Run queued work in order, up to and including `upto` (everything if None). With a `deadline`
-        (perf_counter seconds), stop before a task that would start after it: False if work is left."""
-        while self.queue:
-            if deadline is not None and _clock() > deadline:
+        """Run queued work in order, up to and including `upto` (everything if None). A wait on an event
+        first runs the stream that recorded it up to the record: the streams being run are a list, the
+        innermost last, never a recursion (a pipeline of streams chained by events may be thousands
+        long). With a `deadline` (perf_counter seconds), stop before a task that would start after it.
+        False if it stopped with work left."""
+        chain: list[tuple] = [(self, upto)]
+        while chain:
+            stream, target = chain[-1]
+            needed = stream._run(target, deadline)
+            if needed is None:
+                chain.pop()
+            elif needed is _STOPPED:
                 return False
-            task = self.queue.popleft()
+            else:
+                chain.append((needed.stream, needed))
+        return True
+
+    def _run(self, upto: Optional[Task], deadline: Optional[float]):
+        """The tasks of this stream alone, as `drain` runs them: None once `upto` (or everything) has
+        run, the record a wait at the head needs run first, or _STOPPED."""
+        if upto is not None and upto.done:
+            return None
+        queue = self.queue
+        while queue:
+            if deadline is not None and _clock() > deadline:
+                return _STOPPED
+            task = queue[0]  # left in the queue until it runs: a wait stays at the head while its record runs
+            if task.run is None and task.__class__ is WaitTask:
+                record = task.awaited()
+                if record is not None:
+                    return record
+            queue.popleft()
             self._execute(task)
             if task is upto:
-                return True
-        return True
+                return None
+        return None
 
     def _execute(self, task: Task) -> None:
         start = max(self.clock, task.issued_at)
@@ -156,11 +189,8 @@ class Stream(Resource):
                 TRACKER.running = None
             start += _clock() - begin
         elif isinstance(task, WaitTask):
-            record = task.record
-            if record is not None and not record.done:
-                record.stream.drain(upto=record)
-            if record is not None:
-                start = max(start, record.timestamp)
+            if task.record is not None:  # it has run: drain ran it first
+                start = max(start, task.record.timestamp)
         elif isinstance(task, RecordTask):
             task.timestamp = start
         self.clock = start
