@@ -50,12 +50,13 @@ class Event(Resource):
 
     def query(self) -> bool:
         """Whether complete. As with aclrtStreamQuery, the device makes progress while polled: the work
-        before the record runs after a "not yet" answer."""
+        before the record runs after a "not yet" answer, as far as it can without waiting for another
+        host thread (a query never blocks)."""
         if self.complete:
             if TRACKER.hazards:
                 TRACKER.host_saw_event(self)
             return True
-        self.last_record.stream.drain(upto=self.last_record)
+        self.last_record.stream.drain(upto=self.last_record, wait=False)
         return False
 
     def synchronize(self, deadline: Optional[float] = None) -> None:

@@ -2,7 +2,9 @@
 
 Nothing runs at enqueue time (unless NPUEMU_EXECUTION=eager). A synchronisation point drains a
 stream; a wait on an event first drains the stream that recorded it, up to that record (and so on down
-a chain of streams, kept as a list: a pipeline of thousands of streams does not recurse). Each
+a chain of streams, kept as a list: a pipeline of thousands of streams does not recurse). A query
+drains only as far as it can without waiting for another host thread (a blocking callback its thread
+has not run yet): on the card a query never blocks. Each
 stream keeps a device clock: a task starts when both the stream is free and the host has issued
 it, and lasts as long as it really took, so event timings are measured, never made up. A task that
 fails leaves a `Fault` record on its stream (see emulator.faults) and the stream goes on.
@@ -22,7 +24,7 @@ from .sanitizer import TRACKER
 from .sites import Site, user_site
 
 _clock = time.perf_counter  # read three times per task: bound once
-_STOPPED = object()  # what Stream._run answers when it stops with work left (deadline)
+_STOPPED = object()  # what Stream._run answers when it stops with work left (deadline, or a task that would wait)
 
 
 class Task:
@@ -90,6 +92,13 @@ class WaitTask(Task):
         return record if record is not None and not record.done else None
 
 
+def _ready(task: Task) -> bool:
+    """Whether `task` can run without waiting for another host thread. A run that may wait says so by a
+    `ready()` of its own (a blocking callback's, emulator.callback, which hands the callback over)."""
+    ready = getattr(task.run, "ready", None)
+    return ready is None or ready()
+
+
 class Stream(Resource):
     """A stream of a context; the default stream of each context comes with it and goes with it."""
 
@@ -117,7 +126,8 @@ class Stream(Resource):
     # -- work ---------------------------------------------------------------------------------
 
     def enqueue(self, task: Task, eager: bool = False) -> None:
-        """Queue work; `eager` (NPUEMU_EXECUTION=eager) runs it at once (faults surface at the next sync)."""
+        """Queue work; `eager` (NPUEMU_EXECUTION=eager) runs it at once, as far as the stream can go without
+        waiting for another host thread (faults surface at the next sync)."""
         task.stream = self
         if TRACKER.hazards:
             TRACKER.enqueued(self, task)
@@ -125,18 +135,19 @@ class Stream(Resource):
             observer.enqueued(self, task)
         self.queue.append(task)
         if eager:
-            self.drain()
+            self.drain(wait=False)
 
-    def drain(self, upto: Optional[Task] = None, deadline: Optional[float] = None) -> bool:
+    def drain(self, upto: Optional[Task] = None, deadline: Optional[float] = None, wait: bool = True) -> bool:
         """Run queued work in order, up to and including `upto` (everything if None). A wait on an event
         first runs the stream that recorded it up to the record: the streams being run are a list, the
         innermost last, never a recursion (a pipeline of streams chained by events may be thousands
-        long). With a `deadline` (perf_counter seconds), stop before a task that would start after it.
-        False if it stopped with work left."""
+        long). With a `deadline` (perf_counter seconds), stop before a task that would start after it;
+        without `wait` (a query, eager execution), stop before a task that would wait for another host
+        thread. False if it stopped with work left."""
         chain: list[tuple] = [(self, upto)]
         while chain:
             stream, target = chain[-1]
-            needed = stream._run(target, deadline)
+            needed = stream._run(target, deadline, wait)
             if needed is None:
                 chain.pop()
             elif needed is _STOPPED:
@@ -145,7 +156,7 @@ class Stream(Resource):
                 chain.append((needed.stream, needed))
         return True
 
-    def _run(self, upto: Optional[Task], deadline: Optional[float]):
+    def _run(self, upto: Optional[Task], deadline: Optional[float], wait: bool):
         """The tasks of this stream alone, as `drain` runs them: None once `upto` (or everything) has
         run, the record a wait at the head needs run first, or _STOPPED."""
         if upto is not None and upto.done:
@@ -155,10 +166,13 @@ class Stream(Resource):
             if deadline is not None and _clock() > deadline:
                 return _STOPPED
             task = queue[0]  # left in the queue until it runs: a wait stays at the head while its record runs
-            if task.run is None and task.__class__ is WaitTask:
-                record = task.awaited()
-                if record is not None:
-                    return record
+            if task.run is None:
+                if task.__class__ is WaitTask:
+                    record = task.awaited()
+                    if record is not None:
+                        return record
+            elif not wait and not _ready(task):
+                return _STOPPED
             queue.popleft()
             self._execute(task)
             if task is upto:
