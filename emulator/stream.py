@@ -68,13 +68,27 @@ class Task:
 
 
 class RecordTask(Task):
-    """aclrtRecordEvent: completes the event and stamps it with the stream's device time."""
+    """aclrtRecordEvent: completes the event and stamps it with the stream's device time. `previous` is the
+    record the event had before this one (kept while this one is pending): if aclrtDestroyStreamForce
+    drops this one, the event is as it was before it (docs/runtime.md)."""
 
-    __slots__ = ("timestamp",)
+    __slots__ = ("timestamp", "event", "previous", "dropped", "order")
 
-    def __init__(self, event_handle: int):
-        super().__init__("aclrtRecordEvent(0x%x)" % event_handle, None)
+    def __init__(self, event, previous: Optional["RecordTask"]):
+        super().__init__("aclrtRecordEvent(0x%x)" % event.handle, None)
         self.timestamp = 0.0
+        self.event = event
+        self.previous = previous
+        self.dropped = False
+        self.order: Optional[dict] = None  # the sanitizer's vector clock of the record (emulator.sanitizer)
+
+    def standing(self) -> Optional["RecordTask"]:
+        """The record that stands for this one: itself, or if it was dropped, the latest record before it
+        that was not (None: the event had none)."""
+        record = self
+        while record is not None and record.dropped:
+            record = record.previous
+        return record
 
 
 class WaitTask(Task):
@@ -86,9 +100,13 @@ class WaitTask(Task):
         super().__init__("aclrtStreamWaitEvent(0x%x)" % event_handle, None)
         self.record = record
 
+    def standing(self) -> Optional[RecordTask]:
+        """The record the wait is for: a dropped record stands for the event as it was before it."""
+        return self.record.standing() if self.record is not None else None
+
     def awaited(self) -> Optional[RecordTask]:
         """The record that must run before the wait can, if it has not yet."""
-        record = self.record
+        record = self.standing()
         return record if record is not None and not record.done else None
 
 
@@ -203,10 +221,12 @@ class Stream(Resource):
                 TRACKER.running = None
             start += _clock() - begin
         elif isinstance(task, WaitTask):
+            task.record = task.standing()  # the record it waited for: the trace draws its arrow from it
             if task.record is not None:  # it has run: drain ran it first
                 start = max(start, task.record.timestamp)
         elif isinstance(task, RecordTask):
             task.timestamp = start
+            task.previous = None  # a record that ran is never dropped: the chain behind it is not needed
         self.clock = start
         task.done = True
         for observer in hooks.TASKS:
@@ -240,9 +260,19 @@ class Stream(Resource):
         (aclrtDestroyStreamForce) it is dropped instead."""
         self.forget_order("aclrtDestroyStream%s" % ("Force" if force else ""), site)
         if force:
-            self.queue.clear()
+            self._drop_queue()
         else:
             self.drain()
         self.release(site)
         self.context.streams.remove(self)
         faults_module.raise_faults(self.take_faults())
+
+    def _drop_queue(self) -> None:
+        """aclrtDestroyStreamForce: the queued work never runs. An event whose latest record is among it
+        is as it was before that record, so that every event call agrees on it (docs/runtime.md)."""
+        records = [task for task in self.queue if isinstance(task, RecordTask)]
+        self.queue.clear()
+        for record in records:  # all marked first: an event falls back past every record dropped here
+            record.dropped = True
+        for record in records:
+            record.event.record_dropped(record)

@@ -214,6 +214,59 @@ def test_destroy_stream_force_drops_queued_work(device):
     assert_rejected(acl.rt.destroy_stream_force(default), acl.ACL_ERROR_RT_PARAM_INVALID, "default stream")
 
 
+@pytest.mark.sanitizer_reports("pending work destroyed")
+def test_an_event_whose_only_record_was_dropped_is_as_never_recorded(device):
+    """aclrtDestroyStreamForce drops the event's record: every event call agrees that the event is as it was
+    before (docs/runtime.md). aclrtSynchronizeEvent said complete while a query said NOT_READY forever (a
+    polling loop never ended) and aclrtEventGetTimestamp said "still queued"."""
+    stream, _ = acl.rt.create_stream()
+    event, _ = acl.rt.create_event()
+    assert acl.rt.record_event(event, stream) == 0
+    assert acl.rt.stream_wait_event(device.stream, event) == 0
+    assert acl.rt.destroy_stream_force(stream) == 0
+    assert acl.rt.query_event_status(event) == (acl.ACL_EVENT_RECORDED_STATUS_COMPLETE, 0)
+    assert acl.rt.query_event(event) == (acl.ACL_EVENT_STATUS_COMPLETE, 0)
+    assert acl.rt.query_event_wait_status(event) == (acl.ACL_EVENT_WAIT_STATUS_COMPLETE, 0)
+    assert acl.rt.synchronize_event(event) == 0
+    assert acl.rt.synchronize_stream(device.stream) == 0, "a wait for the dropped record waits for nothing"
+    assert_rejected(acl.rt.event_get_timestamp(event)[1], acl.ACL_ERROR_RT_PARAM_INVALID, "event",
+                    "dropped", "aclrtDestroyStreamForce")
+    assert_rejected(acl.rt.event_elapsed_time(event, event)[1], acl.ACL_ERROR_RT_PARAM_INVALID, "startEvent",
+                    "aclrtDestroyStreamForce")
+    assert acl.rt.record_event(event, device.stream) == 0
+    assert acl.rt.synchronize_event(event) == 0
+    assert acl.rt.event_get_timestamp(event)[1] == 0, last_error()
+    assert acl.rt.destroy_event(event) == 0
+
+
+@pytest.mark.sanitizer_reports("pending work destroyed")
+def test_a_dropped_record_leaves_the_event_with_the_record_before_it(device):
+    event, _ = acl.rt.create_event()
+    assert acl.rt.record_event(event, device.stream) == 0
+    assert acl.rt.synchronize_stream(device.stream) == 0
+    first, ret = acl.rt.event_get_timestamp(event)
+    assert ret == 0
+    stream, _ = acl.rt.create_stream()
+    assert acl.rt.record_event(event, stream) == 0
+    assert acl.rt.destroy_stream_force(stream) == 0
+    assert acl.rt.event_get_timestamp(event) == (first, 0), "the earlier record's time"
+    # the record before the dropped one is still queued: a wait made for the dropped one waits for it
+    interface.launch(interface.work_stream(device.stream), "slow", slow_task(0.001))
+    assert acl.rt.record_event(event, device.stream) == 0
+    stream, _ = acl.rt.create_stream()
+    waiter, _ = acl.rt.create_stream()
+    assert acl.rt.record_event(event, stream) == 0
+    assert acl.rt.stream_wait_event(waiter, event) == 0
+    assert acl.rt.destroy_stream_force(stream) == 0
+    assert_rejected(acl.rt.event_get_timestamp(event)[1], acl.ACL_ERROR_RT_EVENT_NOT_COMPLETE, "still queued")
+    assert acl.rt.synchronize_stream(waiter) == 0
+    assert acl.rt.query_event_status(event) == (acl.ACL_EVENT_RECORDED_STATUS_COMPLETE, 0), "the wait ran it"
+    later, ret = acl.rt.event_get_timestamp(event)
+    assert ret == 0 and later > first
+    assert acl.rt.destroy_stream(waiter) == 0
+    assert acl.rt.destroy_event(event) == 0
+
+
 def test_synchronize_stream_with_timeout_expires_and_leaves_work_queued(device):
     for _ in range(3):
         interface.launch(interface.work_stream(device.stream), "slow", slow_task(0.05))
