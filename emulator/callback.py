@@ -3,7 +3,8 @@
 As on the card, a callback does not run on the stream: a host thread subscribes to the stream
 (aclrtSubscribeReport) and runs the stream's callbacks when it calls aclrtProcessReport. A blocking
 callback (ACL_CALLBACK_BLOCK) holds the stream until the subscribed thread has run it; a non-blocking
-one lets the stream go on at once.
+one lets the stream go on at once. A query, which never blocks, hands a callback over and leaves the
+stream at it (HandOver.ready).
 """
 from __future__ import annotations
 
@@ -71,34 +72,71 @@ def unsubscribe(thread_id: int, stream: Stream) -> None:
 
 def launch(stream: Stream, fn: Callable[[Any], None], user_data: Any, block: bool, timeout: Optional[float],
            lock: threading.RLock, site: Optional[Site] = None) -> Task:
-    """The task of aclrtLaunchCallback. A blocking callback waits for its thread with the runtime's
-    `lock` released (the callback may call the runtime) for at most `timeout` seconds (the task timeout)."""
+    """The task of aclrtLaunchCallback (its run: a HandOver)."""
     if stream.subscriber is None:
         raise AclError(status.ACL_ERROR_STREAM_NOT_SUBSCRIBE,
                        "stream: expected a stream a thread subscribed to with aclrtSubscribeReport, found stream %s "
                        "with none" % stream.describe())
-    thread_id = stream.subscriber
+    return Task("aclrtLaunchCallback(%s)" % getattr(fn, "__name__", repr(fn)),
+                HandOver(stream, fn, user_data, block, timeout, lock), site)
 
-    def hand_over() -> None:
-        call = Call(fn, user_data)
+
+class HandOver:
+    """The run of a callback's task: the stream has reached the callback, which goes to the thread
+    subscribed to the stream. A blocking one then waits until that thread has run it, with the runtime's
+    `lock` released (the callback may call the runtime), for at most `timeout` seconds (the task timeout).
+
+    `ready()` serves a call that must not wait (a query, eager execution, emulator.stream): it hands the
+    callback over once and says whether the stream may go past it; the stream stays at it until it has
+    run, and a later run() finds it done without waiting."""
+
+    def __init__(self, stream: Stream, fn: Callable[[Any], None], user_data: Any, block: bool,
+                 timeout: Optional[float], lock: threading.RLock):
+        self.stream, self.fn, self.user_data, self.block = stream, fn, user_data, block
+        self.timeout, self.lock = timeout, lock
+        self.call: Optional[Call] = None
+        self.thread_id: Optional[int] = None
+
+    def ready(self) -> bool:
+        """Whether the stream can go past the callback now; never raises (run() reports what went wrong)."""
+        if self.call is None and self._reports() is None:
+            return True  # no thread to hand it to: run() makes that the task's fault
+        self._hand_over()
+        return not self.block or self.call.done.is_set()
+
+    def __call__(self) -> None:
+        self._hand_over()
+        if self.block and not self.call.done.is_set():
+            self._wait()
+
+    def _reports(self) -> "Optional[queue.Queue[Call]]":
+        """The callbacks waiting for the stream's subscribed thread now (None: no thread serves it)."""
+        thread_id = self.stream.subscriber
         with _lock:
-            reports = _reports[thread_id]
-        reports.put(call)
-        if not block:
-            return
-        if thread_id == threading.get_ident():
-            raise TimeoutError("it waits for thread %d, the thread synchronising, which therefore can never call "
-                               "aclrtProcessReport (a deadlock on the card)" % thread_id)
-        waiting = threading.Condition(lock)
-        deadline = None if timeout is None else time.monotonic() + timeout
-        with waiting:  # wait() releases the runtime lock however deeply it is held, and takes it back
-            while not call.done.is_set() and (deadline is None or time.monotonic() < deadline):
-                waiting.wait(POLL)
-        if not call.done.is_set():
-            raise TimeoutError("the blocking callback %r was not processed within %g s by thread %d"
-                               % (fn, timeout, thread_id))
+            return _reports.get(thread_id) if thread_id is not None else None
 
-    return Task("aclrtLaunchCallback(%s)" % getattr(fn, "__name__", repr(fn)), hand_over, site)
+    def _hand_over(self) -> None:
+        if self.call is not None:
+            return  # handed over already (by a query): once only
+        reports = self._reports()
+        if reports is None:
+            raise TimeoutError("no thread is subscribed to the stream any more (aclrtUnSubscribeReport before the "
+                               "stream reached the callback), so nothing can ever run it")
+        self.thread_id, self.call = self.stream.subscriber, Call(self.fn, self.user_data)
+        reports.put(self.call)
+
+    def _wait(self) -> None:
+        if self.thread_id == threading.get_ident():
+            raise TimeoutError("it waits for thread %d, the thread synchronising, which therefore can never call "
+                               "aclrtProcessReport (a deadlock on the card)" % self.thread_id)
+        waiting = threading.Condition(self.lock)
+        deadline = None if self.timeout is None else time.monotonic() + self.timeout
+        with waiting:  # wait() releases the runtime lock however deeply it is held, and takes it back
+            while not self.call.done.is_set() and (deadline is None or time.monotonic() < deadline):
+                waiting.wait(POLL)
+        if not self.call.done.is_set():
+            raise TimeoutError("the blocking callback %r was not processed within %g s by thread %d"
+                               % (self.fn, self.timeout, self.thread_id))
 
 
 def process_report(thread_id: int, timeout: Optional[float]) -> None:

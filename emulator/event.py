@@ -22,6 +22,7 @@ class Event(Resource):
         self.context = context
         self.flags = flags
         self.last_record: Optional[RecordTask] = None  # the latest aclrtRecordEvent
+        self.lost_record = False  # whether it has no record because aclrtDestroyStreamForce dropped it
         super().__init__(site)
 
     def describe(self) -> str:
@@ -33,14 +34,25 @@ class Event(Resource):
         return self.last_record is None or self.last_record.done
 
     def record(self, stream: Stream, eager: bool = False) -> None:
-        self.last_record = RecordTask(self.handle)
-        stream.enqueue(self.last_record, eager)
+        record = RecordTask(self, self.last_record)
+        self.last_record, self.lost_record = record, False
+        stream.enqueue(record, eager)
         if TRACKER.hazards:
-            TRACKER.recorded(self, stream)
+            TRACKER.recorded(self, stream, record)
 
     def reset(self) -> None:
-        self.last_record = None
+        self.last_record, self.lost_record = None, False
         TRACKER.reset_event(self)
+
+    def record_dropped(self, record: RecordTask) -> None:
+        """aclrtDestroyStreamForce dropped `record` (marked dropped): if it was the latest, the event is as
+        it was before it. Otherwise the event would be neither complete (the record never runs) nor
+        pending (nothing will run it), and a polling loop would never end."""
+        if not self.alive or self.last_record is not record:
+            return
+        self.last_record = record.standing()
+        self.lost_record = self.last_record is None
+        TRACKER.fell_back(self, self.last_record)
 
     def make_wait(self, stream: Stream, eager: bool = False) -> None:
         """aclrtStreamWaitEvent: `stream` does not go past this point before the latest record ran."""
@@ -50,12 +62,13 @@ class Event(Resource):
 
     def query(self) -> bool:
         """Whether complete. As with aclrtStreamQuery, the device makes progress while polled: the work
-        before the record runs after a "not yet" answer."""
+        before the record runs after a "not yet" answer, as far as it can without waiting for another
+        host thread (a query never blocks)."""
         if self.complete:
             if TRACKER.hazards:
                 TRACKER.host_saw_event(self)
             return True
-        self.last_record.stream.drain(upto=self.last_record)
+        self.last_record.stream.drain(upto=self.last_record, wait=False)
         return False
 
     def synchronize(self, deadline: Optional[float] = None) -> None:
@@ -78,8 +91,9 @@ class Event(Resource):
 
     def _completed_record(self, name: str) -> RecordTask:
         if self.last_record is None:
-            raise AclError(status.ACL_ERROR_RT_PARAM_INVALID,
-                           "%s: expected a recorded event, found one never passed to aclrtRecordEvent" % name)
+            found = ("one whose record was dropped with its stream by aclrtDestroyStreamForce" if self.lost_record
+                     else "one never passed to aclrtRecordEvent")
+            raise AclError(status.ACL_ERROR_RT_PARAM_INVALID, "%s: expected a recorded event, found %s" % (name, found))
         if not self.last_record.done:
             raise AclError(status.ACL_ERROR_RT_EVENT_NOT_COMPLETE,
                            "%s: expected a completed event, found its record still queued (synchronise first)" % name)

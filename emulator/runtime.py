@@ -439,14 +439,16 @@ def aclrtSynchronizeStreamWithTimeout(stream: Optional[int], timeout: int) -> No
 @api("aclrtStreamQuery", failure=(status.ACL_STREAM_STATUS_NOT_READY,))
 def aclrtStreamQuery(stream: Optional[int] = None) -> int:
     """-> (status, ret): ACL_STREAM_STATUS_COMPLETE or NOT_READY. The device makes progress while the
-    host polls: queued work runs after a NOT_READY answer, so a polling loop ends as on hardware."""
+    host polls: queued work runs after a NOT_READY answer, so a polling loop ends as on hardware. It runs
+    only as far as it can without waiting for another host thread: a query never blocks, and a blocking
+    callback reaches its thread, which runs it in aclrtProcessReport (it may be the polling thread)."""
     with _P.lock:
         target = stream_of(stream)
         if not target.queue:
             if TRACKER.hazards:
                 TRACKER.host_saw_stream(target)
             return status.ACL_STREAM_STATUS_COMPLETE
-        target.drain()
+        target.drain(wait=False)
         return status.ACL_STREAM_STATUS_NOT_READY
 
 
@@ -513,7 +515,8 @@ def aclrtResetEvent(event: int, stream: Optional[int] = None) -> None:
 @api("aclrtQueryEventStatus", failure=(status.ACL_EVENT_RECORDED_STATUS_NOT_READY,))
 def aclrtQueryEventStatus(event: int) -> int:
     """-> (status, ret): ACL_EVENT_RECORDED_STATUS_COMPLETE (1) or NOT_READY (0). As with
-    aclrtStreamQuery, the work before the event runs after a NOT_READY answer."""
+    aclrtStreamQuery, the work before the event runs after a NOT_READY answer, as far as it can without
+    waiting for another host thread."""
     with _P.lock:
         complete = live(Event, "event", event).query()
         return status.ACL_EVENT_RECORDED_STATUS_COMPLETE if complete else status.ACL_EVENT_RECORDED_STATUS_NOT_READY

@@ -211,12 +211,21 @@ class Tracker:
             (( _task_role(earlier, other_name), earlier.task.site), (_task_role(access, stream.describe()), access.task.site)),
             _allocations(earlier.start, access.start))
 
-    def recorded(self, event, stream) -> None:
-        """aclrtRecordEvent: the event stands for everything queued on `stream` so far."""
-        self.events[event.handle] = dict(self._clock_of(stream).clock)
+    def recorded(self, event, stream, record) -> None:
+        """aclrtRecordEvent: the event stands for everything queued on `stream` so far. The record keeps
+        its clock, for the event to fall back to if a later record is dropped (fell_back)."""
+        self.events[event.handle] = record.order = dict(self._clock_of(stream).clock)
 
     def reset_event(self, event) -> None:
         self.events.pop(event.handle, None)
+
+    def fell_back(self, event, record) -> None:
+        """aclrtDestroyStreamForce dropped the event's latest record: the event stands for `record`, the
+        one before (None: none) again, not for what the dropped one's stream had waited for."""
+        if record is None or record.order is None:
+            self.events.pop(event.handle, None)
+        else:  # without the entries of streams gone since (_forget)
+            self.events[event.handle] = {key: value for key, value in record.order.items() if key in self.clocks}
 
     def waited(self, stream, event) -> None:
         """aclrtStreamWaitEvent: `stream`'s later work comes after the event's record."""

@@ -1,7 +1,10 @@
 """Streams: queues of device work that runs when the program synchronises, in stream order.
 
 Nothing runs at enqueue time (unless NPUEMU_EXECUTION=eager). A synchronisation point drains a
-stream; a wait on an event first drains the stream that recorded it, up to that record. Each
+stream; a wait on an event first drains the stream that recorded it, up to that record (and so on down
+a chain of streams, kept as a list: a pipeline of thousands of streams does not recurse). A query
+drains only as far as it can without waiting for another host thread (a blocking callback its thread
+has not run yet): on the card a query never blocks. Each
 stream keeps a device clock: a task starts when both the stream is free and the host has issued
 it, and lasts as long as it really took, so event timings are measured, never made up. A task that
 fails leaves a `Fault` record on its stream (see emulator.faults) and the stream goes on.
@@ -21,6 +24,7 @@ from .sanitizer import TRACKER
 from .sites import Site, user_site
 
 _clock = time.perf_counter  # read three times per task: bound once
+_STOPPED = object()  # what Stream._run answers when it stops with work left (deadline, or a task that would wait)
 
 
 class Task:
@@ -64,13 +68,27 @@ class Task:
 
 
 class RecordTask(Task):
-    """aclrtRecordEvent: completes the event and stamps it with the stream's device time."""
+    """aclrtRecordEvent: completes the event and stamps it with the stream's device time. `previous` is the
+    record the event had before this one (kept while this one is pending): if aclrtDestroyStreamForce
+    drops this one, the event is as it was before it (docs/runtime.md)."""
 
-    __slots__ = ("timestamp",)
+    __slots__ = ("timestamp", "event", "previous", "dropped", "order")
 
-    def __init__(self, event_handle: int):
-        super().__init__("aclrtRecordEvent(0x%x)" % event_handle, None)
+    def __init__(self, event, previous: Optional["RecordTask"]):
+        super().__init__("aclrtRecordEvent(0x%x)" % event.handle, None)
         self.timestamp = 0.0
+        self.event = event
+        self.previous = previous
+        self.dropped = False
+        self.order: Optional[dict] = None  # the sanitizer's vector clock of the record (emulator.sanitizer)
+
+    def standing(self) -> Optional["RecordTask"]:
+        """The record that stands for this one: itself, or if it was dropped, the latest record before it
+        that was not (None: the event had none)."""
+        record = self
+        while record is not None and record.dropped:
+            record = record.previous
+        return record
 
 
 class WaitTask(Task):
@@ -81,6 +99,22 @@ class WaitTask(Task):
     def __init__(self, event_handle: int, record: Optional[RecordTask]):
         super().__init__("aclrtStreamWaitEvent(0x%x)" % event_handle, None)
         self.record = record
+
+    def standing(self) -> Optional[RecordTask]:
+        """The record the wait is for: a dropped record stands for the event as it was before it."""
+        return self.record.standing() if self.record is not None else None
+
+    def awaited(self) -> Optional[RecordTask]:
+        """The record that must run before the wait can, if it has not yet."""
+        record = self.standing()
+        return record if record is not None and not record.done else None
+
+
+def _ready(task: Task) -> bool:
+    """Whether `task` can run without waiting for another host thread. A run that may wait says so by a
+    `ready()` of its own (a blocking callback's, emulator.callback, which hands the callback over)."""
+    ready = getattr(task.run, "ready", None)
+    return ready is None or ready()
 
 
 class Stream(Resource):
@@ -110,7 +144,8 @@ class Stream(Resource):
     # -- work ---------------------------------------------------------------------------------
 
     def enqueue(self, task: Task, eager: bool = False) -> None:
-        """Queue work; `eager` (NPUEMU_EXECUTION=eager) runs it at once (faults surface at the next sync)."""
+        """Queue work; `eager` (NPUEMU_EXECUTION=eager) runs it at once, as far as the stream can go without
+        waiting for another host thread (faults surface at the next sync)."""
         task.stream = self
         if TRACKER.hazards:
             TRACKER.enqueued(self, task)
@@ -118,19 +153,49 @@ class Stream(Resource):
             observer.enqueued(self, task)
         self.queue.append(task)
         if eager:
-            self.drain()
+            self.drain(wait=False)
 
-    def drain(self, upto: Optional[Task] = None, deadline: Optional[float] = None) -> bool:
-        """Run queued work in order, up to and including `upto` (everything if None). With a `deadline`
-        (perf_counter seconds), stop before a task that would start after it: False if work is left."""
-        while self.queue:
-            if deadline is not None and _clock() > deadline:
+    def drain(self, upto: Optional[Task] = None, deadline: Optional[float] = None, wait: bool = True) -> bool:
+        """Run queued work in order, up to and including `upto` (everything if None). A wait on an event
+        first runs the stream that recorded it up to the record: the streams being run are a list, the
+        innermost last, never a recursion (a pipeline of streams chained by events may be thousands
+        long). With a `deadline` (perf_counter seconds), stop before a task that would start after it;
+        without `wait` (a query, eager execution), stop before a task that would wait for another host
+        thread. False if it stopped with work left."""
+        chain: list[tuple] = [(self, upto)]
+        while chain:
+            stream, target = chain[-1]
+            needed = stream._run(target, deadline, wait)
+            if needed is None:
+                chain.pop()
+            elif needed is _STOPPED:
                 return False
-            task = self.queue.popleft()
+            else:
+                chain.append((needed.stream, needed))
+        return True
+
+    def _run(self, upto: Optional[Task], deadline: Optional[float], wait: bool):
+        """The tasks of this stream alone, as `drain` runs them: None once `upto` (or everything) has
+        run, the record a wait at the head needs run first, or _STOPPED."""
+        if upto is not None and upto.done:
+            return None
+        queue = self.queue
+        while queue:
+            if deadline is not None and _clock() > deadline:
+                return _STOPPED
+            task = queue[0]  # left in the queue until it runs: a wait stays at the head while its record runs
+            if task.run is None:
+                if task.__class__ is WaitTask:
+                    record = task.awaited()
+                    if record is not None:
+                        return record
+            elif not wait and not _ready(task):
+                return _STOPPED
+            queue.popleft()
             self._execute(task)
             if task is upto:
-                return True
-        return True
+                return None
+        return None
 
     def _execute(self, task: Task) -> None:
         start = max(self.clock, task.issued_at)
@@ -156,13 +221,12 @@ class Stream(Resource):
                 TRACKER.running = None
             start += _clock() - begin
         elif isinstance(task, WaitTask):
-            record = task.record
-            if record is not None and not record.done:
-                record.stream.drain(upto=record)
-            if record is not None:
-                start = max(start, record.timestamp)
+            task.record = task.standing()  # the record it waited for: the trace draws its arrow from it
+            if task.record is not None:  # it has run: drain ran it first
+                start = max(start, task.record.timestamp)
         elif isinstance(task, RecordTask):
             task.timestamp = start
+            task.previous = None  # a record that ran is never dropped: the chain behind it is not needed
         self.clock = start
         task.done = True
         for observer in hooks.TASKS:
@@ -196,9 +260,19 @@ class Stream(Resource):
         (aclrtDestroyStreamForce) it is dropped instead."""
         self.forget_order("aclrtDestroyStream%s" % ("Force" if force else ""), site)
         if force:
-            self.queue.clear()
+            self._drop_queue()
         else:
             self.drain()
         self.release(site)
         self.context.streams.remove(self)
         faults_module.raise_faults(self.take_faults())
+
+    def _drop_queue(self) -> None:
+        """aclrtDestroyStreamForce: the queued work never runs. An event whose latest record is among it
+        is as it was before that record, so that every event call agrees on it (docs/runtime.md)."""
+        records = [task for task in self.queue if isinstance(task, RecordTask)]
+        self.queue.clear()
+        for record in records:  # all marked first: an event falls back past every record dropped here
+            record.dropped = True
+        for record in records:
+            record.event.record_dropped(record)

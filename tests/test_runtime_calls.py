@@ -269,6 +269,59 @@ def test_destroy_stream_force_drops_queued_work(device):
     assert_rejected(acl.rt.destroy_stream_force(default), acl.ACL_ERROR_RT_PARAM_INVALID, "default stream")
 
 
+@pytest.mark.sanitizer_reports("pending work destroyed")
+def test_an_event_whose_only_record_was_dropped_is_as_never_recorded(device):
+    """aclrtDestroyStreamForce drops the event's record: every event call agrees that the event is as it was
+    before (docs/runtime.md). aclrtSynchronizeEvent said complete while a query said NOT_READY forever (a
+    polling loop never ended) and aclrtEventGetTimestamp said "still queued"."""
+    stream, _ = acl.rt.create_stream()
+    event, _ = acl.rt.create_event()
+    assert acl.rt.record_event(event, stream) == 0
+    assert acl.rt.stream_wait_event(device.stream, event) == 0
+    assert acl.rt.destroy_stream_force(stream) == 0
+    assert acl.rt.query_event_status(event) == (acl.ACL_EVENT_RECORDED_STATUS_COMPLETE, 0)
+    assert acl.rt.query_event(event) == (acl.ACL_EVENT_STATUS_COMPLETE, 0)
+    assert acl.rt.query_event_wait_status(event) == (acl.ACL_EVENT_WAIT_STATUS_COMPLETE, 0)
+    assert acl.rt.synchronize_event(event) == 0
+    assert acl.rt.synchronize_stream(device.stream) == 0, "a wait for the dropped record waits for nothing"
+    assert_rejected(acl.rt.event_get_timestamp(event)[1], acl.ACL_ERROR_RT_PARAM_INVALID, "event",
+                    "dropped", "aclrtDestroyStreamForce")
+    assert_rejected(acl.rt.event_elapsed_time(event, event)[1], acl.ACL_ERROR_RT_PARAM_INVALID, "startEvent",
+                    "aclrtDestroyStreamForce")
+    assert acl.rt.record_event(event, device.stream) == 0
+    assert acl.rt.synchronize_event(event) == 0
+    assert acl.rt.event_get_timestamp(event)[1] == 0, last_error()
+    assert acl.rt.destroy_event(event) == 0
+
+
+@pytest.mark.sanitizer_reports("pending work destroyed")
+def test_a_dropped_record_leaves_the_event_with_the_record_before_it(device):
+    event, _ = acl.rt.create_event()
+    assert acl.rt.record_event(event, device.stream) == 0
+    assert acl.rt.synchronize_stream(device.stream) == 0
+    first, ret = acl.rt.event_get_timestamp(event)
+    assert ret == 0
+    stream, _ = acl.rt.create_stream()
+    assert acl.rt.record_event(event, stream) == 0
+    assert acl.rt.destroy_stream_force(stream) == 0
+    assert acl.rt.event_get_timestamp(event) == (first, 0), "the earlier record's time"
+    # the record before the dropped one is still queued: a wait made for the dropped one waits for it
+    interface.launch(interface.work_stream(device.stream), "slow", slow_task(0.001))
+    assert acl.rt.record_event(event, device.stream) == 0
+    stream, _ = acl.rt.create_stream()
+    waiter, _ = acl.rt.create_stream()
+    assert acl.rt.record_event(event, stream) == 0
+    assert acl.rt.stream_wait_event(waiter, event) == 0
+    assert acl.rt.destroy_stream_force(stream) == 0
+    assert_rejected(acl.rt.event_get_timestamp(event)[1], acl.ACL_ERROR_RT_EVENT_NOT_COMPLETE, "still queued")
+    assert acl.rt.synchronize_stream(waiter) == 0
+    assert acl.rt.query_event_status(event) == (acl.ACL_EVENT_RECORDED_STATUS_COMPLETE, 0), "the wait ran it"
+    later, ret = acl.rt.event_get_timestamp(event)
+    assert ret == 0 and later > first
+    assert acl.rt.destroy_stream(waiter) == 0
+    assert acl.rt.destroy_event(event) == 0
+
+
 def test_synchronize_stream_with_timeout_expires_and_leaves_work_queued(device):
     for _ in range(3):
         interface.launch(interface.work_stream(device.stream), "slow", slow_task(0.05))
@@ -432,6 +485,115 @@ def test_callback_errors(device):
     assert acl.rt.unsubscribe_report(me, device.stream) == 0
     assert_rejected(acl.rt.unsubscribe_report(me, device.stream), acl.ACL_ERROR_STREAM_NOT_SUBSCRIBE, "stream")
     assert_rejected(acl.rt.process_report(1), acl.ACL_ERROR_THREAD_NOT_SUBSCRIBE, "thread")
+
+
+@pytest.mark.sanitizer_reports("missing synchronisation")
+@pytest.mark.parametrize("query", ["stream", "event"])
+def test_a_thread_polling_its_own_stream_runs_the_blocking_callback_in_process_report(device, query):
+    """A query never blocks (on the card it answers NOT_READY): a thread subscribed to the stream it polls
+    runs the blocking callback the stream reached in aclrtProcessReport, and the loop ends. The query ran
+    the callback's task itself, which waited for this very thread: 107020 at the synchronisation."""
+    me = threading.get_ident()
+    assert acl.rt.subscribe_report(me, device.stream) == 0
+    address = device.malloc(64)
+    assert acl.rt.memset(address, 64, 0, 64) == 0
+    event, _ = acl.rt.create_event()
+    seen = []
+
+    def callback(data):
+        host = np.zeros(64, np.uint8)
+        assert acl.rt.memcpy(host.ctypes.data, 64, address, 64, D2H) == 0
+        seen.append((data, int(host.sum())))
+
+    assert acl.rt.memset_async(address, 64, 1, 64, device.stream) == 0
+    assert acl.rt.launch_callback(callback, "polled", acl.ACL_CALLBACK_BLOCK, device.stream) == 0
+    assert acl.rt.memset_async(address, 64, 2, 64, device.stream) == 0
+    assert acl.rt.record_event(event, device.stream) == 0
+    complete = {"stream": (acl.ACL_STREAM_STATUS_COMPLETE, 0), "event": (acl.ACL_EVENT_RECORDED_STATUS_COMPLETE, 0)}
+    ask = {"stream": lambda: acl.rt.stream_query(device.stream), "event": lambda: acl.rt.query_event_status(event)}
+    for _ in range(5):
+        if ask[query]() == complete[query]:
+            break
+        assert acl.rt.process_report(10) in (0, acl.ACL_ERROR_WAIT_CALLBACK_TIMEOUT)
+    assert ask[query]() == complete[query]
+    assert seen == [("polled", 64)], "the callback saw the work before it, not after"
+    assert acl.rt.synchronize_stream(device.stream) == 0, last_error()
+    assert acl.rt.unsubscribe_report(me, device.stream) == 0
+    assert acl.rt.destroy_event(event) == 0
+
+
+def test_a_query_does_not_wait_for_the_report_thread_of_a_blocking_callback(device):
+    """The report thread is busy: every query answers NOT_READY at once (they waited for the thread), and
+    the callback is waiting for it when it gets to aclrtProcessReport."""
+    go, done = threading.Event(), []
+
+    def serve():
+        go.wait(1.0)  # busy elsewhere (until the test says go, or a second went by)
+        done.append(acl.rt.process_report(5000))
+
+    thread = threading.Thread(target=serve)
+    thread.start()
+    event, _ = acl.rt.create_event()
+    try:
+        assert acl.rt.subscribe_report(thread.ident, device.stream) == 0
+        assert acl.rt.launch_callback(done.append, "callback", acl.ACL_CALLBACK_BLOCK, device.stream) == 0
+        assert acl.rt.record_event(event, device.stream) == 0
+        start = time.perf_counter()
+        assert acl.rt.stream_query(device.stream) == (acl.ACL_STREAM_STATUS_NOT_READY, 0)
+        assert acl.rt.query_event_status(event) == (acl.ACL_EVENT_RECORDED_STATUS_NOT_READY, 0)
+        assert acl.rt.query_event(event) == (acl.ACL_EVENT_STATUS_NOT_READY, 0)
+        assert acl.rt.query_event_wait_status(event) == (acl.ACL_EVENT_WAIT_STATUS_NOT_READY, 0)
+        assert time.perf_counter() - start < 0.5, "a query waited for the report thread"
+    finally:
+        go.set()
+        thread.join()
+    assert done == ["callback", 0]
+    assert acl.rt.stream_query(device.stream) == (acl.ACL_STREAM_STATUS_NOT_READY, 0)   # runs what is left
+    assert acl.rt.stream_query(device.stream) == (acl.ACL_STREAM_STATUS_COMPLETE, 0)
+    assert acl.rt.synchronize_stream(device.stream) == 0, last_error()
+    assert acl.rt.unsubscribe_report(thread.ident, device.stream) == 0
+    assert acl.rt.destroy_event(event) == 0
+
+
+@pytest.mark.sanitizer_reports("missing synchronisation")
+def test_in_eager_mode_a_blocking_callback_holds_the_later_work_without_blocking_its_launch():
+    """Eagerly, work runs as far as it can without waiting for another thread: the launch returns, and the
+    work after the callback runs once the thread has run it. The launch waited for the thread (here the
+    launching thread itself: a 107020 fault at once)."""
+    emulator.configure(execution="eager")
+    assert acl.rt.set_device(0) == 0
+    me, seen = threading.get_ident(), []
+    address, _ = acl.rt.malloc(64, 0)
+    try:
+        assert acl.rt.memset(address, 64, 0, 64) == 0
+        assert acl.rt.subscribe_report(me, None) == 0
+        assert acl.rt.launch_callback(seen.append, "eager", acl.ACL_CALLBACK_BLOCK, None) == 0
+        assert acl.rt.memset_async(address, 64, 5, 64, None) == 0
+        host = np.ones(64, np.uint8)
+        assert acl.rt.memcpy(host.ctypes.data, 64, address, 64, D2H) == 0
+        assert not host.any(), "the memset ran before the blocking callback had"
+        assert acl.rt.process_report(100) == 0 and seen == ["eager"]
+        assert acl.rt.synchronize_stream(None) == 0, last_error()
+        assert acl.rt.memcpy(host.ctypes.data, 64, address, 64, D2H) == 0
+        assert (host == 5).all()
+        assert acl.rt.unsubscribe_report(me, None) == 0
+    finally:
+        acl.rt.free(address)
+        acl.rt.reset_device(0)
+
+
+@pytest.mark.parametrize("block", [acl.ACL_CALLBACK_NO_BLOCK, acl.ACL_CALLBACK_BLOCK])
+def test_a_callback_whose_stream_lost_its_thread_before_reaching_it_is_a_task_timeout(device, block):
+    """aclrtUnSubscribeReport before the stream reaches the callback: no thread can ever run it, a task fault
+    naming why (it was 507000, a KeyError of npuemu's)."""
+    me, seen = threading.get_ident(), []
+    assert acl.rt.subscribe_report(me, device.stream) == 0
+    assert acl.rt.launch_callback(seen.append, 1, block, device.stream) == 0
+    assert acl.rt.unsubscribe_report(me, device.stream) == 0
+    assert acl.rt.stream_query(device.stream) == (acl.ACL_STREAM_STATUS_NOT_READY, 0)
+    assert_rejected(acl.rt.synchronize_stream(device.stream), acl.ACL_ERROR_RT_TASK_TIMEOUT, "aclrtLaunchCallback",
+                    "aclrtUnSubscribeReport")
+    assert seen == []
 
 
 def test_a_blocking_callback_nobody_processes_times_out_with_the_task_timeout():

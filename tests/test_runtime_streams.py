@@ -154,6 +154,38 @@ def test_stream_query_reports_not_ready_while_work_is_queued():
         assert acl.rt.stream_query(device.stream) == (acl.ACL_STREAM_STATUS_COMPLETE, 0)
 
 
+@pytest.mark.parametrize("how", ["synchronize", "poll"])
+def test_a_pipeline_of_thousands_of_streams_chained_by_events_runs_first_stream_first(how):
+    """Stream i waits for an event recorded on stream i-1; the last stream's synchronisation (or a polling
+    loop of queries) runs the whole chain. Each wait ran the stream before it by a recursion: from about
+    500 streams on, 507000 RecursionError."""
+    with npu() as device:
+        streams = [acl.rt.create_stream()[0] for _ in range(2000)]
+        events = [acl.rt.create_event()[0] for _ in streams]
+        source, copy = device.malloc(256), device.malloc(256)
+        assert acl.rt.memset_async(source, 256, 7, 256, streams[0]) == 0
+        for i, (stream, event) in enumerate(zip(streams, events)):
+            if i:
+                assert acl.rt.stream_wait_event(stream, events[i - 1]) == 0
+            assert acl.rt.record_event(event, stream) == 0
+        assert acl.rt.memcpy_async(copy, 256, source, 256, acl.ACL_MEMCPY_DEVICE_TO_DEVICE, streams[-1]) == 0
+        if how == "synchronize":
+            assert acl.rt.synchronize_stream(streams[-1]) == 0, last_error()
+        else:
+            answers = [acl.rt.stream_query(streams[-1]) for _ in range(2)]
+            assert answers == [(acl.ACL_STREAM_STATUS_NOT_READY, 0), (acl.ACL_STREAM_STATUS_COMPLETE, 0)], last_error()
+        host = np.zeros(256, np.uint8)
+        assert acl.rt.memcpy(host.ctypes.data, 256, copy, 256, D2H) == 0
+        assert (host == 7).all(), "the copy at one end of the chain ran before the memset at the other"
+        assert {acl.rt.query_event_status(event) for event in events} == {(acl.ACL_EVENT_RECORDED_STATUS_COMPLETE, 0)}
+        ms, ret = acl.rt.event_elapsed_time(events[0], events[-1])
+        assert ret == 0 and ms >= 0.0, last_error()
+        for event in events:
+            assert acl.rt.destroy_event(event) == 0
+        for stream in streams:
+            assert acl.rt.destroy_stream(stream) == 0
+
+
 def timed(device, n, launches=6):
     """Milliseconds between two events around `launches` LogSigmoidBackward runs over n elements."""
     start, end = acl.rt.create_event()[0], acl.rt.create_event()[0]

@@ -653,6 +653,29 @@ def test_a_destroyed_stream_leaves_every_clock():
     assert emulator.reports() == []
 
 
+@pytest.mark.sanitizer_reports("pending work destroyed", "missing synchronisation")
+def test_an_event_whose_record_was_dropped_orders_nothing_its_stream_had_waited_for():
+    """The record stood for s1's kernel (its stream waited for it). aclrtDestroyStreamForce dropped it: the
+    event is as never recorded, so synchronising it is no synchronisation with the kernel, and reading the
+    kernel's output is a missing one (the host took the dropped record's order as seen)."""
+    program = Program()
+    try:
+        a, b, out = program.malloc(), program.malloc(), program.malloc()
+        kernel_done, event = program.event(), program.event()
+        program.log_sigmoid_backward(a, b, out, program.s1)
+        assert acl.rt.record_event(kernel_done, program.s1) == 0
+        dropped, _ = acl.rt.create_stream()
+        assert acl.rt.stream_wait_event(dropped, kernel_done) == 0
+        assert acl.rt.record_event(event, dropped) == 0
+        assert acl.rt.destroy_stream_force(dropped) == 0
+        assert acl.rt.synchronize_event(event) == 0
+        assert program.read(out) == 0
+    finally:
+        program.close()
+    kinds = sorted(finding.kind for finding in emulator.reports())
+    assert kinds == ["missing synchronisation", "pending work destroyed"]
+
+
 @pytest.mark.sanitizer_reports("uninitialised read")
 def test_a_pointer_kept_across_a_device_reset_is_named_as_freed_by_the_reset():
     assert acl.init() == 0 and acl.rt.set_device(0) == 0
