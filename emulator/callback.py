@@ -17,6 +17,7 @@ from typing import Any, Callable, Optional
 
 from . import status
 from .errors import AclError
+from .sanitizer import TRACKER
 from .sites import Site
 from .stream import Stream, Task
 
@@ -28,13 +29,19 @@ _subscribed: dict[int, set] = {}                # per subscribed host thread: th
 
 
 class Call:
-    """One callback the stream has reached, waiting for its thread's aclrtProcessReport."""
+    """One callback the stream has reached, waiting for its thread's aclrtProcessReport. `seen`: the
+    sanitizer's clock of the work queued before it on the stream (None when it does not track order),
+    which the callback's own runtime calls come after; `lock`: the runtime's."""
 
-    def __init__(self, fn: Callable[[Any], None], user_data: Any):
-        self.fn, self.user_data = fn, user_data
+    def __init__(self, fn: Callable[[Any], None], user_data: Any, seen: Optional[dict] = None,
+                 lock: Optional[threading.RLock] = None):
+        self.fn, self.user_data, self.seen, self.lock = fn, user_data, seen, lock
         self.done = threading.Event()
 
     def run(self) -> None:
+        if self.seen is not None:
+            with self.lock:
+                TRACKER.host_saw_clock(self.seen)
         try:
             self.fn(self.user_data)
         except Exception:  # the program's own code: report it as Python reports a failing thread
@@ -96,6 +103,7 @@ class HandOver:
         self.timeout, self.lock = timeout, lock
         self.call: Optional[Call] = None
         self.thread_id: Optional[int] = None
+        self.seen: Optional[dict] = None  # set by aclrtLaunchCallback when the sanitizer tracks order
 
     def ready(self) -> bool:
         """Whether the stream can go past the callback now; never raises (run() reports what went wrong)."""
@@ -122,7 +130,7 @@ class HandOver:
         if reports is None:
             raise TimeoutError("no thread is subscribed to the stream any more (aclrtUnSubscribeReport before the "
                                "stream reached the callback), so nothing can ever run it")
-        self.thread_id, self.call = self.stream.subscriber, Call(self.fn, self.user_data)
+        self.thread_id, self.call = self.stream.subscriber, Call(self.fn, self.user_data, self.seen, self.lock)
         reports.put(self.call)
 
     def _wait(self) -> None:

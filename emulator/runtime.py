@@ -889,7 +889,10 @@ def aclrtLaunchCallback(fn: Callable[[Any], None], userData: Any, blockType: int
         block = cargs.enum("blockType", blockType, _CALLBACK_BLOCK_TYPES, "aclrtCallbackBlockType")
         target = stream_of(stream, for_work=True)
         limit = _P.config.task_timeout or None
-        enqueue(target, callback.launch(target, fn, userData, block == status.ACL_CALLBACK_BLOCK, limit, _P.lock))
+        task = callback.launch(target, fn, userData, block == status.ACL_CALLBACK_BLOCK, limit, _P.lock)
+        enqueue(target, task)
+        if TRACKER.hazards:  # the callback runs after the work queued before it: so do its runtime calls
+            task.run.seen = TRACKER.stream_clock(target)
 
 
 @api("aclrtProcessReport")

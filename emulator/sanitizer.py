@@ -239,6 +239,16 @@ class Tracker:
         if state is not None:
             self._host_saw(state.clock)
 
+    def stream_clock(self, stream) -> dict:
+        """What the work queued on `stream` so far comes after (its latest task included): what a
+        callback queued now has seen complete when it runs."""
+        return dict(self._clock_of(stream).clock)
+
+    def host_saw_clock(self, clock: dict) -> None:
+        """The host saw the work of `clock` complete (a callback runs: the work before it on its stream
+        is done, so what the callback does on the host comes after it)."""
+        self._host_saw(clock)
+
     def host_saw_event(self, event) -> None:
         recorded = self.events.get(event.handle)
         if recorded:

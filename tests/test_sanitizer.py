@@ -8,6 +8,7 @@ import random
 import subprocess
 import sys
 import textwrap
+import threading
 
 import numpy as np
 import pytest
@@ -737,3 +738,63 @@ def test_an_in_place_output_never_written_is_read_uninitialised_whatever_the_ker
         program.close()
     (finding,) = emulator.reports()
     assert finding.kind == "uninitialised read" and "gradOutput" in finding.message
+
+
+def run_with_a_callback(program: Program, callback) -> None:
+    """`callback` queued (blocking) on s1 behind a kernel that writes `program.result`, run by a report
+    thread, then s1 synchronised."""
+    ctx, _ = acl.rt.get_context()
+    stop = threading.Event()
+
+    def serve():
+        acl.rt.set_context(ctx)
+        while not stop.is_set():
+            acl.rt.process_report(20)
+    thread = threading.Thread(target=serve)
+    thread.start()
+    try:
+        assert acl.rt.subscribe_report(thread.ident, program.s1) == 0
+        a, b = program.malloc(), program.malloc()
+        program.result = program.malloc(written=False)
+        program.log_sigmoid_backward(a, b, program.result, program.s1)
+        assert acl.rt.launch_callback(callback, None, acl.ACL_CALLBACK_BLOCK, program.s1) == 0
+        assert acl.rt.synchronize_stream(program.s1) == 0
+        assert acl.rt.unsubscribe_report(thread.ident, program.s1) == 0
+    finally:
+        stop.set()
+        thread.join()
+
+
+def test_a_callback_comes_after_the_work_before_it_on_its_stream_so_its_runtime_calls_report_nothing():
+    """The callback copies the kernel's result back and queues a copy into it on the other stream: both
+    come after the kernel (the stream reached the callback), so neither is a missing synchronisation
+    or a race."""
+    program, seen = Program(), []
+
+    def copy_back_and_again(_):
+        seen.append(program.read(program.result))
+        seen.append(acl.rt.memcpy_async(program.result, N, acl.util.numpy_to_ptr(program.host), N, H2D, program.s2))
+        seen.append(acl.rt.synchronize_stream(program.s2))
+    try:
+        run_with_a_callback(program, copy_back_and_again)
+    finally:
+        program.close()
+    assert seen == [0, 0, 0] and emulator.reports() == []
+
+
+@pytest.mark.sanitizer_reports("race")
+def test_a_callback_is_not_ordered_after_work_of_another_stream():
+    """Work of s2 queued before the callback but not waited for by s1 stays unordered with the
+    callback's copy into its output."""
+    program = Program()
+
+    def write_the_other_streams_output(_):
+        acl.rt.memcpy_async(program.other, N, acl.util.numpy_to_ptr(program.host), N, H2D, program.s1)
+    try:
+        a, b = program.malloc(), program.malloc()
+        program.other = program.malloc(written=False)
+        program.log_sigmoid_backward(a, b, program.other, program.s2)
+        run_with_a_callback(program, write_the_other_streams_output)
+    finally:
+        program.close()
+    assert [finding.kind for finding in emulator.reports()] == ["race"]
