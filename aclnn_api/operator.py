@@ -108,8 +108,7 @@ class KernelLaunch:
 
     def __init__(self, kernel: Callable, args: tuple, workspace_size: int = 0,
                  outputs: Optional[Sequence[str]] = None, whole_rows: bool = False):
-        if not isinstance(kernel, OuterLoop) and any(type(a) is TensorView and len(a.shape) > MAX_KERNEL_DIMS
-                                                     for a in args):
+        if _wider_than_kernels(args) and not isinstance(kernel, OuterLoop):
             kernel, args = fit_kernel_dims(kernel, args)
         self.kernel, self.args, self.workspace_size = kernel, args, workspace_size
         self.outputs = None if outputs is None else tuple(outputs)
@@ -188,6 +187,13 @@ class KernelLaunch:
 # (the one-element out of a reduction) can have more: the real library flattens them before its
 # kernel. Here such views are merged (fit_kernel_dims), which changes no element's result.
 MAX_KERNEL_DIMS = _kernels.MAX_DIMS
+
+
+def _wider_than_kernels(args: tuple) -> bool:
+    for arg in args:  # a loop, not any(): this runs for every plan made
+        if type(arg) is TensorView and len(arg.shape) > MAX_KERNEL_DIMS:
+            return True
+    return False
 
 
 def merged_views(views: list) -> list:
