@@ -117,6 +117,18 @@ class HandOver:
         if self.block and not self.call.done.is_set():
             self._wait()
 
+    def wait_until(self, deadline: float) -> bool:
+        """For a synchronisation with a timeout: wait as run() would, but only until `deadline`
+        (time.perf_counter seconds); whether the stream can go past the callback now (False: the deadline
+        came first, and the synchronisation times out with the callback still queued)."""
+        self._hand_over()
+        if not self.block or self.call.done.is_set() or self.thread_id == threading.get_ident():
+            return True  # nothing to wait for, or nothing that waiting could bring: run() tells which
+        if self.timeout is not None and time.perf_counter() + self.timeout <= deadline:
+            return True  # the task timeout comes first: run() waits for it, and faults if it passes
+        self._wait(until=deadline)
+        return self.call.done.is_set()
+
     def _reports(self) -> "Optional[queue.Queue[Call]]":
         """The callbacks waiting for the stream's subscribed thread now (None: no thread serves it)."""
         thread_id = self.stream.subscriber
@@ -133,16 +145,20 @@ class HandOver:
         self.thread_id, self.call = self.stream.subscriber, Call(self.fn, self.user_data, self.seen, self.lock)
         reports.put(self.call)
 
-    def _wait(self) -> None:
+    def _wait(self, until: Optional[float] = None) -> None:
+        """Until the callback has run, for at most the task timeout (then TimeoutError: the task's fault),
+        or until `until` if that comes first (time.perf_counter seconds: a synchronisation's deadline;
+        then no fault)."""
         if self.thread_id == threading.get_ident():
             raise TimeoutError("it waits for thread %d, the thread synchronising, which therefore can never call "
                                "aclrtProcessReport (a deadlock on the card)" % self.thread_id)
         waiting = threading.Condition(self.lock)
-        deadline = None if self.timeout is None else time.monotonic() + self.timeout
+        deadline = None if self.timeout is None else time.perf_counter() + self.timeout
+        stop = deadline if until is None else until if deadline is None else min(deadline, until)
         with waiting:  # wait() releases the runtime lock however deeply it is held, and takes it back
-            while not self.call.done.is_set() and (deadline is None or time.monotonic() < deadline):
+            while not self.call.done.is_set() and (stop is None or time.perf_counter() < stop):
                 waiting.wait(POLL)
-        if not self.call.done.is_set():
+        if not self.call.done.is_set() and (until is None or stop != until):
             raise TimeoutError("the blocking callback %r was not processed within %g s by thread %d"
                                % (self.fn, self.timeout, self.thread_id))
 

@@ -112,7 +112,8 @@ class WaitTask(Task):
 
 def _ready(task: Task) -> bool:
     """Whether `task` can run without waiting for another host thread. A run that may wait says so by a
-    `ready()` of its own (a blocking callback's, emulator.callback, which hands the callback over)."""
+    `ready()` of its own (a blocking callback's, emulator.callback, which hands the callback over), and
+    waits for at most a synchronisation's deadline with `wait_until(deadline)`."""
     ready = getattr(task.run, "ready", None)
     return ready is None or ready()
 
@@ -189,8 +190,10 @@ class Stream(Resource):
                     record = task.awaited()
                     if record is not None:
                         return record
-            elif not wait and not _ready(task):
-                return _STOPPED
+            elif (not wait or deadline is not None) and not _ready(task):
+                # a synchronisation with a timeout waits for the other thread only until its deadline
+                if not wait or not task.run.wait_until(deadline):
+                    return _STOPPED
             queue.popleft()
             self._execute(task)
             if task is upto:

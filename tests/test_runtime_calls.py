@@ -555,6 +555,41 @@ def test_a_query_does_not_wait_for_the_report_thread_of_a_blocking_callback(devi
     assert acl.rt.destroy_event(event) == 0
 
 
+@pytest.mark.parametrize("synchronise", ["stream", "event", "device"])
+def test_a_synchronisation_with_a_timeout_waits_for_a_blocking_callback_only_until_its_timeout(device, synchronise):
+    """The report thread is busy until the synchronisation has returned (or 5 s went by): with a 50 ms
+    timeout it returns the timeout code before the thread ran the callback (it used to wait for the
+    thread, for up to the task timeout of 60 s)."""
+    go, done = threading.Event(), []
+
+    def serve():
+        go.wait(5.0)
+        done.append(acl.rt.process_report(5000))
+
+    thread = threading.Thread(target=serve)
+    thread.start()
+    event, _ = acl.rt.create_event()
+    try:
+        assert acl.rt.subscribe_report(thread.ident, device.stream) == 0
+        assert acl.rt.launch_callback(done.append, "callback", acl.ACL_CALLBACK_BLOCK, device.stream) == 0
+        assert acl.rt.record_event(event, device.stream) == 0
+        call, code = {"stream": (lambda: acl.rt.synchronize_stream_with_timeout(device.stream, 50),
+                                 acl.ACL_ERROR_RT_STREAM_SYNC_TIMEOUT),
+                      "event": (lambda: acl.rt.synchronize_event_with_timeout(event, 50),
+                                acl.ACL_ERROR_RT_EVENT_SYNC_TIMEOUT),
+                      "device": (lambda: acl.rt.synchronize_device_with_timeout(50),
+                                 acl.ACL_ERROR_RT_STREAM_SYNC_TIMEOUT)}[synchronise]
+        assert_rejected(call(), code, "timeout")
+        assert done == [], "the synchronisation waited for the report thread"
+    finally:
+        go.set()
+        thread.join()
+    assert done == ["callback", 0]
+    assert acl.rt.synchronize_stream(device.stream) == 0, last_error()
+    assert acl.rt.unsubscribe_report(thread.ident, device.stream) == 0
+    assert acl.rt.destroy_event(event) == 0
+
+
 @pytest.mark.sanitizer_reports("missing synchronisation")
 def test_in_eager_mode_a_blocking_callback_holds_the_later_work_without_blocking_its_launch():
     """Eagerly, work runs as far as it can without waiting for another thread: the launch returns, and the
