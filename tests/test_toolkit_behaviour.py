@@ -14,10 +14,11 @@ documented g++ recipe, the set_env.sh environment) get exactly what the same cal
    the value at the C pointer for every dtype it takes.
 3. Faults at synchronisation name the operator, the tensor, the allocation and the C lines of the
    launch and of the aclrtMalloc (module+offset without -g), as the same program's in Python do.
-4. Leaks are reported at aclFinalize and at exit with the C lines that made them; the documented
-   sample leaks nothing.
+4. Leaks are reported at aclFinalize and at exit with the C lines that made them, after the program's
+   global destructors (what they release is no leak); the documented sample leaks nothing.
 5. Streams are asynchronous from C: a copy without synchronisation reads stale data.
 6. Callbacks: a C function launched with aclrtLaunchCallback runs on a C report thread.
+7. fork(): children that make no toolkit call end at once and report nothing.
 
 Every program is built once per module (in parallel) and runs many cases; a case that a C compiler
 could not express (a string where an int64_t is taken) is listed, not run."""
@@ -1013,6 +1014,7 @@ def _(ctx):
     return "%s %d %d" % ("null" if a is None else "non-null", ret, size)
 
 
+
 NEEDS_SETUP = {
     "none": ("", ""),
     "init": ('check(aclInit(nullptr), "aclInit");', "aclFinalize();"),
@@ -1767,6 +1769,44 @@ def test_a_c_program_returning_without_aclfinalize_gets_the_report_at_exit(built
                             leak) for leak in leaks), leaks
 
 
+GLOBAL_RELEASE_PROGRAM = r"""#include <cstdio>
+#include "acl/acl.h"
+
+// A global RAII object, as many C++ programs keep their runtime: set up in main, released by its
+// destructor once main has returned.
+struct Environment {
+  aclrtStream stream = nullptr;
+  void *memory = nullptr;
+  bool up = false;
+  void start() {
+    up = aclInit(nullptr) == 0 && aclrtSetDevice(0) == 0 && aclrtCreateStream(&stream) == 0 &&
+         aclrtMalloc(&memory, 1024, ACL_MEM_MALLOC_HUGE_FIRST) == 0;
+  }
+  ~Environment() {
+    if (!up) return;
+    const int freed = aclrtFree(memory), destroyed = aclrtDestroyStream(stream);
+    const int reset = aclrtResetDevice(0), finalized = aclFinalize();
+    std::printf("released %d %d %d %d\n", freed, destroyed, reset, finalized);
+  }
+} environment;
+
+int main() {
+  environment.start();
+  std::printf("main returns\n");
+  return environment.up ? 0 : 3;
+}
+"""
+
+
+def test_what_a_global_destructor_releases_is_no_leak_at_exit(tmp_path):
+    """The exit report runs after the program's global destructors: a program that releases everything in one
+    reports nothing and keeps its exit status, NPUEMU_SANITIZE_EXITCODE set (it printed what the destructor
+    printed, too)."""
+    executable = ctoolkit.compile_program(GLOBAL_RELEASE_PROGRAM, tmp_path)
+    done = run(executable, NPUEMU_SANITIZE_EXITCODE="9")
+    assert (done.returncode, done.stdout, done.stderr) == (0, "main returns\nreleased 0 0 0 0\n", ""), done.stderr
+
+
 def test_the_documented_sample_from_c_leaks_nothing(built):
     done = run(built["documented_sample"])
     assert done.returncode == 0, done.stdout + done.stderr
@@ -1816,6 +1856,107 @@ def test_a_null_c_callback_is_rejected_and_named_null(built):
     assert null_fn.result == "100000", null_fn.message
     assert without_prefix(null_fn.message) == ("ACL_ERROR_INVALID_PARAM(100000): aclrtLaunchCallback: fn: "
                                                "expected a callable, found null"), null_fn.message
+
+
+# ------------------------------------------------------------------------------------------------
+# 7. Children made by fork()
+
+FORK_PROGRAM = c_program(r"""#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <atomic>
+#include <thread>
+
+static std::atomic<bool> stop(false);
+
+// Children that make no toolkit call: each must end at once with status 0, whether it returns from main
+// (the exit functions run) or calls exit.
+static int fork_children(int count, int *hung, int *bad) {
+  for (int i = 0; i < count; ++i) {
+    std::fflush(stdout);
+    const pid_t child = fork();
+    if (child == 0) {
+      if (i % 2 == 0) std::exit(0);
+      return 1;  // out of main, as a normal end
+    }
+    int status = 0;
+    for (int wait = 0; waitpid(child, &status, WNOHANG) != child; ++wait) {
+      if (wait == 300) {  // 3 s: hung
+        ++*hung;
+        kill(child, SIGKILL);
+        waitpid(child, &status, 0);
+        break;
+      }
+      usleep(10000);
+    }
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) ++*bad;
+  }
+  return 0;
+}
+
+int main() {
+  check(aclInit(nullptr), "aclInit");
+  check(aclrtSetDevice(0), "aclrtSetDevice");
+  aclrtContext context = nullptr;
+  check(aclrtGetCurrentContext(&context), "aclrtGetCurrentContext");
+  void *memory = device_memory(64);  // live when the children end: theirs to report, if anyone's
+  // Another thread in toolkit calls all along: it holds the interpreter's lock at some of the forks. (Never
+  // destroyed: a child that returns from main must not destroy a std::thread it has no thread of.)
+  std::thread *busy = new std::thread([context] {
+    aclrtSetCurrentContext(context);
+    const float host[4] = {1, 2, 3, 4};
+    void *device = device_memory(16);
+    int64_t dims[2] = {2, 2};
+    while (!stop) {
+      aclrtMemcpy(device, 16, host, 16, ACL_MEMCPY_HOST_TO_DEVICE);
+      aclDestroyTensor(aclCreateTensor(dims, 2, ACL_FLOAT, nullptr, 0, ACL_FORMAT_ND, dims, 2, device));
+    }
+    aclrtFree(device);
+  });
+  int hung = 0, bad = 0;
+  if (fork_children(10, &hung, &bad) != 0) return 0;  // a child, out of main
+  // The same from a thread that has made toolkit calls of its own (a host thread with its own Python state)
+  int forked_out = 0;
+  std::thread forker([context, &hung, &bad, &forked_out] {
+    aclrtSetCurrentContext(context);
+    int32_t device = -1;
+    aclrtGetDevice(&device);
+    for (int i = 0; i < 10; ++i) {
+      std::fflush(stdout);
+      const pid_t child = fork();
+      if (child == 0) std::exit(0);
+      int status = 0, wait = 0;
+      while (waitpid(child, &status, WNOHANG) != child && wait++ < 300) usleep(10000);
+      if (wait > 300) {
+        ++hung;
+        kill(child, SIGKILL);
+        waitpid(child, &status, 0);
+      }
+      if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) ++bad;
+    }
+    forked_out = 1;
+  });
+  forker.join();
+  stop = true;
+  busy->join();
+  std::printf("@@children hung %d, not 0: %d, thread %d\n", hung, bad, forked_out);
+  aclrtFree(memory);
+  aclrtResetDevice(0);
+  aclFinalize();
+  return 0;
+}
+""")
+
+
+def test_children_made_by_fork_that_make_no_call_end_at_once_and_report_nothing(tmp_path):
+    """fork() with another thread in toolkit calls, from the main thread and from a thread that made calls:
+    each child that makes no toolkit call ends at once with status 0 (by exit or by returning from main),
+    reporting nothing of the parent's resources (NPUEMU_SANITIZE_EXITCODE set); the parent's own report at
+    exit still works."""
+    executable = ctoolkit.compile_program(FORK_PROGRAM, tmp_path, flags=("-g", "-pthread"))
+    done = run(executable, NPUEMU_SANITIZE_EXITCODE="9")
+    assert "@@children hung 0, not 0: 0, thread 1" in done.stdout, done.stdout + done.stderr
+    assert (done.returncode, done.stderr) == (0, ""), done.stderr
 
 
 def test_c_values_at_memory_the_process_cannot_read_are_refused_with_a_message(tmp_path):

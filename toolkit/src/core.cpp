@@ -47,16 +47,20 @@ thread_local int caller_frames = 0;
 // One thread state for the life of a host thread that Python did not create (see the top).
 struct Pin {
   bool on = false;
+  pid_t pid = 0;  // the process that pinned it
   PyGILState_STATE outer;
   PyThreadState *saved = nullptr;
   void ensure() {
     if (on) return;
     outer = PyGILState_Ensure();
     saved = PyEval_SaveThread();
+    pid = getpid();
     on = true;
   }
   ~Pin() {
-    if (on && Py_IsInitialized()) {
+    // Not in a child made by fork() that exits on this thread: the child's copy of the GIL may be held
+    // by a thread of the parent that does not exist in the child, and taking it would hang the exit.
+    if (on && pid == getpid() && Py_IsInitialized()) {
       PyEval_RestoreThread(saved);
       PyGILState_Release(outer);
     }
@@ -552,6 +556,9 @@ extern "C" __attribute__((visibility("default"))) npuemu_value npuemu_core_call(
 // The interpreter is not finalised: host threads and the kernels' pool may still be alive.
 extern "C" __attribute__((visibility("default"))) void npuemu_core_exit(void) {
   if (!Py_IsInitialized()) return;
+  // The program's own output first (what its global destructors printed, say): the exit functions may
+  // end the process with os._exit (NPUEMU_SANITIZE_EXITCODE), which flushes no C stream.
+  std::fflush(nullptr);
   PyGILState_STATE gil = PyGILState_Ensure();
   if (PyRun_SimpleString("import atexit, sys\natexit._run_exitfuncs()\nsys.stdout.flush()\nsys.stderr.flush()\n") != 0) {
     PyErr_Clear();
