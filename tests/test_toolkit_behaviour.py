@@ -702,6 +702,33 @@ def _(ctx):
     return rt.aclrtLaunchCallback(None, None, 1, ctx.stream)
 
 
+# A negative enum value: GCC makes an enum without negative members unsigned, so the C call must pass
+# it on as the 32-bit int it is (Python names -1, not 4294967295).
+@bad_call("aclrtMemcpy-kind--1", "device", """void *d = device_memory(64);
+  char host[64] = {0};
+  report_status(ID, aclrtMemcpy(d, 64, host, 64, static_cast<aclrtMemcpyKind>(-1)));
+  aclrtFree(d);""", 100000)
+def _(ctx):
+    d, _ = rt.aclrtMalloc(64, 0)
+    host = host_buffer()
+    ret = rt.aclrtMemcpy(d, 64, host.ctypes.data, 64, -1)
+    message = rt.aclGetRecentErrMsg()
+    rt.aclrtFree(d)
+    return Read(ret, message)
+
+
+@bad_call("aclrtGetMemInfo-attr--1", "device", """size_t free = 0, total = 0;
+  report_status(ID, aclrtGetMemInfo(static_cast<aclrtMemAttr>(-1), &free, &total));""", 100000)
+def _(ctx):
+    return rt.aclrtGetMemInfo(-1)
+
+
+@bad_call("aclrtGetLastError-level--1", "init",
+          "report_status(ID, aclrtGetLastError(static_cast<aclrtLastErrLevel>(-1)));", 100000)
+def _(ctx):
+    return rt.aclrtGetLastError(-1)
+
+
 # --- the aclnn framework
 
 LSB_C = r"""
