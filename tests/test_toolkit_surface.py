@@ -664,6 +664,21 @@ def test_every_enum_and_constant_has_the_runtimes_value(tmp_path):
     assert wrong == []
 
 
+def test_every_constant_of_the_runtime_is_in_a_header():
+    """A C program can name every code, enumerator and flag of emulator/status.py: none is left out of the
+    headers. The runtime's own codes, ACL_RT_SUCCESS among them, are #defines of
+    acl/error_codes/rt_error_codes.h, as in the card's headers (RUNTIME.md's runtime codes)."""
+    from emulator import status
+    names = header_values()
+    missing = [name for name, value in vars(status).items()
+               if name.startswith("ACL_") and type(value) is int and name not in names]
+    assert missing == []
+    defined = {name for header, block in value_blocks()
+               if header.path == "acl/error_codes/rt_error_codes.h" and block.style == "define"
+               for name, _ in generate.values(block.values)}
+    assert {"ACL_RT_SUCCESS", "ACL_ERROR_RT_PARAM_INVALID", "ACL_ERROR_RT_INTERNAL_ERROR"} <= defined
+
+
 @pytest.mark.parametrize("declaration", all_declarations(), ids=lambda d: d.name)
 def test_every_declared_operator_has_its_c_prototypes(declaration):
     """Both phases of every operator aclnn_api declares are functions of the table, forwarded to those
