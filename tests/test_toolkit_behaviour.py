@@ -1041,6 +1041,51 @@ def _(ctx):
     return "%s %d %d" % ("null" if a is None else "non-null", ret, size)
 
 
+@bad_call("aclGetTensorListSize-and-aclGetScalarListSize", "device", """Lsb lsb;
+  const aclTensor *elements[2] = {lsb.tensors[0], lsb.tensors[1]};
+  aclTensorList *tensors = aclCreateTensorList(elements, 2);
+  lsb.tensors[0] = lsb.tensors[1] = nullptr;  // the list's now
+  float value = 1.5f;
+  const aclScalar *scalar[1] = {aclCreateScalar(&value, ACL_FLOAT)};
+  aclScalarList *scalars = aclCreateScalarList(scalar, 1);
+  uint64_t tensor_count = 99, scalar_count = 99;
+  const int tensor_ret = aclGetTensorListSize(tensors, &tensor_count);
+  const int scalar_ret = aclGetScalarListSize(scalars, &scalar_count);
+  char text[64];
+  std::snprintf(text, sizeof(text), "%d %llu %d %llu", tensor_ret, (unsigned long long)tensor_count, scalar_ret,
+                (unsigned long long)scalar_count);
+  report(ID, text);
+  aclDestroyTensorList(tensors);
+  aclDestroyScalarList(scalars);""", "0 2 0 1")
+def _(ctx):
+    lsb = Lsb()
+    tensors = nn.aclCreateTensorList(lsb.tensors[:2])
+    scalars = nn.aclCreateScalarList([nn.aclCreateScalar(1.5, FLOAT)])
+    tensor_count, tensor_ret = nn.aclGetTensorListSize(tensors)
+    scalar_count, scalar_ret = nn.aclGetScalarListSize(scalars)
+    message = rt.aclGetRecentErrMsg()
+    nn.aclDestroyTensorList(tensors)  # destroys lsb.tensors[0:2]
+    nn.aclDestroyScalarList(scalars)
+    for tensor in lsb.tensors[2:]:
+        nn.aclDestroyTensor(tensor)
+    for memory in lsb.memory:
+        rt.aclrtFree(memory)
+    return Read("%d %d %d %d" % (tensor_ret, tensor_count, scalar_ret, scalar_count), message)
+
+
+@bad_call("aclGetTensorListSize-null-list", "device", """uint64_t size = 99;
+  report_status(ID, aclGetTensorListSize(nullptr, &size));""", 161001)
+def _(ctx):
+    return nn.aclGetTensorListSize(None)
+
+
+c_only("aclGetScalarListSize-null-size", "device", """float value = 1.5f;
+  const aclScalar *scalar[1] = {aclCreateScalar(&value, ACL_FLOAT)};
+  aclScalarList *scalars = aclCreateScalarList(scalar, 1);
+  report_status(ID, aclGetScalarListSize(scalars, nullptr));
+  aclDestroyScalarList(scalars);""", 161001,
+       "AclNN_Parameter_Error(EZ1001): aclGetScalarListSize: size: expected a non-null pointer, found null")
+
 
 NEEDS_SETUP = {
     "none": ("", ""),
