@@ -17,7 +17,8 @@ documented g++ recipe, the set_env.sh environment) get exactly what the same cal
 4. Leaks are reported at aclFinalize and at exit with the C lines that made them, after the program's
    global destructors (what they release is no leak); the documented sample leaks nothing.
 5. Streams are asynchronous from C: a copy without synchronisation reads stale data.
-6. Callbacks: a C function launched with aclrtLaunchCallback runs on a C report thread.
+6. Callbacks: a C function launched with aclrtLaunchCallback runs on a C report thread, and messages
+   name it by its symbol, as Python's name a Python function.
 7. fork(): children that make no toolkit call end at once and report nothing.
 
 Every program is built once per module (in parallel) and runs many cases; a case that a C compiler
@@ -1928,6 +1929,91 @@ def test_a_null_c_callback_is_rejected_and_named_null(built):
     assert null_fn.result == "100000", null_fn.message
     assert without_prefix(null_fn.message) == ("ACL_ERROR_INVALID_PARAM(100000): aclrtLaunchCallback: fn: "
                                                "expected a callable, found null"), null_fn.message
+
+
+CALLBACK_NAMES_PROGRAM = c_program(r"""#include <pthread.h>
+#include <unistd.h>
+
+namespace app { void on_done(void *) {} }
+extern "C" void on_ready(void *) {}
+static void unexported(void *) {}  // in no dynamic symbol table
+
+static void *idle(void *) {  // subscribed, never processing reports
+  sleep(60);
+  return nullptr;
+}
+
+int main() {
+  check(aclInit(nullptr), "aclInit");
+  check(aclrtSetDevice(0), "aclrtSetDevice");
+  pthread_t idler;
+  if (pthread_create(&idler, nullptr, idle, nullptr) != 0) check(1, "pthread_create");
+  const struct { const char *id; aclrtCallback fn; } callbacks[] = {
+      {"app::on_done", app::on_done}, {"on_ready", on_ready}, {"unexported", unexported}};
+  for (const auto &callback : callbacks) {
+    aclrtStream stream = nullptr;
+    check(aclrtCreateStream(&stream), "aclrtCreateStream");
+    check(aclrtSubscribeReport(static_cast<uint64_t>(idler), stream), "aclrtSubscribeReport");
+    check(aclrtLaunchCallback(callback.fn, nullptr, ACL_CALLBACK_BLOCK, stream), "aclrtLaunchCallback");
+    std::printf("@@address %s %p\n", callback.id, reinterpret_cast<void *>(callback.fn));
+    report_status(callback.id, aclrtSynchronizeStream(stream));
+    aclrtUnSubscribeReport(static_cast<uint64_t>(idler), stream);
+    aclrtDestroyStream(stream);
+  }
+  aclrtResetDevice(0);
+  aclFinalize();
+  std::printf("@@done\n");
+  std::fflush(stdout);
+  _exit(0);  // the idle thread never ends
+}
+""")
+
+CALLBACK_NAMES_PYTHON = r'''
+import threading
+import time
+from emulator import runtime as rt
+
+rt.aclInit(None)
+rt.aclrtSetDevice(0)
+stream, _ = rt.aclrtCreateStream()
+idler = threading.Thread(target=time.sleep, args=(60,), daemon=True)
+idler.start()
+rt.aclrtSubscribeReport(idler.ident, stream)
+
+
+def on_ready(data):
+    pass
+
+
+rt.aclrtLaunchCallback(on_ready, None, 1, stream)
+print(rt.aclrtSynchronizeStream(stream))
+print(rt.aclGetRecentErrMsg())
+rt.aclrtUnSubscribeReport(idler.ident, stream)
+rt.aclrtDestroyStream(stream)
+rt.aclrtResetDevice(0)
+rt.aclFinalize()
+'''
+
+
+def test_a_c_callback_is_named_by_its_symbol_in_messages_else_by_its_address(tmp_path):
+    """A blocking callback nobody processes times out: the message names the task and the callback as
+    Python's does for a Python function (`aclrtLaunchCallback(on_ready)`, `<function on_ready at 0x...>`),
+    with the C function's (demangled) symbol where the program exports one, else its address."""
+    executable = ctoolkit.compile_program(CALLBACK_NAMES_PROGRAM, tmp_path, flags=("-g", "-pthread", "-rdynamic"))
+    done = run(executable, NPUEMU_TASK_TIMEOUT="0.2")
+    results = finished(done)
+    addresses = dict(re.findall(r"^@@address (\S+) 0x([0-9a-f]+)$", done.stdout, re.M))
+    for id, name in (("app::on_done", "app::on_done"), ("on_ready", "on_ready"), ("unexported", None)):
+        assert results[id].result == "107020", results[id].message
+        shown = name if name is not None else "0x" + addresses[id]
+        assert "task timeout in aclrtLaunchCallback(%s) on stream" % shown in results[id].message, results[id].message
+        assert "the blocking callback <function %sat 0x%s> was not processed" % (
+            name + " " if name is not None else "", addresses[id]) in results[id].message, results[id].message
+    python, _ = run_program(CALLBACK_NAMES_PYTHON, str(tmp_path), env={**PINNED, "NPUEMU_TASK_TIMEOUT": "0.2"})
+    status, message = python.stdout.splitlines()[:2]
+    threads = re.compile(r"thread \d+")
+    assert status == "107020", python.stdout + python.stderr
+    assert threads.sub("thread N", normalised(results["on_ready"].message)) == threads.sub("thread N", normalised(message))
 
 
 # ------------------------------------------------------------------------------------------------

@@ -11,6 +11,8 @@
 // state. So a host thread Python did not create keeps one thread state for its whole life (Pin).
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <cxxabi.h>
+#include <dlfcn.h>
 #include <execinfo.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -18,6 +20,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <set>
 #include <string>
@@ -415,9 +418,36 @@ PyObject *call(PyObject *, PyObject *args) {
   Py_RETURN_NONE;
 }
 
+// symbol(address): the name of the function that starts at `address` (a C callback), as the program
+// writes it: demangled, without its parameter list (`ns::on_done`, not `_ZN2ns7on_doneEPv`); None where
+// the dynamic symbol table has no function starting there (a static function, a program linked
+// without -rdynamic). dladdr's nearest symbol below the address would name some other function.
+PyObject *symbol(PyObject *, PyObject *argument) {
+  void *address = PyLong_AsVoidPtr(argument);
+  if (PyErr_Occurred()) return nullptr;
+  Dl_info info;
+  if (dladdr(address, &info) == 0 || info.dli_sname == nullptr || info.dli_saddr != address) Py_RETURN_NONE;
+  int status = 0;
+  char *demangled = abi::__cxa_demangle(info.dli_sname, nullptr, nullptr, &status);
+  std::string name = status == 0 && demangled != nullptr ? demangled : info.dli_sname;
+  std::free(demangled);
+  if (!name.empty() && name.back() == ')') {  // a C++ name's parameter list: from its matching '('
+    int depth = 0;
+    for (size_t i = name.size(); i-- > 0;) {
+      depth += name[i] == ')' ? 1 : name[i] == '(' ? -1 : 0;
+      if (depth == 0) {
+        if (i > 0) name.erase(i);
+        break;
+      }
+    }
+  }
+  return PyUnicode_DecodeUTF8(name.data(), static_cast<Py_ssize_t>(name.size()), "surrogateescape");
+}
+
 PyMethodDef methods[] = {
     {"caller", caller, METH_NOARGS, "The innermost return addresses of the C program's call in progress (a tuple)."},
     {"call", call, METH_VARARGS, "call(fn, data): run the C function void fn(void *data) without the GIL."},
+    {"symbol", symbol, METH_O, "symbol(address): the name of the C function at address, or None."},
     {nullptr, nullptr, 0, nullptr}};
 PyModuleDef module_definition = {PyModuleDef_HEAD_INIT, "_npuemu_c", "npuemu's C toolkit, seen from Python.", -1,
                                  methods, nullptr, nullptr, nullptr, nullptr};
