@@ -20,6 +20,7 @@ documented g++ recipe, the set_env.sh environment) get exactly what the same cal
 6. Callbacks: a C function launched with aclrtLaunchCallback runs on a C report thread, and messages
    name it by its symbol, as Python's name a Python function.
 7. fork(): children that make no toolkit call end at once and report nothing.
+8. Out-parameters the process cannot write and values it cannot read are a message, not a crash.
 
 Every program is built once per module (in parallel) and runs many cases; a case that a C compiler
 could not express (a string where an int64_t is taken) is listed, not run."""
@@ -2115,6 +2116,86 @@ def test_children_made_by_fork_that_make_no_call_end_at_once_and_report_nothing(
     done = run(executable, NPUEMU_SANITIZE_EXITCODE="9")
     assert "@@children hung 0, not 0: 0, thread 1" in done.stdout, done.stdout + done.stderr
     assert (done.returncode, done.stderr) == (0, ""), done.stderr
+
+
+# ------------------------------------------------------------------------------------------------
+# 8. Pointers to memory the process cannot write or read
+
+WILD_OUT_PROGRAM = c_program(r"""#include <sys/mman.h>
+#include <thread>
+
+static void report_text(const char *id, int status, long long value) {
+  char text[64];
+  std::snprintf(text, sizeof(text), "%d %lld", status, value);
+  report(id, text);
+}
+
+int main() {
+  check(aclInit(nullptr), "aclInit");
+  check(aclrtSetDevice(0), "aclrtSetDevice");
+  report_status("malloc-wild", aclrtMalloc(reinterpret_cast<void **>(0x10), 64, ACL_MEM_MALLOC_HUGE_FIRST));
+  static const void *const read_only = nullptr;  // in a read-only section
+  report_status("malloc-read-only", aclrtMalloc(const_cast<void **>(&read_only), 64, ACL_MEM_MALLOC_HUGE_FIRST));
+  Lsb lsb;
+  aclOpExecutor *executor = nullptr;
+  uint64_t size = 0;
+  report_status("workspaceSize-wild", aclnnLogSigmoidBackwardGetWorkspaceSize(
+      lsb.tensors[0], lsb.tensors[1], lsb.tensors[2], lsb.tensors[3], reinterpret_cast<uint64_t *>(0x20), &executor));
+  int64_t *dims = nullptr;
+  report_status("viewDimsNum-wild", aclGetViewShape(lsb.tensors[0], &dims, reinterpret_cast<uint64_t *>(0x30)));
+  // A page that can be written, then one that cannot: 8 bytes across them are refused, 4 in the first taken
+  char *pages = static_cast<char *>(mmap(nullptr, 8192, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+  if (pages == MAP_FAILED || mprotect(pages + 4096, 4096, PROT_READ) != 0) check(1, "mmap");
+  int32_t *last_word = reinterpret_cast<int32_t *>(pages + 4092);
+  *last_word = -1;
+  int status = aclrtGetDevice(last_word);
+  report_text("device-last-word", status, *last_word);
+  report_status("offset-across-pages", aclGetViewOffset(lsb.tensors[0], reinterpret_cast<int64_t *>(last_word)));
+  munmap(pages, 8192);
+  // Out-parameters on the heap and on another thread's stack are written as before
+  int64_t *offset = new int64_t(-1);
+  status = aclGetViewOffset(lsb.tensors[0], offset);
+  report_text("offset-heap", status, *offset);
+  delete offset;
+  std::thread other([&lsb] {
+    int64_t local = -1;
+    const int status = aclGetViewOffset(lsb.tensors[0], &local);
+    report_text("offset-thread-stack", status, local);
+    report_status("offset-thread-wild", aclGetViewOffset(lsb.tensors[0], reinterpret_cast<int64_t *>(0x40)));
+  });
+  other.join();
+  std::printf("@@done\n");
+  return 0;
+}
+""".replace("int main() {", LSB_C + "\nint main() {", 1))
+
+
+def test_c_out_parameters_at_memory_the_process_cannot_write_are_refused_with_a_message(tmp_path):
+    """A wild out-parameter (unmapped, read-only, or running into a read-only page) is the layer's code for an
+    invalid argument and a message naming it, before the call does anything, as an unreadable input array is;
+    never a crash. Good ones (heap, another thread's stack, the end of a page) are written as before."""
+    executable = ctoolkit.compile_program(WILD_OUT_PROGRAM, tmp_path, flags=("-g", "-pthread"))
+    done = run(executable)
+    results = finished(done)
+    assert "leak" not in done.stderr, done.stderr
+    expected = {
+        "malloc-wild": ("100000", "ACL_ERROR_INVALID_PARAM(100000): aclrtMalloc: devPtr: expected 8 writable bytes "
+                                  "at 0x10, found memory the process cannot write"),
+        "workspaceSize-wild": ("161002", "AclNN_Parameter_Error(EZ1001): aclnnLogSigmoidBackwardGetWorkspaceSize: "
+                                         "workspaceSize: expected 8 writable bytes at 0x20, found memory the process "
+                                         "cannot write"),
+        "viewDimsNum-wild": ("161002", "AclNN_Parameter_Error(EZ1001): aclGetViewShape: viewDimsNum: expected 8 "
+                                       "writable bytes at 0x30, found memory the process cannot write"),
+        "offset-thread-wild": ("161002", "AclNN_Parameter_Error(EZ1001): aclGetViewOffset: offset: expected 8 "
+                                         "writable bytes at 0x40, found memory the process cannot write"),
+        "device-last-word": ("0 0", "(none)"), "offset-heap": ("0 0", "(none)"), "offset-thread-stack": ("0 0", "(none)"),
+    }
+    for id, (result, message) in expected.items():
+        assert (results[id].result, without_prefix(results[id].message)) == (result, message), id
+    for id, parameter in (("malloc-read-only", "aclrtMalloc: devPtr"), ("offset-across-pages", "aclGetViewOffset: offset")):
+        assert re.fullmatch(r"\S+\(\w+\): %s: expected 8 writable bytes at 0x[0-9a-f]+, found memory the process "
+                            r"cannot write" % re.escape(parameter), without_prefix(results[id].message)), id
+    assert (results["malloc-read-only"].result, results["offset-across-pages"].result) == ("100000", "161002")
 
 
 def test_c_values_at_memory_the_process_cannot_read_are_refused_with_a_message(tmp_path):
