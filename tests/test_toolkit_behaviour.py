@@ -14,10 +14,13 @@ documented g++ recipe, the set_env.sh environment) get exactly what the same cal
    the value at the C pointer for every dtype it takes.
 3. Faults at synchronisation name the operator, the tensor, the allocation and the C lines of the
    launch and of the aclrtMalloc (module+offset without -g), as the same program's in Python do.
-4. Leaks are reported at aclFinalize and at exit with the C lines that made them; the documented
-   sample leaks nothing.
+4. Leaks are reported at aclFinalize and at exit with the C lines that made them, after the program's
+   global destructors (what they release is no leak); the documented sample leaks nothing.
 5. Streams are asynchronous from C: a copy without synchronisation reads stale data.
-6. Callbacks: a C function launched with aclrtLaunchCallback runs on a C report thread.
+6. Callbacks: a C function launched with aclrtLaunchCallback runs on a C report thread, and messages
+   name it by its symbol, as Python's name a Python function.
+7. fork(): children that make no toolkit call end at once and report nothing.
+8. Out-parameters the process cannot write and values it cannot read are a message, not a crash.
 
 Every program is built once per module (in parallel) and runs many cases; a case that a C compiler
 could not express (a string where an int64_t is taken) is listed, not run."""
@@ -701,6 +704,33 @@ def _(ctx):
     return rt.aclrtLaunchCallback(None, None, 1, ctx.stream)
 
 
+# A negative enum value: GCC makes an enum without negative members unsigned, so the C call must pass
+# it on as the 32-bit int it is (Python names -1, not 4294967295).
+@bad_call("aclrtMemcpy-kind--1", "device", """void *d = device_memory(64);
+  char host[64] = {0};
+  report_status(ID, aclrtMemcpy(d, 64, host, 64, static_cast<aclrtMemcpyKind>(-1)));
+  aclrtFree(d);""", 100000)
+def _(ctx):
+    d, _ = rt.aclrtMalloc(64, 0)
+    host = host_buffer()
+    ret = rt.aclrtMemcpy(d, 64, host.ctypes.data, 64, -1)
+    message = rt.aclGetRecentErrMsg()
+    rt.aclrtFree(d)
+    return Read(ret, message)
+
+
+@bad_call("aclrtGetMemInfo-attr--1", "device", """size_t free = 0, total = 0;
+  report_status(ID, aclrtGetMemInfo(static_cast<aclrtMemAttr>(-1), &free, &total));""", 100000)
+def _(ctx):
+    return rt.aclrtGetMemInfo(-1)
+
+
+@bad_call("aclrtGetLastError-level--1", "init",
+          "report_status(ID, aclrtGetLastError(static_cast<aclrtLastErrLevel>(-1)));", 100000)
+def _(ctx):
+    return rt.aclrtGetLastError(-1)
+
+
 # --- the aclnn framework
 
 LSB_C = r"""
@@ -1011,6 +1041,52 @@ def _(ctx):
     size, ret = nn.aclGetIntArraySize(a)
     nn.aclDestroyIntArray(a)
     return "%s %d %d" % ("null" if a is None else "non-null", ret, size)
+
+
+@bad_call("aclGetTensorListSize-and-aclGetScalarListSize", "device", """Lsb lsb;
+  const aclTensor *elements[2] = {lsb.tensors[0], lsb.tensors[1]};
+  aclTensorList *tensors = aclCreateTensorList(elements, 2);
+  lsb.tensors[0] = lsb.tensors[1] = nullptr;  // the list's now
+  float value = 1.5f;
+  const aclScalar *scalar[1] = {aclCreateScalar(&value, ACL_FLOAT)};
+  aclScalarList *scalars = aclCreateScalarList(scalar, 1);
+  uint64_t tensor_count = 99, scalar_count = 99;
+  const int tensor_ret = aclGetTensorListSize(tensors, &tensor_count);
+  const int scalar_ret = aclGetScalarListSize(scalars, &scalar_count);
+  char text[64];
+  std::snprintf(text, sizeof(text), "%d %llu %d %llu", tensor_ret, (unsigned long long)tensor_count, scalar_ret,
+                (unsigned long long)scalar_count);
+  report(ID, text);
+  aclDestroyTensorList(tensors);
+  aclDestroyScalarList(scalars);""", "0 2 0 1")
+def _(ctx):
+    lsb = Lsb()
+    tensors = nn.aclCreateTensorList(lsb.tensors[:2])
+    scalars = nn.aclCreateScalarList([nn.aclCreateScalar(1.5, FLOAT)])
+    tensor_count, tensor_ret = nn.aclGetTensorListSize(tensors)
+    scalar_count, scalar_ret = nn.aclGetScalarListSize(scalars)
+    message = rt.aclGetRecentErrMsg()
+    nn.aclDestroyTensorList(tensors)  # destroys lsb.tensors[0:2]
+    nn.aclDestroyScalarList(scalars)
+    for tensor in lsb.tensors[2:]:
+        nn.aclDestroyTensor(tensor)
+    for memory in lsb.memory:
+        rt.aclrtFree(memory)
+    return Read("%d %d %d %d" % (tensor_ret, tensor_count, scalar_ret, scalar_count), message)
+
+
+@bad_call("aclGetTensorListSize-null-list", "device", """uint64_t size = 99;
+  report_status(ID, aclGetTensorListSize(nullptr, &size));""", 161001)
+def _(ctx):
+    return nn.aclGetTensorListSize(None)
+
+
+c_only("aclGetScalarListSize-null-size", "device", """float value = 1.5f;
+  const aclScalar *scalar[1] = {aclCreateScalar(&value, ACL_FLOAT)};
+  aclScalarList *scalars = aclCreateScalarList(scalar, 1);
+  report_status(ID, aclGetScalarListSize(scalars, nullptr));
+  aclDestroyScalarList(scalars);""", 161001,
+       "AclNN_Parameter_Error(EZ1001): aclGetScalarListSize: size: expected a non-null pointer, found null")
 
 
 NEEDS_SETUP = {
@@ -1767,6 +1843,44 @@ def test_a_c_program_returning_without_aclfinalize_gets_the_report_at_exit(built
                             leak) for leak in leaks), leaks
 
 
+GLOBAL_RELEASE_PROGRAM = r"""#include <cstdio>
+#include "acl/acl.h"
+
+// A global RAII object, as many C++ programs keep their runtime: set up in main, released by its
+// destructor once main has returned.
+struct Environment {
+  aclrtStream stream = nullptr;
+  void *memory = nullptr;
+  bool up = false;
+  void start() {
+    up = aclInit(nullptr) == 0 && aclrtSetDevice(0) == 0 && aclrtCreateStream(&stream) == 0 &&
+         aclrtMalloc(&memory, 1024, ACL_MEM_MALLOC_HUGE_FIRST) == 0;
+  }
+  ~Environment() {
+    if (!up) return;
+    const int freed = aclrtFree(memory), destroyed = aclrtDestroyStream(stream);
+    const int reset = aclrtResetDevice(0), finalized = aclFinalize();
+    std::printf("released %d %d %d %d\n", freed, destroyed, reset, finalized);
+  }
+} environment;
+
+int main() {
+  environment.start();
+  std::printf("main returns\n");
+  return environment.up ? 0 : 3;
+}
+"""
+
+
+def test_what_a_global_destructor_releases_is_no_leak_at_exit(tmp_path):
+    """The exit report runs after the program's global destructors: a program that releases everything in one
+    reports nothing and keeps its exit status, NPUEMU_SANITIZE_EXITCODE set (it printed what the destructor
+    printed, too)."""
+    executable = ctoolkit.compile_program(GLOBAL_RELEASE_PROGRAM, tmp_path)
+    done = run(executable, NPUEMU_SANITIZE_EXITCODE="9")
+    assert (done.returncode, done.stdout, done.stderr) == (0, "main returns\nreleased 0 0 0 0\n", ""), done.stderr
+
+
 def test_the_documented_sample_from_c_leaks_nothing(built):
     done = run(built["documented_sample"])
     assert done.returncode == 0, done.stdout + done.stderr
@@ -1816,6 +1930,272 @@ def test_a_null_c_callback_is_rejected_and_named_null(built):
     assert null_fn.result == "100000", null_fn.message
     assert without_prefix(null_fn.message) == ("ACL_ERROR_INVALID_PARAM(100000): aclrtLaunchCallback: fn: "
                                                "expected a callable, found null"), null_fn.message
+
+
+CALLBACK_NAMES_PROGRAM = c_program(r"""#include <pthread.h>
+#include <unistd.h>
+
+namespace app { void on_done(void *) {} }
+extern "C" void on_ready(void *) {}
+static void unexported(void *) {}  // in no dynamic symbol table
+
+static void *idle(void *) {  // subscribed, never processing reports
+  sleep(60);
+  return nullptr;
+}
+
+int main() {
+  check(aclInit(nullptr), "aclInit");
+  check(aclrtSetDevice(0), "aclrtSetDevice");
+  pthread_t idler;
+  if (pthread_create(&idler, nullptr, idle, nullptr) != 0) check(1, "pthread_create");
+  const struct { const char *id; aclrtCallback fn; } callbacks[] = {
+      {"app::on_done", app::on_done}, {"on_ready", on_ready}, {"unexported", unexported}};
+  for (const auto &callback : callbacks) {
+    aclrtStream stream = nullptr;
+    check(aclrtCreateStream(&stream), "aclrtCreateStream");
+    check(aclrtSubscribeReport(static_cast<uint64_t>(idler), stream), "aclrtSubscribeReport");
+    check(aclrtLaunchCallback(callback.fn, nullptr, ACL_CALLBACK_BLOCK, stream), "aclrtLaunchCallback");
+    std::printf("@@address %s %p\n", callback.id, reinterpret_cast<void *>(callback.fn));
+    report_status(callback.id, aclrtSynchronizeStream(stream));
+    aclrtUnSubscribeReport(static_cast<uint64_t>(idler), stream);
+    aclrtDestroyStream(stream);
+  }
+  aclrtResetDevice(0);
+  aclFinalize();
+  std::printf("@@done\n");
+  std::fflush(stdout);
+  _exit(0);  // the idle thread never ends
+}
+""")
+
+CALLBACK_NAMES_PYTHON = r'''
+import threading
+import time
+from emulator import runtime as rt
+
+rt.aclInit(None)
+rt.aclrtSetDevice(0)
+stream, _ = rt.aclrtCreateStream()
+idler = threading.Thread(target=time.sleep, args=(60,), daemon=True)
+idler.start()
+rt.aclrtSubscribeReport(idler.ident, stream)
+
+
+def on_ready(data):
+    pass
+
+
+rt.aclrtLaunchCallback(on_ready, None, 1, stream)
+print(rt.aclrtSynchronizeStream(stream))
+print(rt.aclGetRecentErrMsg())
+rt.aclrtUnSubscribeReport(idler.ident, stream)
+rt.aclrtDestroyStream(stream)
+rt.aclrtResetDevice(0)
+rt.aclFinalize()
+'''
+
+
+def test_a_c_callback_is_named_by_its_symbol_in_messages_else_by_its_address(tmp_path):
+    """A blocking callback nobody processes times out: the message names the task and the callback as
+    Python's does for a Python function (`aclrtLaunchCallback(on_ready)`, `<function on_ready at 0x...>`),
+    with the C function's (demangled) symbol where the program exports one, else its address."""
+    executable = ctoolkit.compile_program(CALLBACK_NAMES_PROGRAM, tmp_path, flags=("-g", "-pthread", "-rdynamic"))
+    done = run(executable, NPUEMU_TASK_TIMEOUT="0.2")
+    results = finished(done)
+    addresses = dict(re.findall(r"^@@address (\S+) 0x([0-9a-f]+)$", done.stdout, re.M))
+    for id, name in (("app::on_done", "app::on_done"), ("on_ready", "on_ready"), ("unexported", None)):
+        assert results[id].result == "107020", results[id].message
+        shown = name if name is not None else "0x" + addresses[id]
+        assert "task timeout in aclrtLaunchCallback(%s) on stream" % shown in results[id].message, results[id].message
+        assert "the blocking callback <function %sat 0x%s> was not processed" % (
+            name + " " if name is not None else "", addresses[id]) in results[id].message, results[id].message
+    python, _ = run_program(CALLBACK_NAMES_PYTHON, str(tmp_path), env={**PINNED, "NPUEMU_TASK_TIMEOUT": "0.2"})
+    status, message = python.stdout.splitlines()[:2]
+    threads = re.compile(r"thread \d+")
+    assert status == "107020", python.stdout + python.stderr
+    assert threads.sub("thread N", normalised(results["on_ready"].message)) == threads.sub("thread N", normalised(message))
+
+
+# ------------------------------------------------------------------------------------------------
+# 7. Children made by fork()
+
+FORK_PROGRAM = c_program(r"""#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <atomic>
+#include <thread>
+
+static std::atomic<bool> stop(false);
+
+// Children that make no toolkit call: each must end at once with status 0, whether it returns from main
+// (the exit functions run) or calls exit.
+static int fork_children(int count, int *hung, int *bad) {
+  for (int i = 0; i < count; ++i) {
+    std::fflush(stdout);
+    const pid_t child = fork();
+    if (child == 0) {
+      if (i % 2 == 0) std::exit(0);
+      return 1;  // out of main, as a normal end
+    }
+    int status = 0;
+    for (int wait = 0; waitpid(child, &status, WNOHANG) != child; ++wait) {
+      if (wait == 300) {  // 3 s: hung
+        ++*hung;
+        kill(child, SIGKILL);
+        waitpid(child, &status, 0);
+        break;
+      }
+      usleep(10000);
+    }
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) ++*bad;
+  }
+  return 0;
+}
+
+int main() {
+  check(aclInit(nullptr), "aclInit");
+  check(aclrtSetDevice(0), "aclrtSetDevice");
+  aclrtContext context = nullptr;
+  check(aclrtGetCurrentContext(&context), "aclrtGetCurrentContext");
+  void *memory = device_memory(64);  // live when the children end: theirs to report, if anyone's
+  // Another thread in toolkit calls all along: it holds the interpreter's lock at some of the forks. (Never
+  // destroyed: a child that returns from main must not destroy a std::thread it has no thread of.)
+  std::thread *busy = new std::thread([context] {
+    aclrtSetCurrentContext(context);
+    const float host[4] = {1, 2, 3, 4};
+    void *device = device_memory(16);
+    int64_t dims[2] = {2, 2};
+    while (!stop) {
+      aclrtMemcpy(device, 16, host, 16, ACL_MEMCPY_HOST_TO_DEVICE);
+      aclDestroyTensor(aclCreateTensor(dims, 2, ACL_FLOAT, nullptr, 0, ACL_FORMAT_ND, dims, 2, device));
+    }
+    aclrtFree(device);
+  });
+  int hung = 0, bad = 0;
+  if (fork_children(10, &hung, &bad) != 0) return 0;  // a child, out of main
+  // The same from a thread that has made toolkit calls of its own (a host thread with its own Python state)
+  int forked_out = 0;
+  std::thread forker([context, &hung, &bad, &forked_out] {
+    aclrtSetCurrentContext(context);
+    int32_t device = -1;
+    aclrtGetDevice(&device);
+    for (int i = 0; i < 10; ++i) {
+      std::fflush(stdout);
+      const pid_t child = fork();
+      if (child == 0) std::exit(0);
+      int status = 0, wait = 0;
+      while (waitpid(child, &status, WNOHANG) != child && wait++ < 300) usleep(10000);
+      if (wait > 300) {
+        ++hung;
+        kill(child, SIGKILL);
+        waitpid(child, &status, 0);
+      }
+      if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) ++bad;
+    }
+    forked_out = 1;
+  });
+  forker.join();
+  stop = true;
+  busy->join();
+  std::printf("@@children hung %d, not 0: %d, thread %d\n", hung, bad, forked_out);
+  aclrtFree(memory);
+  aclrtResetDevice(0);
+  aclFinalize();
+  return 0;
+}
+""")
+
+
+def test_children_made_by_fork_that_make_no_call_end_at_once_and_report_nothing(tmp_path):
+    """fork() with another thread in toolkit calls, from the main thread and from a thread that made calls:
+    each child that makes no toolkit call ends at once with status 0 (by exit or by returning from main),
+    reporting nothing of the parent's resources (NPUEMU_SANITIZE_EXITCODE set); the parent's own report at
+    exit still works."""
+    executable = ctoolkit.compile_program(FORK_PROGRAM, tmp_path, flags=("-g", "-pthread"))
+    done = run(executable, NPUEMU_SANITIZE_EXITCODE="9")
+    assert "@@children hung 0, not 0: 0, thread 1" in done.stdout, done.stdout + done.stderr
+    assert (done.returncode, done.stderr) == (0, ""), done.stderr
+
+
+# ------------------------------------------------------------------------------------------------
+# 8. Pointers to memory the process cannot write or read
+
+WILD_OUT_PROGRAM = c_program(r"""#include <sys/mman.h>
+#include <thread>
+
+static void report_text(const char *id, int status, long long value) {
+  char text[64];
+  std::snprintf(text, sizeof(text), "%d %lld", status, value);
+  report(id, text);
+}
+
+int main() {
+  check(aclInit(nullptr), "aclInit");
+  check(aclrtSetDevice(0), "aclrtSetDevice");
+  report_status("malloc-wild", aclrtMalloc(reinterpret_cast<void **>(0x10), 64, ACL_MEM_MALLOC_HUGE_FIRST));
+  static const void *const read_only = nullptr;  // in a read-only section
+  report_status("malloc-read-only", aclrtMalloc(const_cast<void **>(&read_only), 64, ACL_MEM_MALLOC_HUGE_FIRST));
+  Lsb lsb;
+  aclOpExecutor *executor = nullptr;
+  uint64_t size = 0;
+  report_status("workspaceSize-wild", aclnnLogSigmoidBackwardGetWorkspaceSize(
+      lsb.tensors[0], lsb.tensors[1], lsb.tensors[2], lsb.tensors[3], reinterpret_cast<uint64_t *>(0x20), &executor));
+  int64_t *dims = nullptr;
+  report_status("viewDimsNum-wild", aclGetViewShape(lsb.tensors[0], &dims, reinterpret_cast<uint64_t *>(0x30)));
+  // A page that can be written, then one that cannot: 8 bytes across them are refused, 4 in the first taken
+  char *pages = static_cast<char *>(mmap(nullptr, 8192, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+  if (pages == MAP_FAILED || mprotect(pages + 4096, 4096, PROT_READ) != 0) check(1, "mmap");
+  int32_t *last_word = reinterpret_cast<int32_t *>(pages + 4092);
+  *last_word = -1;
+  int status = aclrtGetDevice(last_word);
+  report_text("device-last-word", status, *last_word);
+  report_status("offset-across-pages", aclGetViewOffset(lsb.tensors[0], reinterpret_cast<int64_t *>(last_word)));
+  munmap(pages, 8192);
+  // Out-parameters on the heap and on another thread's stack are written as before
+  int64_t *offset = new int64_t(-1);
+  status = aclGetViewOffset(lsb.tensors[0], offset);
+  report_text("offset-heap", status, *offset);
+  delete offset;
+  std::thread other([&lsb] {
+    int64_t local = -1;
+    const int status = aclGetViewOffset(lsb.tensors[0], &local);
+    report_text("offset-thread-stack", status, local);
+    report_status("offset-thread-wild", aclGetViewOffset(lsb.tensors[0], reinterpret_cast<int64_t *>(0x40)));
+  });
+  other.join();
+  std::printf("@@done\n");
+  return 0;
+}
+""".replace("int main() {", LSB_C + "\nint main() {", 1))
+
+
+def test_c_out_parameters_at_memory_the_process_cannot_write_are_refused_with_a_message(tmp_path):
+    """A wild out-parameter (unmapped, read-only, or running into a read-only page) is the layer's code for an
+    invalid argument and a message naming it, before the call does anything, as an unreadable input array is;
+    never a crash. Good ones (heap, another thread's stack, the end of a page) are written as before."""
+    executable = ctoolkit.compile_program(WILD_OUT_PROGRAM, tmp_path, flags=("-g", "-pthread"))
+    done = run(executable)
+    results = finished(done)
+    assert "leak" not in done.stderr, done.stderr
+    expected = {
+        "malloc-wild": ("100000", "ACL_ERROR_INVALID_PARAM(100000): aclrtMalloc: devPtr: expected 8 writable bytes "
+                                  "at 0x10, found memory the process cannot write"),
+        "workspaceSize-wild": ("161002", "AclNN_Parameter_Error(EZ1001): aclnnLogSigmoidBackwardGetWorkspaceSize: "
+                                         "workspaceSize: expected 8 writable bytes at 0x20, found memory the process "
+                                         "cannot write"),
+        "viewDimsNum-wild": ("161002", "AclNN_Parameter_Error(EZ1001): aclGetViewShape: viewDimsNum: expected 8 "
+                                       "writable bytes at 0x30, found memory the process cannot write"),
+        "offset-thread-wild": ("161002", "AclNN_Parameter_Error(EZ1001): aclGetViewOffset: offset: expected 8 "
+                                         "writable bytes at 0x40, found memory the process cannot write"),
+        "device-last-word": ("0 0", "(none)"), "offset-heap": ("0 0", "(none)"), "offset-thread-stack": ("0 0", "(none)"),
+    }
+    for id, (result, message) in expected.items():
+        assert (results[id].result, without_prefix(results[id].message)) == (result, message), id
+    for id, parameter in (("malloc-read-only", "aclrtMalloc: devPtr"), ("offset-across-pages", "aclGetViewOffset: offset")):
+        assert re.fullmatch(r"\S+\(\w+\): %s: expected 8 writable bytes at 0x[0-9a-f]+, found memory the process "
+                            r"cannot write" % re.escape(parameter), without_prefix(results[id].message)), id
+    assert (results["malloc-read-only"].result, results["offset-across-pages"].result) == ("100000", "161002")
 
 
 def test_c_values_at_memory_the_process_cannot_read_are_refused_with_a_message(tmp_path):

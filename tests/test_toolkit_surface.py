@@ -664,6 +664,41 @@ def test_every_enum_and_constant_has_the_runtimes_value(tmp_path):
     assert wrong == []
 
 
+def test_every_constant_of_the_runtime_is_in_a_header():
+    """A C program can name every code, enumerator and flag of emulator/status.py: none is left out of the
+    headers. The runtime's own codes, ACL_RT_SUCCESS among them, are #defines of
+    acl/error_codes/rt_error_codes.h, as in the card's headers (RUNTIME.md's runtime codes)."""
+    from emulator import status
+    names = header_values()
+    missing = [name for name, value in vars(status).items()
+               if name.startswith("ACL_") and type(value) is int and name not in names]
+    assert missing == []
+    defined = {name for header, block in value_blocks()
+               if header.path == "acl/error_codes/rt_error_codes.h" and block.style == "define"
+               for name, _ in generate.values(block.values)}
+    assert {"ACL_RT_SUCCESS", "ACL_ERROR_RT_PARAM_INVALID", "ACL_ERROR_RT_INTERNAL_ERROR"} <= defined
+
+
+# The Python calls deliberately not in the C surface (docs/toolkit.md, "Limits"): the dynamic-list address
+# setters and the data buffers.
+NOT_IN_C = {"aclSetDynamicInputTensorAddr", "aclSetDynamicOutputTensorAddr", "aclSetDynamicTensorAddr",
+            "AclSetDynamicInputTensorAddr", "AclSetDynamicOutputTensorAddr", "AclSetDynamicTensorAddr",
+            "aclCreateDataBuffer", "aclDestroyDataBuffer", "aclGetDataBufferAddr", "aclGetDataBufferSize",
+            "aclGetDataBufferSizeV2"}
+
+
+@pytest.mark.parametrize("module_name", ["emulator.runtime", "aclnn_api"])
+def test_every_call_of_the_python_runtime_has_a_c_prototype(module_name):
+    """Every public call of the runtime (acl*, aclrt*) and of the aclnn framework (aclCreate*, aclDestroy*,
+    aclGet*, aclSet*, the operators) is a function of the table, but those docs/toolkit.md leaves out: a
+    C program calling a getter such as aclGetTensorListSize must link, as it does on the card."""
+    module = importlib.import_module(module_name)
+    calls = {name for name, value in vars(module).items()
+             if name.lower().startswith("acl") and callable(value) and not isinstance(value, type)}
+    in_table = {fn.name for _, fn in FUNCTIONS}
+    assert sorted(calls - in_table - NOT_IN_C) == [], "add them to %s" % TABLE
+
+
 @pytest.mark.parametrize("declaration", all_declarations(), ids=lambda d: d.name)
 def test_every_declared_operator_has_its_c_prototypes(declaration):
     """Both phases of every operator aclnn_api declares are functions of the table, forwarded to those

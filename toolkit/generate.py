@@ -243,6 +243,10 @@ def forwarder(number: int, fn: Function, header: Header) -> str:
             value = param.name
             if param.ctype == "bool":
                 value = "%s ? 1 : 0" % param.name
+            elif param.ctype in ENUMS:
+                # An enum without negative members is unsigned to GCC: (aclrtMemcpyKind)-1 would widen to
+                # 4294967295. The card's enums are 32-bit ints, so Python sees -1, as a Python caller passes it.
+                value = "static_cast<int32_t>(%s)" % param.name
             elif param.ctype == "aclrtCallback":
                 value = "reinterpret_cast<const void *>(%s)" % param.name
             elif field_name == "p":

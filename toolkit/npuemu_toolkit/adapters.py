@@ -6,7 +6,6 @@ Importing this module (the bridge does, at start) also tells emulator.sites how 
 from __future__ import annotations
 
 import ctypes
-import functools
 from typing import Any, Optional
 
 import numpy as np
@@ -50,8 +49,29 @@ def aclCreateScalar(value: Optional[int], dataType: int) -> Optional[aclnn_api.a
         return None
 
 
+class CFunction:
+    """A C callback `void fn(void *)` as a Python callable, named as a Python function is: the runtime
+    names the callback's task and its messages by `__name__` and repr(), so a C program reads
+    `aclrtLaunchCallback(on_done)` where a Python one does, not a repr of a wrapper. The name is the
+    C function's symbol where dladdr finds one starting at its address (a shared library's function, a
+    program linked with -rdynamic), else the address in hex."""
+
+    __slots__ = ("address", "symbol", "__name__", "__qualname__")
+
+    def __init__(self, address: int):
+        self.address = address
+        self.symbol = _npuemu_c.symbol(address)
+        self.__name__ = self.__qualname__ = self.symbol or "0x%x" % address
+
+    def __call__(self, user_data: Optional[int]) -> None:
+        _npuemu_c.call(self.address, user_data)
+
+    def __repr__(self) -> str:  # as a Python function's: <function on_done at 0x...>
+        return "<function %sat 0x%x>" % (self.symbol + " " if self.symbol else "", self.address)
+
+
 def aclrtLaunchCallback(fn: Optional[int], userData: Optional[int], blockType: int, stream: Optional[int]) -> int:
     """aclrtLaunchCallback(aclrtCallback fn, void *userData, ...): fn(userData) runs in C, without the GIL,
     on the thread that processes the stream's reports."""
-    callback = None if fn is None else functools.partial(_npuemu_c.call, fn)
+    callback = None if fn is None else CFunction(fn)
     return runtime.aclrtLaunchCallback(callback, userData, blockType, stream)

@@ -132,7 +132,7 @@ typedef void *aclrtContext;
 typedef void *aclrtNotify;
 typedef int aclError;
 typedef uint16_t aclFloat16;"""),
-    Constants(Values(STATUS, "ACL_SUCCESS", "ACL_RT_SUCCESS", skip=("ACL_RT_SUCCESS",))),
+    Constants(Values(STATUS, "ACL_SUCCESS", "ACL_ERROR_NONE")),
     Constants(Values(STATUS, "ACL_ERROR_INVALID_PARAM", "ACL_ERROR_PROFILING_FAILURE")),
     Enum("aclDataType", Values(DTYPES, "ACL_DT_UNDEFINED", "ACL_FLOAT4_E1M2")),
     Enum("aclFormat", Values(DTYPES, "ACL_FORMAT_UNDEFINED", "ACL_FORMAT_FRACTAL_NZ_C0_8")),
@@ -143,6 +143,7 @@ typedef uint16_t aclFloat16;"""),
 ))
 
 RT_ERROR_CODES = Header("acl/error_codes/rt_error_codes.h", includes=("<stddef.h>",), blocks=(
+    Constants(Values(STATUS, "ACL_RT_SUCCESS", "ACL_RT_SUCCESS"), style="define"),  # the runtime's own 0
     Constants(Values(STATUS, "ACL_ERROR_RT_PARAM_INVALID", "ACL_ERROR_RT_DRV_INTERNAL_ERROR"), style="define"),
 ))
 GE_ERROR_CODES = Header("acl/error_codes/ge_error_codes.h", includes=("<stddef.h>", "<stdint.h>"))
@@ -310,6 +311,10 @@ constexpr aclnnStatus OK = 0;"""),
              NN + ":aclGetFloatArraySize", outputs=("size",)),
     Function("aclnnStatus aclGetBoolArraySize(const aclBoolArray *array, uint64_t *size)", NN + ":aclGetBoolArraySize",
              outputs=("size",)),
+    Function("aclnnStatus aclGetTensorListSize(const aclTensorList *tensorList, uint64_t *size)",
+             NN + ":aclGetTensorListSize", outputs=("size",)),
+    Function("aclnnStatus aclGetScalarListSize(const aclScalarList *scalarList, uint64_t *size)",
+             NN + ":aclGetScalarListSize", outputs=("size",)),
     Function("aclnnStatus aclGetViewShape(const aclTensor *tensor, int64_t **viewDims, uint64_t *viewDimsNum)",
              NN + ":aclGetViewShape", outputs=("viewDims",), counts={"viewDims": "viewDimsNum"}),
     Function("aclnnStatus aclGetStorageShape(const aclTensor *tensor, int64_t **storageDims, uint64_t *storageDimsNum)",

@@ -33,7 +33,8 @@ const int kSignatureCount = static_cast<int>(sizeof(NPUEMU_SIGNATURES) / sizeof(
 
 std::once_flag boot_once;
 npuemu_core_call_fn core_call = nullptr;
-npuemu_core_exit_fn core_exit = nullptr;
+npuemu_core_exit_fn core_exit = nullptr;  // set only when the toolkit started its own interpreter
+pid_t boot_pid = 0;                       // the process that started it (not a child made by fork())
 std::string boot_error;                  // why the toolkit cannot run, when it cannot
 thread_local bool boot_error_unread = false;
 
@@ -153,8 +154,9 @@ void boot() {
       error = std::string(reason) + " (interpreter " + executable + ")";
     } else {
       core_call = reinterpret_cast<npuemu_core_call_fn>(dlsym(core, "npuemu_core_call"));
-      core_exit = reinterpret_cast<npuemu_core_exit_fn>(dlsym(core, "npuemu_core_exit"));
-      if (!hosted && core_exit != nullptr) std::atexit(core_exit);  // npuemu's "leaks at exit" report
+      boot_pid = getpid();
+      // at_exit (below) runs it: npuemu's "leaks at exit" report. A Python host runs its own exit functions.
+      if (!hosted) core_exit = reinterpret_cast<npuemu_core_exit_fn>(dlsym(core, "npuemu_core_exit"));
     }
   }
   if (!error.empty()) {
@@ -178,6 +180,23 @@ npuemu_value failed(int number) {
   if (returns == NR_STATUS) result.i = kUninitialized;
   return result;
 }
+
+// At the program's exit: Python's exit functions (the leak report, NPUEMU_SANITIZE_EXITCODE), once the
+// program's own exit work is done. Registered by the constructor below, when the bridge is loaded: that
+// is before the program's global objects are constructed (a library's constructors run before those of
+// the program that needs it), so it runs after their destructors; a program that releases everything
+// in a global object's destructor then has nothing reported. Registering it at the first call, as
+// before, ran it first, and reported what the destructors were about to release.
+//
+// It does nothing if the toolkit never started, in a Python host (Python runs its own exit functions),
+// or in a child made by fork(): the child shares none of the parent's resources, and its copy of the
+// interpreter may have a GIL some other thread of the parent held at the fork, which nobody releases
+// (the child would hang at exit). Children that call the toolkit must exec first (docs/toolkit.md).
+void at_exit() {
+  if (core_exit != nullptr && getpid() == boot_pid) core_exit();
+}
+
+__attribute__((constructor)) void register_at_exit() { std::atexit(at_exit); }
 
 }  // namespace
 
