@@ -522,37 +522,53 @@ def test_a_thread_polling_its_own_stream_runs_the_blocking_callback_in_process_r
     assert acl.rt.destroy_event(event) == 0
 
 
+class BusyReportThread:
+    """A blocking callback queued on the device's stream, then an event recorded behind it; the stream's
+    report thread is busy elsewhere until release() (or `busy_for` seconds), then runs the callback.
+    `done` gets "callback" when the callback has run, then aclrtProcessReport's status."""
+
+    def __init__(self, device, busy_for: float):
+        self.device, self.go, self.done = device, threading.Event(), []
+        self.thread = threading.Thread(target=self._serve, args=(busy_for,))
+        self.thread.start()
+        self.event, _ = acl.rt.create_event()
+        assert acl.rt.subscribe_report(self.thread.ident, device.stream) == 0
+        assert acl.rt.launch_callback(self.done.append, "callback", acl.ACL_CALLBACK_BLOCK, device.stream) == 0
+        assert acl.rt.record_event(self.event, device.stream) == 0
+
+    def _serve(self, busy_for: float) -> None:
+        self.go.wait(busy_for)
+        self.done.append(acl.rt.process_report(5000))
+
+    def release(self) -> None:
+        self.go.set()
+        self.thread.join()
+
+    def close(self) -> None:
+        self.release()
+        assert self.done == ["callback", 0]
+        assert acl.rt.synchronize_stream(self.device.stream) == 0, last_error()
+        assert acl.rt.unsubscribe_report(self.thread.ident, self.device.stream) == 0
+        assert acl.rt.destroy_event(self.event) == 0
+
+
 def test_a_query_does_not_wait_for_the_report_thread_of_a_blocking_callback(device):
     """The report thread is busy: every query answers NOT_READY at once (they waited for the thread), and
     the callback is waiting for it when it gets to aclrtProcessReport."""
-    go, done = threading.Event(), []
-
-    def serve():
-        go.wait(1.0)  # busy elsewhere (until the test says go, or a second went by)
-        done.append(acl.rt.process_report(5000))
-
-    thread = threading.Thread(target=serve)
-    thread.start()
-    event, _ = acl.rt.create_event()
+    busy = BusyReportThread(device, busy_for=1.0)
     try:
-        assert acl.rt.subscribe_report(thread.ident, device.stream) == 0
-        assert acl.rt.launch_callback(done.append, "callback", acl.ACL_CALLBACK_BLOCK, device.stream) == 0
-        assert acl.rt.record_event(event, device.stream) == 0
         start = time.perf_counter()
         assert acl.rt.stream_query(device.stream) == (acl.ACL_STREAM_STATUS_NOT_READY, 0)
-        assert acl.rt.query_event_status(event) == (acl.ACL_EVENT_RECORDED_STATUS_NOT_READY, 0)
-        assert acl.rt.query_event(event) == (acl.ACL_EVENT_STATUS_NOT_READY, 0)
-        assert acl.rt.query_event_wait_status(event) == (acl.ACL_EVENT_WAIT_STATUS_NOT_READY, 0)
+        assert acl.rt.query_event_status(busy.event) == (acl.ACL_EVENT_RECORDED_STATUS_NOT_READY, 0)
+        assert acl.rt.query_event(busy.event) == (acl.ACL_EVENT_STATUS_NOT_READY, 0)
+        assert acl.rt.query_event_wait_status(busy.event) == (acl.ACL_EVENT_WAIT_STATUS_NOT_READY, 0)
         assert time.perf_counter() - start < 0.5, "a query waited for the report thread"
+        busy.release()
+        assert busy.done == ["callback", 0]
+        assert acl.rt.stream_query(device.stream) == (acl.ACL_STREAM_STATUS_NOT_READY, 0)   # runs what is left
+        assert acl.rt.stream_query(device.stream) == (acl.ACL_STREAM_STATUS_COMPLETE, 0)
     finally:
-        go.set()
-        thread.join()
-    assert done == ["callback", 0]
-    assert acl.rt.stream_query(device.stream) == (acl.ACL_STREAM_STATUS_NOT_READY, 0)   # runs what is left
-    assert acl.rt.stream_query(device.stream) == (acl.ACL_STREAM_STATUS_COMPLETE, 0)
-    assert acl.rt.synchronize_stream(device.stream) == 0, last_error()
-    assert acl.rt.unsubscribe_report(thread.ident, device.stream) == 0
-    assert acl.rt.destroy_event(event) == 0
+        busy.close()
 
 
 @pytest.mark.parametrize("synchronise", ["stream", "event", "device"])
@@ -560,34 +576,18 @@ def test_a_synchronisation_with_a_timeout_waits_for_a_blocking_callback_only_unt
     """The report thread is busy until the synchronisation has returned (or 5 s went by): with a 50 ms
     timeout it returns the timeout code before the thread ran the callback (it used to wait for the
     thread, for up to the task timeout of 60 s)."""
-    go, done = threading.Event(), []
-
-    def serve():
-        go.wait(5.0)
-        done.append(acl.rt.process_report(5000))
-
-    thread = threading.Thread(target=serve)
-    thread.start()
-    event, _ = acl.rt.create_event()
+    busy = BusyReportThread(device, busy_for=5.0)
     try:
-        assert acl.rt.subscribe_report(thread.ident, device.stream) == 0
-        assert acl.rt.launch_callback(done.append, "callback", acl.ACL_CALLBACK_BLOCK, device.stream) == 0
-        assert acl.rt.record_event(event, device.stream) == 0
         call, code = {"stream": (lambda: acl.rt.synchronize_stream_with_timeout(device.stream, 50),
                                  acl.ACL_ERROR_RT_STREAM_SYNC_TIMEOUT),
-                      "event": (lambda: acl.rt.synchronize_event_with_timeout(event, 50),
+                      "event": (lambda: acl.rt.synchronize_event_with_timeout(busy.event, 50),
                                 acl.ACL_ERROR_RT_EVENT_SYNC_TIMEOUT),
                       "device": (lambda: acl.rt.synchronize_device_with_timeout(50),
                                  acl.ACL_ERROR_RT_STREAM_SYNC_TIMEOUT)}[synchronise]
         assert_rejected(call(), code, "timeout")
-        assert done == [], "the synchronisation waited for the report thread"
+        assert busy.done == [], "the synchronisation waited for the report thread"
     finally:
-        go.set()
-        thread.join()
-    assert done == ["callback", 0]
-    assert acl.rt.synchronize_stream(device.stream) == 0, last_error()
-    assert acl.rt.unsubscribe_report(thread.ident, device.stream) == 0
-    assert acl.rt.destroy_event(event) == 0
+        busy.close()
 
 
 @pytest.mark.sanitizer_reports("missing synchronisation")
