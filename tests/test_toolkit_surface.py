@@ -489,6 +489,24 @@ def test_set_env_sourced_twice_adds_nothing_twice(root, prelude):
         assert twice[name].endswith(":" + before) and entries[0].startswith(top + "/"), twice[name]
 
 
+@pytest.mark.skipif(shutil.which("dash") is None, reason="no dash (Debian's /bin/sh) on this machine")
+def test_set_env_in_a_posix_shell_takes_the_root_it_is_given_or_stops_with_a_message(root):
+    """dash cannot tell which file it sources: set_env.sh takes NPUEMU_TOOLKIT_ROOT and sets what it sets
+    in bash, or without it returns 1 with a message and sets nothing (not the current directory)."""
+    base = clean_base(ROOT=root)
+    expected = toolkit_variables(bash_environment('source "$ROOT/set_env.sh"\nenv -0\n', base))
+    given = subprocess.run(["dash", "-c", 'NPUEMU_TOOLKIT_ROOT="$ROOT" . "$ROOT/set_env.sh"\nenv -0\n'],
+                           capture_output=True, timeout=TIMEOUT, env=base)
+    assert given.returncode == 0, given.stderr.decode()
+    pairs = (entry.split(b"=", 1) for entry in given.stdout.split(b"\0") if b"=" in entry)
+    assert toolkit_variables({k.decode(): v.decode() for k, v in pairs}) == expected
+    missing = subprocess.run(["dash", "-c", '. "$ROOT/set_env.sh" || echo "returned $?"\n'
+                              'echo "ASCEND_CUSTOM_PATH=${ASCEND_CUSTOM_PATH:-unset}"\n'],
+                             capture_output=True, timeout=TIMEOUT, env=base, text=True)
+    assert missing.stdout.split() == ["returned", "1", "ASCEND_CUSTOM_PATH=unset"], missing.stdout
+    assert "NPUEMU_TOOLKIT_ROOT=<root> . <root>/set_env.sh" in missing.stderr, missing.stderr
+
+
 def test_setenv_bash_gives_the_same_environment(root):
     """`source <root>/bin/setenv.bash` (what some recipes source) sets exactly what set_env.sh sets, also
     under `set -eu` and when either is sourced by a relative path from its own directory."""

@@ -2,7 +2,24 @@
 #     source <toolkit root>/set_env.sh
 # The root is the directory of this file. ASCEND_CUSTOM_PATH, which the documentation's CMakeLists.txt
 # reads and the card's script leaves to the user, is set too. Safe under `set -eu`; prepends nothing twice.
-_npuemu_root="$(cd "$(dirname "${BASH_SOURCE[0]:-$0}")" && pwd)"
+#
+# bash and zsh say which file they are sourcing; a POSIX shell such as dash does not, so there the root
+# must be given (NPUEMU_TOOLKIT_ROOT=<root> . <root>/set_env.sh), and without it the script stops with a
+# message rather than take the current directory for the root. The shell-specific forms are in eval so
+# that other shells never parse them.
+if [ -n "${BASH_VERSION:-}" ]; then
+    eval '_npuemu_file="${BASH_SOURCE[0]:-$0}"'
+elif [ -n "${ZSH_VERSION:-}" ]; then
+    eval '_npuemu_file="${(%):-%x}"'
+elif [ -n "${NPUEMU_TOOLKIT_ROOT:-}" ]; then
+    _npuemu_file="$NPUEMU_TOOLKIT_ROOT/set_env.sh"
+else
+    echo "npuemu: set_env.sh: this shell does not tell which file it sources: source it from bash or zsh, or give" \
+         "the root: NPUEMU_TOOLKIT_ROOT=<root> . <root>/set_env.sh (the root: npuemu toolkit path)" >&2
+    return 1 2>/dev/null || exit 1
+fi
+_npuemu_root="$(cd "$(dirname "$_npuemu_file")" && pwd)"
+unset _npuemu_file
 
 _npuemu_prepend() {  # _npuemu_prepend VARIABLE DIRECTORY...: in front, once, with no empty entry
     local variable="$1" value entry
