@@ -1881,6 +1881,31 @@ def test_what_a_global_destructor_releases_is_no_leak_at_exit(tmp_path):
     assert (done.returncode, done.stdout, done.stderr) == (0, "main returns\nreleased 0 0 0 0\n", ""), done.stderr
 
 
+ENVIRONMENT_PROGRAM = r"""#include <cstdio>
+#include <cstdlib>
+#include "acl/acl.h"
+
+int main() {
+  const char *before = std::getenv("OPENBLAS_NUM_THREADS");
+  std::printf("before %s\n", before != nullptr ? before : "unset");
+  const int ret = aclInit(nullptr);
+  const char *after = std::getenv("OPENBLAS_NUM_THREADS");
+  std::printf("aclInit %d, after %s\n", ret, after != nullptr ? after : "unset");
+  return aclFinalize();
+}
+"""
+
+
+@pytest.mark.parametrize("value", [None, "3"])
+def test_starting_the_toolkit_leaves_the_programs_environment_as_it_was(tmp_path, value):
+    """The interpreter starts with OPENBLAS_NUM_THREADS=1 (NumPy's BLAS threads would compete with the
+    kernels'), but the program, and so its children, see the variable as they had it."""
+    executable = ctoolkit.compile_program(ENVIRONMENT_PROGRAM, tmp_path)
+    done = run(executable, OPENBLAS_NUM_THREADS=value)
+    shown = value or "unset"
+    assert (done.returncode, done.stdout) == (0, "before %s\naclInit 0, after %s\n" % (shown, shown)), done.stderr
+
+
 def test_the_documented_sample_from_c_leaks_nothing(built):
     done = run(built["documented_sample"])
     assert done.returncode == 0, done.stdout + done.stderr

@@ -545,9 +545,6 @@ PyModuleDef module_definition = {PyModuleDef_HEAD_INIT, "_npuemu_c", "npuemu's C
 // Start
 
 std::string start_interpreter(const char *executable) {
-  // NumPy's OpenBLAS would start a spinning thread per core at import, for no use of npuemu's: on a
-  // small machine they compete with the kernels' threads. A value the program set is kept.
-  setenv("OPENBLAS_NUM_THREADS", "1", 0);
   PyConfig config;
   PyConfig_InitPythonConfig(&config);
   config.install_signal_handlers = 0;  // SIGINT and the rest stay the C program's
@@ -636,6 +633,12 @@ void take_caller_stack(const npuemu_signature &sig, const void *caller) {
 extern "C" __attribute__((visibility("default"))) int npuemu_core_boot(const npuemu_boot *boot, char *error,
                                                                         unsigned long error_size) {
   signatures = boot->signatures;
+  // NumPy's OpenBLAS would start a spinning thread per core as the imports below load it, for no use of
+  // npuemu's: on a small machine they compete with the kernels' threads. It reads OPENBLAS_NUM_THREADS
+  // once, then: the variable is set for the imports only, so that the program's environment, which its
+  // children inherit, stays as it was (a value the program set is kept).
+  const bool blas_threads_set_here = boot->embedded && std::getenv("OPENBLAS_NUM_THREADS") == nullptr;
+  if (blas_threads_set_here) setenv("OPENBLAS_NUM_THREADS", "1", 0);
   std::string problem;
   if (boot->embedded) problem = start_interpreter(boot->executable);
   if (problem.empty()) {
@@ -645,6 +648,7 @@ extern "C" __attribute__((visibility("default"))) int npuemu_core_boot(const npu
     PyGILState_Release(gil);
     if (boot->embedded) PyEval_SaveThread();  // the interpreter's first thread state stays this thread's
   }
+  if (blas_threads_set_here) unsetenv("OPENBLAS_NUM_THREADS");
   if (!problem.empty()) std::snprintf(error, error_size, "%s", problem.c_str());
   return problem.empty() ? 0 : 1;
 }
