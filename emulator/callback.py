@@ -34,19 +34,24 @@ class Call:
     which the callback's own runtime calls come after; `lock`: the runtime's."""
 
     def __init__(self, fn: Callable[[Any], None], user_data: Any, seen: Optional[dict] = None,
-                 lock: Optional[threading.RLock] = None):
+                 lock: Optional[threading.RLock] = None, holds: Optional[int] = None):
         self.fn, self.user_data, self.seen, self.lock = fn, user_data, seen, lock
+        self.holds = holds  # the stream a blocking callback holds, when the sanitizer tracks order
         self.done = threading.Event()
 
     def run(self) -> None:
         if self.seen is not None:
             with self.lock:
                 TRACKER.host_saw_clock(self.seen)
+                if self.holds is not None:
+                    TRACKER.hold(self.holds, self.seen[self.holds])
         try:
             self.fn(self.user_data)
         except Exception:  # the program's own code: report it as Python reports a failing thread
             sys.stderr.write("npuemu: the callback %r raised:\n%s" % (self.fn, traceback.format_exc()))
         finally:
+            if self.holds is not None and self.seen is not None:
+                TRACKER.hold(None)
             self.done.set()
 
 
@@ -142,7 +147,8 @@ class HandOver:
         if reports is None:
             raise TimeoutError("no thread is subscribed to the stream any more (aclrtUnSubscribeReport before the "
                                "stream reached the callback), so nothing can ever run it")
-        self.thread_id, self.call = self.stream.subscriber, Call(self.fn, self.user_data, self.seen, self.lock)
+        self.thread_id, self.call = self.stream.subscriber, Call(self.fn, self.user_data, self.seen, self.lock,
+                                                                 self.stream.handle if self.block else None)
         reports.put(self.call)
 
     def _wait(self, until: Optional[float] = None) -> None:

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import bisect
 import ctypes
+import threading
 import zlib
 from typing import Optional, Sequence
 
@@ -145,6 +146,7 @@ class Tracker:
         self.running = None                        # the task running now, if any (whose site an access has)
         self.written_by_running: list = []         # (allocation, start, nbytes) it resolved to write
         self.calling: Optional[str] = None         # the synchronous host call touching device memory now
+        self.holding = threading.local()           # .stream, .epoch: the blocking callback this thread runs
 
     def configure(self, config) -> None:
         self.memory = config.checks_memory
@@ -249,6 +251,12 @@ class Tracker:
         is done, so what the callback does on the host comes after it)."""
         self._host_saw(clock)
 
+    def hold(self, stream_handle: Optional[int], epoch: int = 0) -> None:
+        """This thread runs the blocking callback of `stream_handle` queued as its task `epoch` (None: no
+        longer): until it returns, that stream's later tasks cannot run, so the callback's host accesses
+        do not conflict with them."""
+        self.holding.stream, self.holding.epoch = stream_handle, epoch
+
     def host_saw_event(self, event) -> None:
         recorded = self.events.get(event.handle)
         if recorded:
@@ -268,8 +276,11 @@ class Tracker:
     def _unsynchronised(self, start: int, end: int, write: bool):
         """(stream handle, access) of queued work the host has not seen complete that conflicts with a
         host access of [start, end) (any access if `write`, writes only if not)."""
+        held = getattr(self.holding, "stream", None)
         for state in self.clocks.values():
             for epoch, task in state.pending:  # only unseen work is pending
+                if state.handle == held and epoch > self.holding.epoch:
+                    break  # behind the blocking callback this thread runs: it cannot have run
                 reads, writes = task.ranges()
                 hit = _conflict(writes, start, end)
                 if hit is not None:

@@ -12,6 +12,7 @@ fails leaves a `Fault` record on its stream (see emulator.faults) and the stream
 from __future__ import annotations
 
 import collections
+import threading
 import time
 from typing import Callable, Optional, Sequence
 
@@ -24,6 +25,7 @@ from .sanitizer import TRACKER
 from .sites import Site, user_site
 
 _clock = time.perf_counter  # read three times per task: bound once
+POLL = 0.002  # seconds between looks at a task another thread is inside (the runtime lock is free meanwhile)
 _STOPPED = object()  # what Stream._run answers when it stops with work left (deadline, or a task that would wait)
 
 
@@ -133,6 +135,7 @@ class Stream(Resource):
         self.clock = 0.0                 # device time (perf_counter seconds) at which the stream is free
         self.faults: list[Fault] = []    # not yet reported by a synchronising call
         self.subscriber: Optional[int] = None  # the host thread that runs its callbacks (aclrtSubscribeReport)
+        self.busy: Optional[Task] = None  # the task a thread is running (see _wait_while_busy)
         super().__init__(site)
         if is_default:
             self.leak_checked = False  # released with its context, never by the program
@@ -181,9 +184,15 @@ class Stream(Resource):
         if upto is not None and upto.done:
             return None
         queue = self.queue
-        while queue:
+        while queue or self.busy is not None:  # a task another thread is inside is work left too
             if deadline is not None and _clock() > deadline:
                 return _STOPPED
+            if self.busy is not None:
+                if not self._wait_while_busy(deadline, wait):
+                    return _STOPPED
+                if upto is not None and upto.done:
+                    return None  # the other thread ran it meanwhile
+                continue  # and perhaps more: look at the queue again
             task = queue[0]  # left in the queue until it runs: a wait stays at the head while its record runs
             if task.run is None:
                 if task.__class__ is WaitTask:
@@ -200,6 +209,26 @@ class Stream(Resource):
                 return None
         return None
 
+    def _wait_while_busy(self, deadline: Optional[float], wait: bool) -> bool:
+        """Whether the stream is free: another thread is inside one of its tasks, a blocking callback's,
+        which waits for the callback with the runtime lock released, and nothing behind that task may run
+        before it ends (another thread's query or synchronisation ran them early). A query does not wait;
+        a synchronisation waits, the lock released, until the task ends or the deadline passes. The
+        callback's own thread waiting here would wait for itself: an error, as the card would hang."""
+        busy = self.busy
+        if not wait:
+            return False
+        if getattr(busy.run, "thread_id", None) == threading.get_ident():
+            raise AclError(status.ACL_ERROR_RT_TASK_TIMEOUT,
+                           "stream: expected a stream this thread does not hold, found stream %s held by %s, whose "
+                           "callback this thread is running: waiting for the stream from inside its own blocking "
+                           "callback never ends (the card would hang)" % (self.describe(), busy.name))
+        waiting = threading.Condition(busy.run.lock)
+        with waiting:  # wait() releases the runtime lock however deeply it is held, and takes it back
+            while self.busy is busy and (deadline is None or _clock() < deadline):
+                waiting.wait(POLL)
+        return self.busy is not busy
+
     def _execute(self, task: Task) -> None:
         start = max(self.clock, task.issued_at)
         run = task.run
@@ -209,6 +238,7 @@ class Stream(Resource):
             if checked:
                 TRACKER.task_running(task)
             TRACKER.running = task
+            self.busy = task
             try:
                 run()
                 if checked:
@@ -222,6 +252,7 @@ class Stream(Resource):
                     TRACKER.fault(fault)
             finally:
                 TRACKER.running = None
+                self.busy = None
             start += _clock() - begin
         elif isinstance(task, WaitTask):
             task.record = task.standing()  # the record it waited for: the trace draws its arrow from it

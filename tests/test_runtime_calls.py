@@ -590,6 +590,85 @@ def test_a_synchronisation_with_a_timeout_waits_for_a_blocking_callback_only_unt
         busy.close()
 
 
+@pytest.mark.parametrize("other", ["query", "synchronise"])
+def test_work_behind_a_blocking_callback_waits_for_it_whichever_thread_drains_the_stream(device, other):
+    """One thread synchronises and waits for the callback (its report thread is held back); meanwhile
+    another thread queries or synchronises the stream: the memset queued behind the callback still runs
+    after it (the callback reads the value from before the memset). It used to run at once, as the
+    second thread found the callback's task already taken off the queue."""
+    address = device.malloc(16)
+    assert acl.rt.memset(address, 16, 1, 16) == 0
+    ctx, _ = acl.rt.get_context()
+    go, stop, seen, results = threading.Event(), threading.Event(), [], []
+
+    def serve():
+        acl.rt.set_context(ctx)
+        go.wait(5.0)
+        while not stop.is_set():
+            acl.rt.process_report(20)
+
+    def read_back(_):
+        host = np.zeros(16, np.uint8)
+        assert acl.rt.memcpy(host.ctypes.data, 16, address, 16, D2H) == 0
+        seen.append(int(host[0]))
+
+    def in_context(call):
+        return threading.Thread(target=lambda: (acl.rt.set_context(ctx), results.append(call())))
+
+    server = threading.Thread(target=serve)
+    server.start()
+    try:
+        assert acl.rt.subscribe_report(server.ident, device.stream) == 0
+        assert acl.rt.launch_callback(read_back, None, acl.ACL_CALLBACK_BLOCK, device.stream) == 0
+        assert acl.rt.memset_async(address, 16, 7, 16, device.stream) == 0
+        first = in_context(lambda: acl.rt.synchronize_stream(device.stream))
+        first.start()
+        time.sleep(0.1)  # the first thread is waiting for the callback by now
+        second = in_context((lambda: acl.rt.stream_query(device.stream)[0]) if other == "query"
+                            else (lambda: acl.rt.synchronize_stream(device.stream)))
+        second.start()
+        if other == "query":
+            second.join()
+        go.set()
+        first.join()
+        second.join()
+    finally:
+        go.set()
+        stop.set()
+        server.join()
+    assert seen == [1], "the memset behind the blocking callback ran before it"
+    assert sorted(results) == [0, acl.ACL_STREAM_STATUS_NOT_READY if other == "query" else 0]
+    assert acl.rt.unsubscribe_report(server.ident, device.stream) == 0
+
+
+def test_a_blocking_callback_synchronising_its_own_stream_is_told_it_would_wait_for_itself(device):
+    """The card would hang: the stream waits for the callback, which waits for the stream."""
+    ctx, _ = acl.rt.get_context()
+    stop, inside = threading.Event(), []
+
+    def serve():
+        acl.rt.set_context(ctx)
+        while not stop.is_set():
+            acl.rt.process_report(20)
+
+    def synchronise_own_stream(_):
+        inside.append(acl.rt.synchronize_stream(device.stream))
+        inside.append(last_error())
+
+    server = threading.Thread(target=serve)
+    server.start()
+    try:
+        assert acl.rt.subscribe_report(server.ident, device.stream) == 0
+        assert acl.rt.launch_callback(synchronise_own_stream, None, acl.ACL_CALLBACK_BLOCK, device.stream) == 0
+        assert acl.rt.synchronize_stream(device.stream) == 0, last_error()
+        assert acl.rt.unsubscribe_report(server.ident, device.stream) == 0
+    finally:
+        stop.set()
+        server.join()
+    assert inside[0] == acl.ACL_ERROR_RT_TASK_TIMEOUT, inside
+    assert "from inside its own blocking callback" in inside[1], inside[1]
+
+
 @pytest.mark.sanitizer_reports("missing synchronisation")
 def test_in_eager_mode_a_blocking_callback_holds_the_later_work_without_blocking_its_launch():
     """Eagerly, work runs as far as it can without waiting for another thread: the launch returns, and the

@@ -740,9 +740,9 @@ def test_an_in_place_output_never_written_is_read_uninitialised_whatever_the_ker
     assert finding.kind == "uninitialised read" and "gradOutput" in finding.message
 
 
-def run_with_a_callback(program: Program, callback) -> None:
-    """`callback` queued (blocking) on s1 behind a kernel that writes `program.result`, run by a report
-    thread, then s1 synchronised."""
+def run_with_a_callback(program: Program, callback, block: int = acl.ACL_CALLBACK_BLOCK, then=None) -> None:
+    """`callback` queued (blocking by default) on s1 behind a kernel that writes `program.result`, then
+    `then(program)` queued behind it, all run by a report thread, then s1 synchronised."""
     ctx, _ = acl.rt.get_context()
     stop = threading.Event()
 
@@ -757,7 +757,9 @@ def run_with_a_callback(program: Program, callback) -> None:
         a, b = program.malloc(), program.malloc()
         program.result = program.malloc(written=False)
         program.log_sigmoid_backward(a, b, program.result, program.s1)
-        assert acl.rt.launch_callback(callback, None, acl.ACL_CALLBACK_BLOCK, program.s1) == 0
+        assert acl.rt.launch_callback(callback, None, block, program.s1) == 0
+        if then is not None:
+            then(program)
         assert acl.rt.synchronize_stream(program.s1) == 0
         assert acl.rt.unsubscribe_report(thread.ident, program.s1) == 0
     finally:
@@ -798,3 +800,20 @@ def test_a_callback_is_not_ordered_after_work_of_another_stream():
     finally:
         program.close()
     assert [finding.kind for finding in emulator.reports()] == ["race"]
+
+
+def overwrite_the_result(program: Program) -> None:
+    assert acl.rt.memset_async(program.result, N, 0, N, program.s1) == 0
+
+
+def test_work_queued_behind_a_blocking_callback_cannot_race_with_what_the_callback_reads():
+    """The memset behind a blocking callback waits for it: the callback's copy of the buffer it overwrites
+    is no missing synchronisation (and it reads the kernel's result)."""
+    program, seen = Program(), []
+    try:
+        run_with_a_callback(program, lambda _: seen.append(program.read(program.result)), then=overwrite_the_result)
+        assert seen == [0] and program.out.any(), "the callback read the kernel's result, not the memset's zeros"
+    finally:
+        program.close()
+    assert emulator.reports() == []
+
