@@ -2,16 +2,26 @@
 from __future__ import annotations
 
 import argparse
+import os
+import signal
 import sys
 from importlib import metadata
 
-from . import __version__
+from . import __version__, trace
 from .config import ConfigError, from_environment
 from .soc import PROFILES
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
+    trace.discard()  # NPUEMU_TRACE is the program's: this command's own empty trace would overwrite it
+    try:
+        return _main(sys.argv[1:] if argv is None else argv)
+    except BrokenPipeError:  # `npuemu | head -1`: the reader has gone, as for any command in a pipe
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # nothing left to flush at exit
+        return 128 + signal.SIGPIPE
+
+
+def _main(argv: list[str]) -> int:
     if argv and argv[0] == "run":  # `npuemu run [OPTIONS] [--] PROGRAM [ARGS...]` (emulator/launcher.py)
         from .launcher import main as run
         return run(argv[1:])

@@ -68,7 +68,7 @@ def settings_environment(args: argparse.Namespace, base: dict) -> dict:
         if value is None:
             continue
         if name == "trace" and value:
-            value = os.path.abspath(value)  # the program may change directory
+            value = os.path.abspath(os.path.expanduser(value))  # as NPUEMU_TRACE's own: the program may change directory
             if not os.path.isdir(os.path.dirname(value)):
                 raise ConfigError("NPUEMU_TRACE: expected a file in an existing directory, found %r" % value)
         env[variable] = value

@@ -890,9 +890,9 @@ def aclrtLaunchCallback(fn: Callable[[Any], None], userData: Any, blockType: int
         target = stream_of(stream, for_work=True)
         limit = _P.config.task_timeout or None
         task = callback.launch(target, fn, userData, block == status.ACL_CALLBACK_BLOCK, limit, _P.lock)
-        enqueue(target, task)
         if TRACKER.hazards:  # the callback runs after the work queued before it: so do its runtime calls
-            task.run.seen = TRACKER.stream_clock(target)
+            task.run.seen = TRACKER.next_clock(target)
+        enqueue(target, task)
 
 
 @api("aclrtProcessReport")

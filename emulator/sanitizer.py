@@ -241,10 +241,16 @@ class Tracker:
         if state is not None:
             self._host_saw(state.clock)
 
-    def stream_clock(self, stream) -> dict:
-        """What the work queued on `stream` so far comes after (its latest task included): what a
-        callback queued now has seen complete when it runs."""
-        return dict(self._clock_of(stream).clock)
+    def next_clock(self, stream) -> dict:
+        """The clock the next task queued on `stream` will have (itself included), as enqueued() makes
+        it: what a callback queued next has seen complete when it runs. Known before the task is queued,
+        as eager execution may run it at once."""
+        state = self._clock_of(stream)
+        clock = dict(state.clock)
+        if state.host_version != self.host_version:
+            _join(clock, self.host)
+        clock[state.handle] = state.count + 1
+        return clock
 
     def host_saw_clock(self, clock: dict) -> None:
         """The host saw the work of `clock` complete (a callback runs: the work before it on its stream

@@ -503,6 +503,7 @@ class Trace:
 
 
 _trace: Optional[Trace] = None
+_discarded = False  # discard(): this process traces nothing
 _lock = threading.Lock()
 
 
@@ -521,6 +522,8 @@ def _absolute(setting: str) -> str:
 
 def _follow(setting: str, soc: Optional[str], execution: Optional[str]) -> None:
     global _trace
+    if _discarded:
+        return
     current = _trace
     if current is not None and setting and (setting == current.setting or _absolute(setting) == current.path):
         current.soc, current.execution = soc or current.soc, execution or current.execution
@@ -543,6 +546,18 @@ def _stop(trace: Trace) -> None:
     hooks.detach("REPORTS", trace)
     trace.close()
     trace.write()
+
+
+def discard() -> None:
+    """This process is npuemu's own command (`npuemu`, the parent of `npuemu run`): it traces nothing and
+    writes no file. It imports emulator, which follows NPUEMU_TRACE, and its empty trace, written at its
+    exit, replaced the trace of the program it ran."""
+    global _trace, _discarded
+    with _lock:
+        trace, _trace, _discarded = _trace, None, True  # and the settings, applied later, start none
+    if trace is not None:
+        for hook in ("CALLS", "MESSAGES", "TASKS", "REPORTS"):
+            hooks.detach(hook, trace)
 
 
 def current() -> Optional[Trace]:

@@ -173,3 +173,38 @@ def test_npuemu_help_names_run():
     done = subprocess.run([sys.executable, "-m", "emulator", "run", "--help"], capture_output=True, text=True,
                           timeout=60)
     assert done.returncode == 0 and "npuemu run [OPTIONS] [--] PROGRAM [ARGS...]" in done.stdout
+
+
+def trace_argv(path) -> str:
+    import json
+    with open(str(path), encoding="utf-8") as file:
+        return json.load(file)["otherData"]["argv"]
+
+
+def test_the_trace_is_the_programs_whichever_way_it_is_asked_for(tmp_path):
+    """NPUEMU_TRACE in the environment or --trace (with `~`, as NPUEMU_TRACE takes it): the file holds
+    the program's trace, not an empty one of the `npuemu` process that ran it (whose exit came last)."""
+    program = script(tmp_path, LEAKING_SCRIPT.replace("if \"--free\" in sys.argv:", "if True:"))
+    traced = str(tmp_path / "from-environment.json")
+    done = npuemu_run(program, env={**clean_environment(), "NPUEMU_TRACE": traced})
+    assert done.returncode == 0, done.stderr
+    assert trace_argv(traced).endswith("program.py")
+    home = tmp_path / "home"
+    home.mkdir()
+    done = npuemu_run("--trace", "~/from-option.json", program, env={**clean_environment(), "HOME": str(home)})
+    assert done.returncode == 0, done.stderr
+    assert trace_argv(home / "from-option.json").endswith("program.py")
+    info = subprocess.run(ctoolkit.npuemu_command(), capture_output=True, text=True, timeout=120,
+                          env={**clean_environment(), "NPUEMU_TRACE": traced})
+    assert info.returncode == 0 and trace_argv(traced).endswith("program.py"), "`npuemu` rewrote the trace"
+
+
+def test_npuemu_whose_reader_goes_away_ends_quietly():
+    """`npuemu | head -1`: the status of a command whose pipe closed (128 + SIGPIPE), no traceback. (The
+    reading end is closed before npuemu writes anything.)"""
+    import signal
+    process = subprocess.Popen(ctoolkit.npuemu_command(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               env=clean_environment())
+    process.stdout.close()
+    stderr = process.stderr.read().decode()
+    assert process.wait(timeout=120) == 128 + signal.SIGPIPE and stderr == "", stderr

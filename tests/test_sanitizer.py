@@ -767,10 +767,12 @@ def run_with_a_callback(program: Program, callback, block: int = acl.ACL_CALLBAC
         thread.join()
 
 
-def test_a_callback_comes_after_the_work_before_it_on_its_stream_so_its_runtime_calls_report_nothing():
+@pytest.mark.parametrize("execution", ["async", "eager"])
+def test_a_callback_comes_after_the_work_before_it_on_its_stream_so_its_runtime_calls_report_nothing(execution):
     """The callback copies the kernel's result back and queues a copy into it on the other stream: both
     come after the kernel (the stream reached the callback), so neither is a missing synchronisation
-    or a race."""
+    or a race; eagerly too, where the stream reaches the callback as it is launched."""
+    emulator.configure(execution=execution)
     program, seen = Program(), []
 
     def copy_back_and_again(_):
@@ -806,9 +808,11 @@ def overwrite_the_result(program: Program) -> None:
     assert acl.rt.memset_async(program.result, N, 0, N, program.s1) == 0
 
 
-def test_work_queued_behind_a_blocking_callback_cannot_race_with_what_the_callback_reads():
+@pytest.mark.parametrize("execution", ["async", "eager"])
+def test_work_queued_behind_a_blocking_callback_cannot_race_with_what_the_callback_reads(execution):
     """The memset behind a blocking callback waits for it: the callback's copy of the buffer it overwrites
     is no missing synchronisation (and it reads the kernel's result)."""
+    emulator.configure(execution=execution)
     program, seen = Program(), []
     try:
         run_with_a_callback(program, lambda _: seen.append(program.read(program.result)), then=overwrite_the_result)
