@@ -724,19 +724,20 @@ def _enqueue_copy(copy: Copy, device_id: int, stream: Stream, name: str) -> None
     copy.check_now(space, device_id)
     nbytes = copy.width * copy.height
     task = Task("%s(%d bytes)" % (name, nbytes), None, reads=copy.device_reads(), writes=copy.device_writes())
-    _set_run(task, lambda: copy.run(space, device_id), (copy.src, "reads"), (copy.dst, "writes"))
+    _set_run(task, lambda: copy.run(space, device_id), (copy.src, "reads", copy.spitch, copy.width),
+             (copy.dst, "writes", copy.dpitch, copy.width))
     enqueue(stream, task)
 
 
 def _set_run(task: Task, run: Callable[[], None], *spans: tuple) -> None:
-    """The task's work: `run`. Host memory among the (Span, "reads" or "writes") it is handed must stay as it
-    is until the program synchronises with the task (synccheck)."""
-    handed = [(span, role) for span, role in spans if not span.on_device]
+    """The task's work: `run`. Host memory among the (Span, "reads" or "writes"[, pitch, width]) it is handed
+    must stay as it is until the program synchronises with the task (synccheck)."""
+    handed = [spec for spec in spans if not spec[0].on_device]
     if not (TRACKER.hazards and handed):
         task.run = run
         return
-    for span, role in handed:
-        TRACKER.handed_to_copy(task, span.address, span.nbytes, role)
+    for span, role, *rows in handed:  # rows: (pitch, width) of a 2-D copy's side
+        TRACKER.handed_to_copy(task, span.address, span.nbytes, role, *rows)
 
     def checked_run() -> None:
         TRACKER.copy_running(task)

@@ -96,20 +96,36 @@ def _task_role(access: Access, stream_name: str) -> str:
 
 class HostCopy:
     """Host memory an async copy reads or writes, from its aclrtMemcpyAsync until the host has seen the
-    copy complete, with a checksum of what the memory should hold: taken when queued, and again after
-    the copy wrote it."""
+    copy complete, with a checksum of what the memory should hold: taken when queued, and again after a
+    copy in stream order wrote it. A 2-D copy's memory is its rows (`pitch` apart, `width` bytes each),
+    not the gaps between them, which the host may use meanwhile."""
 
-    __slots__ = ("task", "start", "end", "checksum", "role", "reported")
+    __slots__ = ("task", "start", "end", "pitch", "width", "checksum", "role", "reported")
 
-    def __init__(self, task, start: int, end: int, role: str):
+    def __init__(self, task, start: int, end: int, role: str, pitch: int = 0, width: int = 0):
         self.task, self.start, self.end, self.role = task, start, end, role
-        self.checksum = _checksum(start, end - start)
+        self.pitch, self.width = pitch, width  # 0: one range [start, end)
         self.reported = False
+        self.checksum = self.sum()
+
+    def sum(self) -> int:
+        if not self.pitch or self.pitch == self.width:
+            return _checksum(self.start, self.end - self.start)
+        rows = (self.end - self.start - self.width) // self.pitch + 1
+        crc = 0  # at most SAMPLES rows, evenly spread (the first and the last among them), as _checksum's pages
+        for row in sorted({r * (rows - 1) // (SAMPLES - 1) for r in range(SAMPLES)} if rows > SAMPLES else range(rows)):
+            crc = zlib.crc32((ctypes.c_char * self.width).from_address(self.start + row * self.pitch), crc)
+        return crc
+
+    def mapped(self) -> bool:
+        return _mapped(self.start, self.end - self.start)
 
     def changed(self) -> bool:
         """Whether the memory (still mapped) no longer holds what it should."""
-        nbytes = self.end - self.start
-        return _mapped(self.start, nbytes) and _checksum(self.start, nbytes) != self.checksum
+        return self.mapped() and self.sum() != self.checksum
+
+    def overlaps(self, other: "HostCopy") -> bool:
+        return self.start < other.end and other.start < self.end
 
 
 def _mapped(address: int, nbytes: int) -> bool:
@@ -142,7 +158,8 @@ class Tracker:
         self.events: dict[int, dict] = {}          # event handle -> the clock of its latest record
         self.host: dict = {}                       # what the host has seen complete
         self.host_version = 0
-        self.host_copies: list[HostCopy] = []
+        self.host_copies: list[HostCopy] = []     # in the order queued
+        self.host_copies_of: dict = {}             # id(task) -> its HostCopy list (a task looks up its own)
         self.running = None                        # the task running now, if any (whose site an access has)
         self.written_by_running: list = []         # (allocation, start, nbytes) it resolved to write
         self.calling: Optional[str] = None         # the synchronous host call touching device memory now
@@ -343,6 +360,8 @@ class Tracker:
         state = self.clocks.pop(stream.handle, None)
         # its work runs now (or is dropped, with Force): afterwards none of it needs host memory any more
         self.host_copies = [copy for copy in self.host_copies if copy.task.stream is not stream]
+        self.host_copies_of = {key: kept for key, copies in self.host_copies_of.items()
+                               if (kept := [copy for copy in copies if copy.task.stream is not stream])}
         if state is None:
             return
         unseen = state.count - self.host.pop(state.handle, 0)
@@ -377,23 +396,38 @@ class Tracker:
                 copy.reported = True
                 break
 
-    def handed_to_copy(self, task, start: int, nbytes: int, role: str) -> None:
+    def handed_to_copy(self, task, start: int, nbytes: int, role: str, pitch: int = 0, width: int = 0) -> None:
         """Queued work (an async copy or memset) will read (`role` "reads") or write host memory [start,
-        start+nbytes) when it runs."""
+        start+nbytes) when it runs (rows of `width` bytes `pitch` apart for a 2-D copy)."""
         if nbytes > 0:
-            self.host_copies.append(HostCopy(task, start, start + nbytes, role))
+            copy = HostCopy(task, start, start + nbytes, role, pitch, width)
+            self.host_copies.append(copy)
+            self.host_copies_of.setdefault(id(task), []).append(copy)
 
     def copy_running(self, task) -> None:
-        """The copy runs now: the host memory it was handed must be as it was when queued."""
-        for copy in self.host_copies:
-            if copy.task is task:
-                self._check_host_copy(copy, "when the copy ran, in the call", user_site())
+        """The copy runs now: the host memory it was handed must be as it was when queued, and so must the
+        memory of the other copies there that it is about to write over (copy_ran)."""
+        for copy in self.host_copies_of.get(id(task), ()):
+            self._check_host_copy(copy, "when the copy ran, in the call", user_site())
+            if copy.role == "writes":
+                for other in self._written_over(copy):
+                    self._check_host_copy(other, "when %s ran, in the call" % task.name, user_site())
 
     def copy_ran(self, task) -> None:
-        """The copy wrote the host memory it was handed: that is what it must hold until synchronised."""
-        for copy in self.host_copies:
-            if copy.task is task and copy.role == "writes" and _mapped(copy.start, copy.end - copy.start):
-                copy.checksum = _checksum(copy.start, copy.end - copy.start)
+        """The copy wrote the host memory it was handed: what it wrote is what that memory must hold until
+        synchronised, for it and for every other copy handed memory there (a copy of the same stream that
+        reads back what this one wrote, an upload from the buffer a download refills: the device changed
+        it in stream order, not the host)."""
+        for copy in self.host_copies_of.get(id(task), ()):
+            if copy.role == "writes" and copy.mapped():
+                for other in self._written_over(copy):
+                    other.checksum = other.sum()
+                copy.checksum = copy.sum()
+
+    def _written_over(self, copy: HostCopy) -> list:
+        """The other copies handed host memory that `copy` writes (a scan only for copies that write host
+        memory: downloads, memsets of pinned memory)."""
+        return [other for other in self.host_copies if other is not copy and other.overlaps(copy)]
 
     def _check_host_copy(self, copy: HostCopy, when: str, site: Site) -> None:
         if copy.reported or not copy.changed():
@@ -408,14 +442,17 @@ class Tracker:
 
     def _settle_host_copies(self) -> None:
         """The copies the host has now seen complete: a last check, then they are forgotten."""
+        pending = {id(task) for state in self.clocks.values() for _, task in state.pending}
         kept = []
         for copy in self.host_copies:
-            state = self.clocks.get(copy.task.stream.handle) if copy.task.stream is not None else None
-            if state is not None and any(task is copy.task for _, task in state.pending):
+            if id(copy.task) in pending:
                 kept.append(copy)
             else:
                 self._check_host_copy(copy, "by the synchronisation", user_site())
         self.host_copies = kept
+        self.host_copies_of = {}
+        for copy in kept:
+            self.host_copies_of.setdefault(id(copy.task), []).append(copy)
 
     # -- initcheck ----------------------------------------------------------------------------------
 

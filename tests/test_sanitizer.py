@@ -185,6 +185,38 @@ def sync_host_memory_changed_before_the_async_copy(p):
     assert acl.rt.synchronize_stream(p.s1) == 0
 
 
+def sync_one_host_buffer_uploaded_then_refilled_on_one_stream(p):
+    """The buffer is the upload's source and, after a kernel, the download's destination: stream order
+    puts the download after the upload, so the device changing it is no change by the host."""
+    a, b, out = p.malloc(written=False), p.malloc(), p.malloc(written=False)
+    host = np.full(N // 4, 0.5, np.float32)
+    assert acl.rt.memcpy_async(a, N, acl.util.numpy_to_ptr(host), N, H2D, p.s1) == 0
+    p.log_sigmoid_backward(a, b, out, p.s1)
+    assert acl.rt.memcpy_async(acl.util.numpy_to_ptr(host), N, out, N, D2H, p.s1) == 0
+    assert acl.rt.synchronize_stream(p.s1) == 0
+
+
+def sync_pinned_buffer_memset_downloaded_into_then_uploaded(p):
+    a, b = p.malloc(), p.malloc(written=False)
+    pinned, _ = acl.rt.malloc_host(N)
+    try:
+        assert acl.rt.memset_async(pinned, N, 0, N, p.s1) == 0
+        assert acl.rt.memcpy_async(pinned, N, a, N, D2H, p.s1) == 0
+        assert acl.rt.memcpy_async(b, N, pinned, N, H2D, p.s1) == 0
+        assert acl.rt.synchronize_stream(p.s1) == 0
+    finally:
+        assert acl.rt.free_host(pinned) == 0
+
+
+def sync_host_fills_the_gaps_between_the_rows_of_a_2d_download(p):
+    """A 2-D copy's host memory is its rows: the host may use the bytes between them meanwhile."""
+    a = p.malloc()
+    host = np.zeros((16, 8), np.float32)
+    assert acl.rt.memcpy_2d_async(acl.util.numpy_to_ptr(host), 32, a, 16, 16, 16, D2H, p.s1) == 0
+    host[:, 4:] = 7.0
+    assert acl.rt.synchronize_stream(p.s1) == 0
+
+
 def sync_pinned_memory_freed_before_the_async_copy(p):
     a = p.malloc()
     pinned, _ = acl.rt.malloc_host(N)
@@ -315,6 +347,9 @@ SCENARIOS = {
     sync_free_while_queued_work_reads: {"memory freed while in use", "invalid device access"},
     sync_destroy_stream_with_queued_work: {"pending work destroyed"},
     sync_host_memory_changed_before_the_async_copy: {"host memory in flight"},
+    sync_one_host_buffer_uploaded_then_refilled_on_one_stream: set(),
+    sync_pinned_buffer_memset_downloaded_into_then_uploaded: set(),
+    sync_host_fills_the_gaps_between_the_rows_of_a_2d_download: set(),
     sync_pinned_memory_freed_before_the_async_copy: {"host memory in flight", "invalid device access"},
     sync_pinned_memory_freed_under_a_queued_memset: {"host memory in flight", "invalid device access"},
     mem_unread_parameter_misaligned_and_destroyed: {"destroyed tensor"},
