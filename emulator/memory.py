@@ -287,15 +287,17 @@ class AddressSpace:
         _unmap(host.address, (host.size + PAGE - 1) // PAGE * PAGE)
 
     def resolve(self, address: int, nbytes: int, device_id: int, what: Union[str, Callable[[], str]],
-                base: Optional[int] = None) -> tuple[Allocation, int]:
+                base: Optional[int] = None, access: bool = True) -> tuple[Allocation, int]:
         """The allocation of device `device_id` holding `base` (default: `address`), which must hold all of
         [address, address+nbytes), and the host address backing `address`; DeviceFault, naming `what` and
         the allocation, if not. A tensor passes its data address as `base`: a view whose offset or shape
         carries it into a neighbouring allocation is an overrun of its own, not an access to the other.
-        `what` may be a callable, so that hot paths only build the description when there is a fault."""
+        `what` may be a callable, so that hot paths only build the description when there is a fault.
+        `access` False: the range is only checked (a call validating its arguments), so reaching into the
+        padding is not reported (the access that follows is)."""
         allocation = self._holding(address if base is None else base, device_id)
         if allocation is not None and allocation.address <= address and address + nbytes <= allocation.end:
-            if address + nbytes > allocation.user_end and TRACKER.memory:
+            if access and address + nbytes > allocation.user_end and TRACKER.memory:
                 TRACKER.padding_overrun(allocation, address, nbytes, what)
             return allocation, allocation.backing + (address - allocation.address)
         self._fault(address, nbytes, device_id, _text(what), address if base is None else base)
@@ -313,7 +315,7 @@ class AddressSpace:
             if heap.device_id == device_id:
                 allocation = heap.live.get(base) or heap.find(base)
         if allocation is not None and allocation.address <= address and address + nbytes <= allocation.end:
-            if address + nbytes > allocation.user_end and TRACKER.memory:
+            if write is not None and address + nbytes > allocation.user_end and TRACKER.memory:  # None: a check
                 TRACKER.padding_overrun(allocation, address, nbytes, what)
             if write is not None and TRACKER.hazards:
                 TRACKER.touched(allocation, address, nbytes, write, what)
@@ -370,10 +372,11 @@ class Span:
     on_device: bool
     pinned: bool = False
 
-    def pointer(self, space: "AddressSpace", device_id: int) -> int:
-        """The host pointer backing the range, or DeviceFault naming the parameter and what is wrong."""
+    def pointer(self, space: "AddressSpace", device_id: int, access: bool = True) -> int:
+        """The host pointer backing the range, or DeviceFault naming the parameter and what is wrong.
+        `access` False: only a check, which reports nothing to the sanitizer."""
         if self.on_device:
-            return space.resolve(self.address, self.nbytes, device_id, self.name)[1]
+            return space.resolve(self.address, self.nbytes, device_id, self.name, access=access)[1]
         span = (self.address, self.address + self.nbytes)
         if self.pinned and space.find_host(self.address, self.nbytes) is None:
             raise DeviceFault("%s: expected device memory or aclrtMallocHost memory for %d bytes, found host "
@@ -384,10 +387,10 @@ class Span:
                               % (self.name, self.nbytes, self.address), self.name, span)
         return self.address
 
-    def pointer_now(self, space: "AddressSpace", device_id: int) -> int:
+    def pointer_now(self, space: "AddressSpace", device_id: int, access: bool = True) -> int:
         """`pointer` for a call that checks its arguments at once: 107000 instead of a device fault."""
         try:
-            return self.pointer(space, device_id)
+            return self.pointer(space, device_id, access)
         except DeviceFault as fault:
             raise AclError(status.ACL_ERROR_RT_PARAM_INVALID, fault.message) from None
 
@@ -442,8 +445,8 @@ class Copy:
     def check_now(self, space: "AddressSpace", device_id: int) -> None:
         """Both ranges usable now, else the AclError 107000 of a call that checks at once: before the
         sanitizer lists the rows (a height past the allocation would make a row each)."""
-        self.dst.pointer_now(space, device_id)
-        self.src.pointer_now(space, device_id)
+        self.dst.pointer_now(space, device_id, access=False)
+        self.src.pointer_now(space, device_id, access=False)
 
     def run(self, space: "AddressSpace", device_id: int, now: bool = False) -> None:
         """Copy: checked now (AclError) or, for queued work, when it runs (DeviceFault)."""

@@ -832,7 +832,7 @@ def aclrtMemset(devPtr: int, maxCount: int, value: int, count: int) -> None:
         planned = _fill_of(devPtr, maxCount, value, count, pinned=False)
         if planned is not None:
             fill, device_id = planned
-            fill.span.pointer_now(_P.address_space(), device_id)  # a rejected memset touches nothing
+            fill.span.pointer_now(_P.address_space(), device_id, access=False)  # a rejected memset touches nothing
             with _host_call("aclrtMemset", (), fill.device_writes()):
                 fill.run(_P.address_space(), device_id, now=True)
 
@@ -848,7 +848,7 @@ def aclrtMemsetAsync(devPtr: int, maxCount: int, value: int, count: int, stream:
         target = stream_of(stream, for_work=True)
         fill, device_id = planned
         space = _P.address_space()
-        fill.span.pointer_now(space, device_id)
+        fill.span.pointer_now(space, device_id, access=False)
         task = Task("aclrtMemsetAsync(%d bytes)" % fill.span.nbytes, None, writes=fill.device_writes())
         _set_run(task, lambda: fill.run(space, device_id), (fill.span, "writes"))
         enqueue(target, task)

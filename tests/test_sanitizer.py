@@ -856,3 +856,27 @@ def test_work_queued_behind_a_blocking_callback_cannot_race_with_what_the_callba
         program.close()
     assert emulator.reports() == []
 
+
+
+@pytest.mark.sanitizer_reports("padding overrun")
+def test_a_copy_into_the_padding_is_one_finding_named_by_its_access_and_a_rejected_one_none():
+    """A call's argument checks are no access: only the copy itself is reported (the host call's, the
+    queued copy's), once each; a copy rejected by another check touched nothing."""
+    assert acl.init() == 0 and acl.rt.set_device(0) == 0
+    stream, _ = acl.rt.create_stream()
+    address, _ = acl.rt.malloc(250, 0)
+    host = np.ones(64, np.float32)
+    try:
+        assert acl.rt.memcpy(address, 256, acl.util.numpy_to_ptr(host), 256, H2D) == 0
+        assert acl.rt.memcpy_async(address, 256, acl.util.numpy_to_ptr(host), 256, H2D, stream) == 0
+        assert acl.rt.synchronize_stream(stream) == 0
+        unmapped = 0x10
+        assert acl.rt.memcpy(address, 256, unmapped, 256, H2D) == acl.ACL_ERROR_RT_PARAM_INVALID
+        assert acl.rt.memcpy_async(address, 256, unmapped, 256, H2D, stream) == acl.ACL_ERROR_RT_PARAM_INVALID
+    finally:
+        acl.rt.free(address)
+        acl.rt.destroy_stream(stream)
+        acl.rt.reset_device(0)
+        acl.finalize()
+    roles = [finding.sites[0][0] for finding in emulator.reports()]
+    assert roles == ["host call aclrtMemcpy", "aclrtMemcpyAsync(256 bytes), launched"], roles
