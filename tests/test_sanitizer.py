@@ -880,3 +880,20 @@ def test_a_copy_into_the_padding_is_one_finding_named_by_its_access_and_a_reject
         acl.finalize()
     roles = [finding.sites[0][0] for finding in emulator.reports()]
     assert roles == ["host call aclrtMemcpy", "aclrtMemcpyAsync(256 bytes), launched"], roles
+
+
+@pytest.mark.sanitizer_reports("missing synchronisation", "uninitialised read")
+def test_one_bug_in_a_loop_that_allocates_each_round_is_one_finding_counted_each_round():
+    """The addresses and allocation numbers differ from round to round; the finding is the same."""
+    program = Program()
+    try:
+        for _ in range(5):
+            a, b = program.malloc(), program.malloc()
+            out = program.malloc(written=False)
+            program.log_sigmoid_backward(a, b, out, program.s1)
+            program.read(out)  # the bug: no synchronisation first
+            assert acl.rt.synchronize_stream(program.s1) == 0
+    finally:
+        program.close()
+    missing = [finding for finding in emulator.reports() if finding.kind == "missing synchronisation"]
+    assert [finding.count for finding in missing] == [5], [finding.message for finding in missing]
