@@ -161,9 +161,13 @@ class HandOver:
         waiting = threading.Condition(self.lock)
         deadline = None if self.timeout is None else time.perf_counter() + self.timeout
         stop = deadline if until is None else until if deadline is None else min(deadline, until)
-        with waiting:  # wait() releases the runtime lock however deeply it is held, and takes it back
-            while not self.call.done.is_set() and (stop is None or time.perf_counter() < stop):
-                waiting.wait(POLL)
+        running, TRACKER.running = TRACKER.running, None  # meanwhile other threads' calls are not this task's
+        try:
+            with waiting:  # wait() releases the runtime lock however deeply it is held, and takes it back
+                while not self.call.done.is_set() and (stop is None or time.perf_counter() < stop):
+                    waiting.wait(POLL)
+        finally:
+            TRACKER.running = running
         if not self.call.done.is_set() and (until is None or stop != until):
             raise TimeoutError("the blocking callback %r was not processed within %g s by thread %d"
                                % (self.fn, self.timeout, self.thread_id))

@@ -897,3 +897,19 @@ def test_one_bug_in_a_loop_that_allocates_each_round_is_one_finding_counted_each
         program.close()
     missing = [finding for finding in emulator.reports() if finding.kind == "missing synchronisation"]
     assert [finding.count for finding in missing] == [5], [finding.message for finding in missing]
+
+
+@pytest.mark.sanitizer_reports("padding overrun", "uninitialised read")
+def test_a_host_call_inside_a_callback_is_named_as_the_host_call_not_the_callbacks_launch():
+    """While the stream waits for its blocking callback, the calls the callback makes are its own."""
+    program, small = Program(), None
+    try:
+        small, _ = acl.rt.malloc(250, 0)
+        assert acl.rt.memset(small, 250, 0, 250) == 0
+        host = np.zeros(64, np.float32)
+        run_with_a_callback(program, lambda _: acl.rt.memcpy(acl.util.numpy_to_ptr(host), 256, small, 256, D2H))
+    finally:
+        acl.rt.free(small)
+        program.close()
+    (finding,) = [finding for finding in emulator.reports() if finding.kind == "padding overrun"]
+    assert finding.sites[0][0] == "host call aclrtMemcpy", finding.sites
