@@ -60,7 +60,7 @@ class StreamClock:
     its tasks that the host has not yet seen complete, in the order queued: (epoch, task); a task's
     ranges (Task.ranges()) are only asked for when something is checked against them."""
 
-    __slots__ = ("handle", "clock", "count", "pending", "epochs", "host_version", "last_task")
+    __slots__ = ("handle", "clock", "count", "pending", "epochs", "host_version", "last_task", "box")
 
     def __init__(self, handle: int):
         self.handle = handle
@@ -70,6 +70,40 @@ class StreamClock:
         self.epochs: list[int] = []          # the pending tasks' epochs, for bisect
         self.host_version = -1
         self.last_task = None
+        self.box: Optional[tuple] = None     # (low, high) the pending tasks touch, once asked (apart())
+
+    def apart(self, low: int, high: int) -> bool:
+        """Whether no pending task touches [low, high): one comparison instead of a look at every pending
+        task, for the common case of streams working on memory of their own (without it, two streams
+        with N tasks pending each cost N checks a launch). Worked out when first asked, then kept."""
+        if self.box is None:
+            self.box = _box(range_ for _, task in self.pending for ranges in task.ranges() for range_ in ranges)
+        return self.box is _EMPTY or high <= self.box[0] or self.box[1] <= low
+
+    def queued(self, task) -> None:
+        """`task` joins the pending ones (a box already worked out grows to take it in)."""
+        if self.box is not None:
+            self.box = _box([(self.box[0], self.box[1] - self.box[0])] if self.box is not _EMPTY else [],
+                            *task.ranges())
+
+    def cut(self, count: int) -> None:
+        """The oldest `count` pending tasks are done with (seen by the host, or too old to keep)."""
+        del self.pending[:count], self.epochs[:count]
+        self.box = None
+
+
+_EMPTY = (0, 0)
+
+
+def _box(*groups) -> tuple:
+    """(low, high) of the (address, nbytes, ...) ranges of `groups` (iterables of ranges), or _EMPTY."""
+    low = high = None
+    for group in groups:
+        for entry in group:
+            if entry[1] > 0:
+                low = entry[0] if low is None else min(low, entry[0])
+                high = entry[0] + entry[1] if high is None else max(high, entry[0] + entry[1])
+    return _EMPTY if low is None else (low, high)
 
 
 def _join(into: dict, other: dict) -> None:
@@ -191,8 +225,9 @@ class Tracker:
                     self._check_race(stream, state, other, epoch, task)
         state.pending.append((epoch, task))
         state.epochs.append(epoch)
+        state.queued(task)
         if len(state.epochs) > PENDING:
-            del state.pending[:PENDING // 2], state.epochs[:PENDING // 2]
+            state.cut(PENDING // 2)
 
     def _check_race(self, stream, state: StreamClock, other: StreamClock, epoch: int, task) -> None:
         """The new task against the pending tasks of `other` that it is not ordered after."""
@@ -200,6 +235,9 @@ class Tracker:
         if first == len(other.epochs):
             return
         reads, writes = task.ranges()
+        touched = _box(reads, writes)
+        if touched is _EMPTY or other.apart(*touched):
+            return
         for earlier_epoch, earlier_task in other.pending[first:]:
             earlier_reads, earlier_writes = earlier_task.ranges()
             for entry in writes:
@@ -292,7 +330,7 @@ class Tracker:
             seen = self.host.get(state.handle, 0)
             if state.epochs and state.epochs[0] <= seen:
                 cut = bisect.bisect_right(state.epochs, seen)
-                del state.pending[:cut], state.epochs[:cut]
+                state.cut(cut)
         if self.host_copies:
             self._settle_host_copies()
 
@@ -301,6 +339,8 @@ class Tracker:
         host access of [start, end) (any access if `write`, writes only if not)."""
         held = getattr(self.holding, "stream", None)
         for state in self.clocks.values():
+            if not state.pending or state.apart(start, end):
+                continue
             for epoch, task in state.pending:  # only unseen work is pending
                 if state.handle == held and epoch > self.holding.epoch:
                     break  # behind the blocking callback this thread runs: it cannot have run
