@@ -188,10 +188,10 @@ class DeviceHeap:
     def _remember_freed(self, allocation: Allocation) -> None:
         bisect.insort(self.freed_starts, allocation.address)
         self.freed[allocation.address] = allocation
-        if len(self.freed_starts) > FREED_HISTORY:
-            oldest = min(self.freed.values(), key=lambda a: a.serial)
-            del self.freed[oldest.address]
-            self.freed_starts.remove(oldest.address)
+        if len(self.freed_starts) > FREED_HISTORY:  # forget the first freed: the dict keeps the order of frees
+            oldest = next(iter(self.freed))
+            del self.freed[oldest]
+            del self.freed_starts[bisect.bisect_left(self.freed_starts, oldest)]
 
     def find(self, address: int) -> Optional[Allocation]:
         """The live allocation whose reserved range holds `address`."""
