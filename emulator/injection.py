@@ -67,7 +67,7 @@ class Injection:
     task: bool = False
 
 
-_ENTRY = re.compile(r"""^(?P<task>task\s*:\s*)?
+_ENTRY = re.compile(r"""^(?P<task>(?i:task)\s*:\s*)?
                          (?P<name>[A-Za-z_]\w*|\*)
                          (?:\s*\#\s*(?P<first>\d+)\s*(?:(?P<plus>\+)|-\s*(?P<last>\d+))?)?
                          \s*=\s*(?P<code>\S+)$""", re.X)

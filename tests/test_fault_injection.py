@@ -273,7 +273,7 @@ def _launch_kl_div(device) -> int:
 @pytest.mark.parametrize("n", [1, 2])
 def test_an_injected_task_fails_its_synchronisation_naming_the_injection_and_the_launch_line(code, n, device):
     value = code_value(code)
-    spec = "task:aclnnKlDivBackward#%d=%s" % (n, code)
+    spec = "%s:aclnnKlDivBackward#%d=%s" % ("task" if n == 1 else "TASK", n, code)  # the word in any case
     results = []
     with emulator.inject_faults(spec) as plan:
         for _ in range(3):

@@ -140,6 +140,7 @@ def test_the_plan_is_within_its_sanity_bounds_and_says_where_each_choice_came_fr
     ("threshold=0,prefetch=0", {"threshold": 0, "prefetch": 0}),
     ("threshold=1G,block=256K,hint=nta", {"threshold": 1 << 30, "block": 1 << 18, "hint": "nta"}),
     ("threshold=300k,prefetch=4096,streaming=1", {"threshold": 300 << 10, "prefetch": 4096, "streaming": True}),
+    ("Streaming=ON,HINT=T0,Block=64K", {"streaming": True, "hint": "t0", "block": 64 << 10}),  # without regard to case
 ])
 def test_good_specs_are_parsed(spec, expected):
     assert _kernels.parse_memory_plan(spec) == expected

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
@@ -85,10 +86,17 @@ std::string range(int64_t low, int64_t high, const char* unit) {
   return "a multiple of 64 " + std::string(unit) + " in [" + std::to_string(low) + ", " + std::to_string(high) + "]";
 }
 
+// The text in lower case: NPUEMU_* values are read without regard to case (README), streaming=ON too.
+std::string lowered(std::string text) {
+  std::transform(text.begin(), text.end(), text.begin(), [](unsigned char c) { return std::tolower(c); });
+  return text;
+}
+
 // Applies one "name=value" entry to `plan`; returns the choice it sets.
 Choice apply_entry(const std::string& entry, MemoryPlan& plan) {
-  const size_t equals = entry.find('=');
-  const std::string name = entry.substr(0, equals), value = equals == std::string::npos ? "" : entry.substr(equals + 1);
+  const std::string text = lowered(entry);  // messages quote the entry as it was given
+  const size_t equals = text.find('=');
+  const std::string name = text.substr(0, equals), value = equals == std::string::npos ? "" : text.substr(equals + 1);
   if (equals == std::string::npos)
     bad_entry(entry, "name=value, the name one of streaming, threshold, prefetch, hint, block");
   int64_t size = 0;
