@@ -288,8 +288,10 @@ def test_a_c_program_writes_the_trace_at_its_exit(tmp_path):
     ctoolkit.require_compilers()
     executable = ctoolkit.compile_program(C_PROGRAM, tmp_path, "traced", flags=("-pthread", "-g"))
     path = str(tmp_path / "c.json")
-    done = ctoolkit.run_program(executable, env=ctoolkit.toolkit_environment(NPUEMU_TRACE=path))
+    done = ctoolkit.run_program(executable, env=ctoolkit.toolkit_environment(NPUEMU_TRACE=path), args=("--run", ""))
     assert done.returncode == 0, done.stdout + done.stderr
+    with open(path, encoding="utf-8") as file:
+        assert json.load(file)["otherData"]["argv"] == executable + " --run ", "the C program's command line"
     values = done.stdout.split()
     assert values[:4] == ["1", "2", "3", "4"]
     first, second = (int(value, 16) for value in values[4:6])

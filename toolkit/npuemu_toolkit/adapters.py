@@ -6,6 +6,7 @@ Importing this module (the bridge does, at start) also tells emulator.sites how 
 from __future__ import annotations
 
 import ctypes
+import sys
 from typing import Any, Optional
 
 import numpy as np
@@ -18,6 +19,22 @@ from emulator.memory import host_range_is_mapped
 
 sites.register_package_dir(__file__)
 sites.set_native_caller(_npuemu_c.caller)
+
+
+def _command_line() -> list:
+    """The C program's own command line, as the kernel keeps it (its arguments, empty ones included)."""
+    try:
+        with open("/proc/self/cmdline", "rb") as file:
+            raw = file.read()
+    except OSError:
+        return []
+    return [part.decode(errors="replace") for part in raw[:-1].split(b"\0")] if raw else []
+
+
+# The interpreter a C program embeds was given no command line (sys.argv is ['']): the trace's and the
+# logs' record of the process take the program's. A Python host keeps its own.
+if not any(sys.argv):
+    sys.argv = _command_line() or sys.argv
 
 
 class _Unreadable(Exception):
