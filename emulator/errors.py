@@ -184,6 +184,22 @@ def value_call(name: str, failure: Any) -> Callable:
     return wrap
 
 
+def c_rejected(code: int, name: str, message: str) -> int:
+    """A call the C toolkit rejected before the Python call ran (a null or unwritable out-parameter, an
+    array it cannot read): the call observers see it as they see a call rejected in Python (fault
+    injection counts it, and an entry for it fails it first; the trace and the logs show it), and its
+    message is left. Returns the status the C caller gets."""
+    afters: list = []
+    try:
+        _observe(name, (), {}, afters)
+    except AclError as error:  # an injected fault: the call fails with it, as in Python
+        code, message = error.code, error.message
+    record(code, name, message)
+    for after in afters:
+        after(code)
+    return code
+
+
 def _observe(name: str, args: tuple, kwargs: dict, afters: list) -> None:
     """Tell the call observers (emulator.hooks) that `name` starts; what each wants to hear at the end
     goes into `afters`, also when a later one makes the call fail (an AclError, raised on)."""

@@ -514,6 +514,7 @@ int main() {
   for (int i = 0; i < 3; ++i) {
     show("malloc", aclrtMalloc(&buffers[i], 64, ACL_MEM_MALLOC_HUGE_FIRST));
   }
+  show("malloc-null", aclrtMalloc(nullptr, 64, ACL_MEM_MALLOC_HUGE_FIRST));  // the C layer's own rejection
   float host[4] = {1, 2, 3, 4};
   show("copy", aclrtMemcpyAsync(buffers[0], 64, host, sizeof host, ACL_MEMCPY_HOST_TO_DEVICE, stream));  // @copy
   show("sync", aclrtSynchronizeStream(stream));
@@ -551,7 +552,17 @@ def test_from_c_the_nth_call_returns_the_code_and_the_message(c_program):
     assert re.match(r"\[PID:\d+\] \S+ ACL_ERROR_RT_MEMORY_ALLOCATION\(207001\): aclrtMalloc: injected fault: call "
                     r"#2 of aclrtMalloc fails with 207001 ACL_ERROR_RT_MEMORY_ALLOCATION \(NPUEMU_FAULTS: "
                     r"aclrtMalloc#2=207001\)$", text), text
-    assert all(ret == "0" for what, ret, _ in lines if what != "malloc")
+    assert all(ret == "0" for what, ret, _ in lines if what not in ("malloc", "malloc-null"))
+
+
+def test_from_c_a_call_the_c_layer_rejects_counts_and_an_injected_fault_comes_first_as_in_python(c_program):
+    """aclrtMalloc(nullptr, ...) never reaches Python's aclrtMalloc, but it is the 4th call all the same;
+    a fault injected into it wins over the null, as a fault injected into a bad Python call does."""
+    lines = {what: (ret, text) for what, ret, text in run_c(c_program, "")}
+    assert lines["malloc-null"][0] == "100000" and "devPtr" in lines["malloc-null"][1]
+    lines = {what: (ret, text) for what, ret, text in run_c(c_program, "aclrtMalloc#4=207001")}
+    assert lines["malloc-null"][0] == "207001", lines["malloc-null"]
+    assert "injected fault: call #4 of aclrtMalloc" in lines["malloc-null"][1]
 
 
 def test_from_c_a_creator_made_to_fail_returns_null(c_program):

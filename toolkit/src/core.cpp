@@ -44,6 +44,7 @@ const int kCallerFrames = 3;  // the program's frames a site keeps, as for Pytho
 const npuemu_signature *signatures = nullptr;
 std::vector<PyObject *> targets;   // the Python callable of each function, by number
 PyObject *record = nullptr;        // emulator.errors.record(code, api_name, message)
+PyObject *rejected = nullptr;      // emulator.errors.c_rejected(code, api_name, message): the status
 PyObject *live_handles = nullptr;  // emulator.resource.HANDLES._live: handle -> live resource
 std::vector<PyObject *> object_classes;  // the aclnn classes of NK_OBJECT parameters, by number
 bool traceback_shown = false;
@@ -91,6 +92,20 @@ int internal_code(const npuemu_signature &sig) { return sig.layer == NL_ACLNN ? 
 void leave_message(const npuemu_signature &sig, const Failure &failure) {
   PyObject *result = PyObject_CallFunction(record, "iss", failure.code, sig.name, failure.message.c_str());
   if (result == nullptr) PyErr_Print();
+  Py_XDECREF(result);
+}
+
+// A call rejected here, before its Python function ran: emulator.errors.c_rejected shows it to the call
+// observers as the Python layer does its own rejections (fault injection counts it and may fail it with
+// an injected code instead, the trace and the logs show it) and leaves the message.
+void reject(const npuemu_signature &sig, Failure *failure) {
+  PyObject *result = PyObject_CallFunction(rejected, "iss", failure->code, sig.name, failure->message.c_str());
+  if (result != nullptr && PyLong_Check(result)) {
+    failure->code = static_cast<int>(PyLong_AsLong(result));
+  } else {
+    PyErr_Clear();
+    leave_message(sig, *failure);
+  }
   Py_XDECREF(result);
 }
 
@@ -461,7 +476,7 @@ npuemu_value invoke(int number, const npuemu_value *args) {
   npuemu_value value;
   value.u = 0;
   if (!arguments(sig, args, argv, &argc, &failure)) {
-    leave_message(sig, failure);
+    reject(sig, &failure);
     value = failure_value(sig, failure);
   } else {
     PyObject *result = PyObject_Vectorcall(targets[number], argv, argc, nullptr);
@@ -596,6 +611,7 @@ std::string import_targets(const npuemu_signature *table, int count) {
            "environment it is installed in";
   }
   record = PyObject_GetAttrString(errors, "record");
+  rejected = PyObject_GetAttrString(errors, "c_rejected");
   Py_DECREF(errors);
   targets.assign(count, nullptr);
   for (int number = 0; number < count; ++number) {
@@ -609,7 +625,7 @@ std::string import_targets(const npuemu_signature *table, int count) {
     }
     targets[number] = target;
   }
-  return record != nullptr ? "" : python_error();
+  return record != nullptr && rejected != nullptr ? "" : python_error();
 }
 
 // The program's frames of this call: the forwarder's caller, and for the calls that make resources
