@@ -184,14 +184,15 @@ def value_call(name: str, failure: Any) -> Callable:
     return wrap
 
 
-def c_rejected(code: int, name: str, message: str) -> int:
+def c_rejected(code: int, name: str, message: str, arguments: dict) -> int:
     """A call the C toolkit rejected before the Python call ran (a null or unwritable out-parameter, an
     array it cannot read): the call observers see it as they see a call rejected in Python (fault
-    injection counts it, and an entry for it fails it first; the trace and the logs show it), and its
-    message is left. Returns the status the C caller gets."""
+    injection counts it, and an entry for it fails it first; the trace and the logs show it, with its
+    C `arguments` by name: numbers, and pointers as addresses or None), and its message is left. Returns
+    the status the C caller gets."""
     afters: list = []
     try:
-        _observe(name, (), {}, afters)
+        _observe(name, (), arguments, afters)
     except AclError as error:  # an injected fault: the call fails with it, as in Python
         code, message = error.code, error.message
     record(code, name, message)

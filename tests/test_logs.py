@@ -345,10 +345,12 @@ def test_from_c_at_debug_every_call_with_its_c_arguments(c_program):
     assert {m["process"] for m in lines} == {"logged"}
     calls = [(m["function"], m["text"]) for m in lines if m["level"] == "DEBUG"]
     starts = [text for _, text in calls if text.startswith("start")]
-    assert starts[:3] == ["start to execute aclrtSetDevice(deviceId=0)", "start to execute aclrtMalloc(size=64, policy=0)",
+    assert starts[:4] == ["start to execute aclrtSetDevice(deviceId=0)", "start to execute aclrtMalloc(size=64, policy=0)",
+                          # rejected by the toolkit itself, before Python's aclrtMalloc: its C arguments
+                          "start to execute aclrtMalloc(devPtr=nullptr, size=64, policy=0)",
                           "start to execute aclrtMemset(devPtr=0x%s, maxCount=64, value=0, count=0)"
-                          % re.search(r"devPtr=0x([0-9a-f]+)", starts[2]).group(1)]
-    assert starts[3].startswith("start to execute aclrtFree(devPtr=0x") and starts[4].startswith(
+                          % re.search(r"devPtr=0x([0-9a-f]+)", starts[3]).group(1)]
+    assert starts[4].startswith("start to execute aclrtFree(devPtr=0x") and starts[5].startswith(
         "start to execute aclrtResetDevice(deviceId=0)")
     [error] = [m for m in lines if m["level"] == "ERROR"]
     assert (error["module"], error["function"]) == ("ASCENDCL", "aclrtMalloc")

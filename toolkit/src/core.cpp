@@ -98,8 +98,31 @@ void leave_message(const npuemu_signature &sig, const Failure &failure) {
 // A call rejected here, before its Python function ran: emulator.errors.c_rejected shows it to the call
 // observers as the Python layer does its own rejections (fault injection counts it and may fail it with
 // an injected code instead, the trace and the logs show it) and leaves the message.
-void reject(const npuemu_signature &sig, Failure *failure) {
-  PyObject *result = PyObject_CallFunction(rejected, "iss", failure->code, sig.name, failure->message.c_str());
+// The C arguments of a call as they were given, by parameter name, for the observers of a rejected call:
+// numbers as numbers, anything behind a pointer as its address (None for null), never read.
+PyObject *given_arguments(const npuemu_signature &sig, const npuemu_value *args) {
+  PyObject *given = PyDict_New();
+  for (int slot = 0; given != nullptr && slot < sig.param_count; ++slot) {
+    PyObject *value;
+    switch (sig.params[slot].kind) {
+      case NK_INT: value = PyLong_FromLongLong(args[slot].i); break;
+      case NK_UINT: case NK_COUNT: value = PyLong_FromUnsignedLongLong(args[slot].u); break;
+      case NK_BOOL: value = PyBool_FromLong(args[slot].i != 0); break;
+      case NK_DOUBLE: value = PyFloat_FromDouble(args[slot].d); break;
+      default:
+        value = args[slot].p != nullptr ? PyLong_FromVoidPtr(const_cast<void *>(args[slot].p)) : Py_NewRef(Py_None);
+    }
+    if (value == nullptr || PyDict_SetItemString(given, sig.names[slot], value) != 0) Py_CLEAR(given);
+    Py_XDECREF(value);
+  }
+  return given;
+}
+
+void reject(const npuemu_signature &sig, const npuemu_value *args, Failure *failure) {
+  PyObject *given = given_arguments(sig, args);
+  PyObject *result = given == nullptr ? nullptr : PyObject_CallFunction(rejected, "issO", failure->code, sig.name,
+                                                                         failure->message.c_str(), given);
+  Py_XDECREF(given);
   if (result != nullptr && PyLong_Check(result)) {
     failure->code = static_cast<int>(PyLong_AsLong(result));
   } else {
@@ -476,7 +499,7 @@ npuemu_value invoke(int number, const npuemu_value *args) {
   npuemu_value value;
   value.u = 0;
   if (!arguments(sig, args, argv, &argc, &failure)) {
-    reject(sig, &failure);
+    reject(sig, args, &failure);
     value = failure_value(sig, failure);
   } else {
     PyObject *result = PyObject_Vectorcall(targets[number], argv, argc, nullptr);
