@@ -109,8 +109,9 @@ PyObject *given_arguments(const npuemu_signature &sig, const npuemu_value *args)
       case NK_UINT: case NK_COUNT: value = PyLong_FromUnsignedLongLong(args[slot].u); break;
       case NK_BOOL: value = PyBool_FromLong(args[slot].i != 0); break;
       case NK_DOUBLE: value = PyFloat_FromDouble(args[slot].d); break;
-      default:
-        value = args[slot].p != nullptr ? PyLong_FromVoidPtr(const_cast<void *>(args[slot].p)) : Py_NewRef(Py_None);
+      default:  // (Py_NewRef is not in Python 3.9, which the toolkit builds with too)
+        value = args[slot].p != nullptr ? PyLong_FromVoidPtr(const_cast<void *>(args[slot].p)) : Py_None;
+        if (value == Py_None) Py_INCREF(value);
     }
     if (value == nullptr || PyDict_SetItemString(given, sig.names[slot], value) != 0) Py_CLEAR(given);
     Py_XDECREF(value);
