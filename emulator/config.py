@@ -225,6 +225,8 @@ def with_changes(config: Config, **changes) -> Config:
     if "device_memory" in changes and isinstance(changes["device_memory"], str):
         changes["device_memory"] = parse_size(changes["device_memory"], "device_memory")
     if "soc" in changes and "device_memory" not in changes:
+        if not isinstance(changes["soc"], str):  # resolve() matches it against patterns: a TypeError otherwise
+            raise ConfigError("NPUEMU_SOC: expected str, found %r" % (changes["soc"],))
         try:
             changes["device_memory"] = soc_profiles.resolve(changes["soc"])[0].memory_bytes
         except ValueError as error:

@@ -68,6 +68,8 @@ def test_configure_names_the_keyword_of_a_bad_size():
     ("task_timeout", "x", "NPUEMU_TASK_TIMEOUT: expected float or int, found 'x'"),
     ("threads", True, "NPUEMU_THREADS: expected int, found True"),
     ("leak_check", 1, "NPUEMU_LEAK_CHECK: expected bool, found 1"),
+    ("soc", 5, "NPUEMU_SOC: expected str, found 5"),
+    ("soc", None, "NPUEMU_SOC: expected str, found None"),
 ])
 def test_configure_rejects_a_value_of_the_wrong_type_naming_the_setting(setting, value, expected):
     before = emulator.settings()
