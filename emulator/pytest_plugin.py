@@ -58,9 +58,9 @@ def pytest_configure(config: pytest.Config) -> None:
         "findings the test must make (docs/pytest.md)")
     changes = _option_settings(config)
     if changes:  # checked once, before any test: a typo fails the session at once
-        from .config import ConfigError, from_environment, with_changes
+        from .config import ConfigError, from_sources
         try:
-            with_changes(from_environment(), **changes)
+            from_sources(changes)  # the options replace their variables: a bad NPUEMU_SOC under --npuemu-soc is fine
         except ConfigError as error:
             raise pytest.UsageError("npuemu: %s" % error) from None
 
@@ -287,14 +287,27 @@ def _skip_pytest_frames() -> None:
     sites.register_package_dir(pluggy.__file__)
 
 
+def _restore_settings(saved) -> None:
+    """The settings in force before the test again; when none were (the environment not read yet),
+    the environment's, or none at all if it is unusable: the next use then reads it again and fails
+    as it would have without the test."""
+    from .config import ConfigError, from_environment
+    from .state import PROCESS
+    if saved is None:
+        try:
+            saved = from_environment()
+        except ConfigError:
+            pass
+    PROCESS.use(saved)
+
+
 @pytest.fixture
 def npu(request: pytest.FixtureRequest):
     """A fresh npuemu runtime for one test: device 0 set and current, a stream on it (an `Npu`).
     Everything is released afterwards; leaks, the sanitizer's reports and unsynchronised faults of
     the test fail it (docs/pytest.md)."""
-    import emulator
     from . import report
-    from .config import ConfigError
+    from .config import ConfigError, from_sources
     from .state import PROCESS
 
     item = request.node
@@ -305,10 +318,13 @@ def npu(request: pytest.FixtureRequest):
     if PROCESS.init_count > 0 or any(device.is_open for device in PROCESS.devices):
         close_everything(forget_leaks=False)  # left by a test without the fixture: its leaks are reported now
     try:
-        saved = dataclasses.asdict(emulator.settings())
-        emulator.configure(**changes)
+        # made from the environment, not from the settings in force: a test without the fixture may
+        # have called emulator.configure(), and its settings must not reach this test
+        wanted = from_sources(changes)
     except ConfigError as error:  # a bad marker value, or NPUEMU_* environment
         pytest.fail("npuemu fixture: %s" % error, pytrace=False)
+    saved = PROCESS._config  # None: not read yet (or unusable), and the environment may be bad
+    PROCESS.use(wanted)
     start = {id(r): (r, r.count) for r in report.reports()}
     session = Npu(start)
     findings: list = []
@@ -320,7 +336,7 @@ def npu(request: pytest.FixtureRequest):
         close_everything(forget_leaks=True)
         if not start:
             report.clear()  # the test's reports are delivered with its result, not again at exit
-        emulator.configure(**saved)
+        _restore_settings(saved)
     if findings:
         if item.stash.get(_OWNED, False):
             item.stash[_FINDINGS] = findings  # the protocol below makes them the test's failure

@@ -277,3 +277,69 @@ def test_command_line_and_ini_options(client, pytester):
     result = client(source, "--npuemu-sanitize", "bogus")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert "npuemu: NPUEMU_SANITIZE: expected one of off, memcheck, full, found 'bogus'" in result.stderr.str()
+
+
+def test_the_fixture_starts_from_the_environment_not_from_settings_a_plain_test_left(client):
+    result = client("""
+        def test_plain_configures():
+            emulator.configure(soc="Ascend310P", sanitize="off")
+
+        def test_fixture_after(npu):
+            assert (npu.soc_name, npu.settings.sanitize) == ("Ascend910B3", "full")
+
+        def test_plain_after_gets_its_settings_back():
+            assert (emulator.settings().soc, emulator.settings().sanitize) == ("Ascend310P", "off")
+    """)
+    result.assert_outcomes(passed=3)
+
+
+def test_a_chip_chosen_by_marker_or_option_keeps_the_environment_s_device_memory(client, monkeypatch):
+    monkeypatch.setenv("NPUEMU_DEVICE_MEMORY", "1G")
+    source = """
+        def test_option(npu):
+            assert (npu.soc_name, npu.settings.device_memory) == ("Ascend950PR", 1 << 30)
+
+        @pytest.mark.npuemu(soc="Ascend310P")
+        def test_marker(npu):
+            assert (npu.soc_name, npu.settings.device_memory) == ("Ascend310P3", 1 << 30)
+
+        @pytest.mark.npuemu(soc="Ascend310P", device_memory="2G")
+        def test_marker_memory_wins(npu):
+            assert npu.settings.device_memory == 2 << 30
+
+        def test_configure_in_a_plain_test_takes_the_chip_s_capacity():  # configure()'s own rule
+            emulator.configure(soc="Ascend310P")
+            assert emulator.settings().device_memory == emulator.settings().profile.memory_bytes
+    """
+    client(source, "--npuemu-soc", "Ascend950").assert_outcomes(passed=4)
+    monkeypatch.delenv("NPUEMU_DEVICE_MEMORY")
+    result = client("""
+        @pytest.mark.npuemu(soc="Ascend310P")
+        def test_marker_without_the_variable(npu):
+            assert npu.settings.device_memory == npu.settings.profile.memory_bytes != 1 << 30
+    """, "--npuemu-soc", "Ascend950")
+    result.assert_outcomes(passed=1)
+
+
+def test_the_option_and_the_marker_win_over_a_bad_environment_value(client, monkeypatch):
+    monkeypatch.setenv("NPUEMU_SOC", "bogus")
+    source = """
+        @pytest.mark.npuemu(soc="Ascend310P")
+        def test_marker(npu):
+            assert npu.soc_name == "Ascend310P3"
+
+        def test_option(npu):
+            assert npu.soc_name == "Ascend910B3"
+
+        def test_plain_after_reads_the_environment_again():
+            with pytest.raises(emulator.ConfigError, match="NPUEMU_SOC: unknown SoC 'bogus'"):
+                emulator.settings()
+            assert acl.init() == 0 and acl.rt.set_device(0) == 100000
+            assert "NPUEMU_SOC: unknown SoC 'bogus'" in acl.get_recent_err_msg()
+            assert acl.finalize() == 0
+    """
+    client(source, "--npuemu-soc", "Ascend910B").assert_outcomes(passed=3)
+    result = client(source)  # the test left to the environment gets its error
+    result.assert_outcomes(passed=2, errors=1)
+    assert re.search(r"ERROR at setup of test_option.*npuemu fixture: NPUEMU_SOC: unknown SoC 'bogus'",
+                     result.stdout.str(), re.S)
