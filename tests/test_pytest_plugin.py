@@ -343,3 +343,28 @@ def test_the_option_and_the_marker_win_over_a_bad_environment_value(client, monk
     result.assert_outcomes(passed=2, errors=1)
     assert re.search(r"ERROR at setup of test_option.*npuemu fixture: NPUEMU_SOC: unknown SoC 'bogus'",
                      result.stdout.str(), re.S)
+
+
+def test_the_fixture_s_streams_are_never_the_test_s_leaks_and_sites_skip_pytest(client):
+    result = client("""
+        import re
+
+        def test_resets_the_device(npu):
+            assert acl.rt.reset_device(0) == 0
+
+        def test_calls_finalize(npu):
+            npu.set_device(1)
+            assert acl.rt.reset_device(1) == 0 and acl.rt.reset_device(0) == 0 and acl.finalize() == 0
+
+        def test_resets_and_leaks(npu):
+            acl.rt.malloc(48, 0)
+            assert acl.rt.reset_device(0) == 0
+
+        def test_no_frame_of_pytest_in_sites(npu):
+            assert npu.leaks()  # the fixture's stream
+            assert not [line for line in npu.leaks() if re.search(r"[/\\\\]_?pytest[/\\\\]|pluggy", line)], npu.leaks()
+    """)
+    result.assert_outcomes(passed=3, failed=1)
+    leaked = failure_of(result, "test_resets_and_leaks")
+    assert "npuemu: 1 finding(s) in this test (1 leak)" in leaked and "(48 bytes)" in leaked, leaked
+    assert "leak: stream" not in leaked, leaked
