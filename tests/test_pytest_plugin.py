@@ -368,3 +368,27 @@ def test_the_fixture_s_streams_are_never_the_test_s_leaks_and_sites_skip_pytest(
     leaked = failure_of(result, "test_resets_and_leaks")
     assert "npuemu: 1 finding(s) in this test (1 leak)" in leaked and "(48 bytes)" in leaked, leaked
     assert "leak: stream" not in leaked, leaked
+
+
+def test_a_fault_memcheck_did_not_report_is_a_device_fault_even_beside_one_it_did(client):
+    result = client("""
+        @pytest.mark.npuemu(sanitize="memcheck", expect_reports="leak")
+        def test_injected_and_memcheck_faults(npu):
+            other, _ = acl.rt.create_stream()
+            address, _ = acl.rt.malloc(64, 0)
+            with emulator.inject_faults("task:aclrtMemsetAsync#1=507899"):
+                assert acl.rt.memset_async(address, 64, 0, 64, other) == 0
+            destroy(launch_on_freed_memory(npu.stream))
+
+        @pytest.mark.npuemu(sanitize="memcheck")
+        def test_memcheck_fault_alone(npu):
+            destroy(launch_on_freed_memory(npu.stream))
+    """)
+    result.assert_outcomes(failed=2)
+    both = failure_of(result, "test_injected_and_memcheck_faults")
+    assert "npuemu: 2 finding(s) in this test (1 device fault, 1 invalid device access)" in both, both
+    fault = [line for line in both.splitlines() if "npuemu: device fault:" in line]
+    assert len(fault) == 1 and "returned 507899" in fault[0] and "injected fault in aclrtMemsetAsync" in fault[0]
+    assert "aclnnLogSigmoidBackward" not in fault[0]  # memcheck's report is that fault's finding
+    alone = failure_of(result, "test_memcheck_fault_alone")
+    assert "npuemu: 1 finding(s) in this test (1 invalid device access)" in alone, alone
