@@ -392,3 +392,31 @@ def test_a_fault_memcheck_did_not_report_is_a_device_fault_even_beside_one_it_di
     assert "aclnnLogSigmoidBackward" not in fault[0]  # memcheck's report is that fault's finding
     alone = failure_of(result, "test_memcheck_fault_alone")
     assert "npuemu: 1 finding(s) in this test (1 invalid device access)" in alone, alone
+
+
+def test_leak_check_off_silences_leaks_whether_or_not_the_test_finalizes(client, monkeypatch):
+    source = """
+        def leak_and_finalize(npu):
+            acl.rt.malloc(64, 0)
+            assert acl.rt.destroy_stream(npu.stream) == 0
+            assert acl.rt.reset_device(0) == 0 and acl.finalize() == 0
+
+        @pytest.mark.npuemu(leak_check=False)
+        def test_marker_off(npu):
+            acl.rt.malloc(64, 0)
+
+        @pytest.mark.npuemu(leak_check=False)
+        def test_marker_off_finalizes(npu):
+            leak_and_finalize(npu)
+
+        def test_leaks(npu):
+            acl.rt.malloc(64, 0)
+
+        def test_leaks_and_finalizes(npu):
+            leak_and_finalize(npu)
+    """
+    result = client(source)
+    result.assert_outcomes(passed=2, failed=2)
+    assert "(1 leak)" in failure_of(result, "test_leaks") and "(1 leak)" in failure_of(result, "test_leaks_and_finalizes")
+    monkeypatch.setenv("NPUEMU_LEAK_CHECK", "0")
+    client(source).assert_outcomes(passed=4)
