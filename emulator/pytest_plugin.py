@@ -421,15 +421,24 @@ class _FindingsRepr:
         return "%s\n%s" % (self.original, self.text)
 
 
+STRICT_XPASS = "[XPASS(strict)] "  # how pytest's skipping plugin words a strict xfail test that passed
+
+
 def _apply_findings(reports: list, findings: list) -> None:
-    text = _failure_text(findings)
-    target = next((r for r in reports if r.when == "call"), reports[-1])
+    """Make the findings the failure of the test's call phase; of its setup phase when the setup did not
+    pass (a fixture skipped the test, or raised): never a teardown error of their own."""
+    phases = {report.when: report for report in reports}
+    target = phases.get("call") or phases.get("setup") or reports[-1]
     if target.passed and hasattr(target, "wasxfail"):  # an xfail test that failed by its findings: xfailed
         target.outcome = "skipped"
         return
-    if target.skipped:
+    if target.failed and isinstance(target.longrepr, str) and target.longrepr.startswith(STRICT_XPASS):
+        # a strict xfail test that failed only by its findings: xfailed too, as pytest makes it
+        target.outcome, target.wasxfail, target.longrepr = "skipped", target.longrepr[len(STRICT_XPASS):], None
         return
-    target.longrepr = _FindingsRepr(text, None if target.passed else target.longrepr)
+    if target.skipped:  # skipped (in the test or in a fixture), or xfailed by itself: findings dropped
+        return
+    target.longrepr = _FindingsRepr(_failure_text(findings), None if target.passed else target.longrepr)
     target.outcome = "failed"
 
 

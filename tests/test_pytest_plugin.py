@@ -420,3 +420,49 @@ def test_leak_check_off_silences_leaks_whether_or_not_the_test_finalizes(client,
     assert "(1 leak)" in failure_of(result, "test_leaks") and "(1 leak)" in failure_of(result, "test_leaks_and_finalizes")
     monkeypatch.setenv("NPUEMU_LEAK_CHECK", "0")
     client(source).assert_outcomes(passed=4)
+
+
+def test_an_xfail_test_failing_only_by_its_findings_is_xfailed_strict_or_not(client):
+    result = client("""
+        @pytest.mark.xfail(reason="a known leak", strict=True)
+        def test_strict(npu):
+            acl.rt.malloc(100, 0)
+
+        @pytest.mark.xfail(reason="a known leak")
+        def test_not_strict(npu):
+            acl.rt.malloc(100, 0)
+
+        @pytest.mark.xfail(reason="no leak after all", strict=True)
+        def test_strict_without_findings(npu):
+            pass
+    """)
+    result.assert_outcomes(xfailed=2, failed=1)
+    assert "XFAIL test_client.py::test_strict - a known leak" in result.stdout.str()
+    assert "[XPASS(strict)] no leak after all" in failure_of(result, "test_strict_without_findings")
+
+
+def test_findings_of_a_test_whose_setup_skipped_or_failed_are_no_teardown_error(client):
+    result = client("""
+        @pytest.fixture
+        def a2_buffer(npu):
+            acl.rt.malloc(64, 0)
+            if not npu.soc_name.startswith("Ascend910B"):
+                pytest.skip("needs an A2 chip")
+            yield
+
+        @pytest.fixture
+        def broken(npu):
+            acl.rt.malloc(32, 0)
+            raise RuntimeError("the fixture broke")
+
+        @pytest.mark.npuemu(soc="Ascend310P")
+        def test_skipped_by_a_fixture(a2_buffer):
+            pass
+
+        def test_setup_raises(broken):
+            pass
+    """)
+    result.assert_outcomes(skipped=1, errors=1)
+    assert "ERROR at teardown" not in result.stdout.str()
+    broken = failure_of(result, "ERROR at setup of test_setup_raises")
+    assert "RuntimeError: the fixture broke" in broken and "(32 bytes)" in broken, broken
