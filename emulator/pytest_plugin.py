@@ -86,16 +86,22 @@ def _option_settings(config: pytest.Config) -> dict:
 
 
 def _marker_settings(item: pytest.Item) -> tuple[dict, tuple]:
-    """(settings, expected kinds) of the item's `npuemu` markers, the closest one winning."""
+    """(settings, expected kinds) of the item's `npuemu` markers, the closest one winning; ConfigError
+    for a marker the fixture cannot read (the fixture makes it the test's setup error)."""
+    from .config import ConfigError
     merged: dict = {}
     for mark in reversed(list(item.iter_markers(MARKER))):  # iter_markers: closest first
         if mark.args:
-            raise pytest.UsageError("%s: @pytest.mark.npuemu takes keywords only (soc=..., devices=..., ...), "
-                                    "found %r" % (item.nodeid, mark.args))
+            raise ConfigError("@pytest.mark.npuemu: expected keywords only (soc=..., devices=..., execution=..., "
+                              "sanitize=..., expect_reports=..., or another setting), found positional "
+                              "argument(s) %s" % ", ".join(repr(arg) for arg in mark.args))
         merged.update(mark.kwargs)
     expected = merged.pop("expect_reports", ()) or ()
     if isinstance(expected, str):
         expected = (expected,)
+    if not isinstance(expected, (tuple, list, set, frozenset)) or not all(isinstance(kind, str) for kind in expected):
+        raise ConfigError("expect_reports: expected a kind of report or a tuple of them (e.g. ('race', 'leak')), "
+                          "found %r" % (expected,))
     if "devices" in merged:
         merged["device_count"] = merged.pop("devices")
     for field in ("execution", "sanitize"):
@@ -344,17 +350,19 @@ def npu(request: pytest.FixtureRequest):
 
     item = request.node
     _skip_pytest_frames()
-    changes = _option_settings(item.config)
-    marked, expected = _marker_settings(item)
-    changes.update(marked)
     if PROCESS.init_count > 0 or any(device.is_open for device in PROCESS.devices):
         close_everything(forget_leaks=False)  # left by a test without the fixture: its leaks are reported now
     try:
+        changes = _option_settings(item.config)
+        marked, expected = _marker_settings(item)
+        changes.update(marked)
         # made from the environment, not from the settings in force: a test without the fixture may
         # have called emulator.configure(), and its settings must not reach this test
-        wanted = from_sources(changes)
-    except ConfigError as error:  # a bad marker value, or NPUEMU_* environment
-        pytest.fail("npuemu fixture: %s" % error, pytrace=False)
+        wanted, bad = from_sources(changes), None
+    except ConfigError as error:  # a bad marker, or NPUEMU_* environment
+        wanted, bad = None, "npuemu fixture: %s" % error
+    if bad is not None:  # failed outside the except block: pytest would show the ConfigError first
+        pytest.fail(bad, pytrace=False)
     saved = PROCESS._config  # None: not read yet (or unusable), and the environment may be bad
     PROCESS.use(wanted)
     start = {id(r): (r, r.count) for r in report.reports()}

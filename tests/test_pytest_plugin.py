@@ -466,3 +466,29 @@ def test_findings_of_a_test_whose_setup_skipped_or_failed_are_no_teardown_error(
     assert "ERROR at teardown" not in result.stdout.str()
     broken = failure_of(result, "ERROR at setup of test_setup_raises")
     assert "RuntimeError: the fixture broke" in broken and "(32 bytes)" in broken, broken
+
+
+def test_a_marker_the_fixture_cannot_read_is_a_one_line_setup_error(client):
+    result = client("""
+        @pytest.mark.npuemu("Ascend310P")
+        def test_positional(npu):
+            pass
+
+        @pytest.mark.npuemu(expect_reports=5)
+        def test_expect_reports_a_number(npu):
+            pass
+
+        @pytest.mark.npuemu(soc="NoSuchChip")
+        def test_bad_value(npu):
+            pass
+    """)
+    result.assert_outcomes(errors=3)
+    assert "Traceback" not in result.stdout.str() and "UsageError" not in result.stdout.str()
+    sections = {test: failure_of(result, "ERROR at setup of " + test).strip().splitlines()
+                for test in ("test_positional", "test_expect_reports_a_number", "test_bad_value")}
+    assert sections["test_positional"] == [
+        "npuemu fixture: @pytest.mark.npuemu: expected keywords only (soc=..., devices=..., execution=..., "
+        "sanitize=..., expect_reports=..., or another setting), found positional argument(s) 'Ascend310P'"]
+    assert sections["test_expect_reports_a_number"] == [
+        "npuemu fixture: expect_reports: expected a kind of report or a tuple of them (e.g. ('race', 'leak')), found 5"]
+    assert len(sections["test_bad_value"]) == 1 and "soc: unknown SoC 'NoSuchChip'" in sections["test_bad_value"][0]
