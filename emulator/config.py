@@ -188,14 +188,18 @@ def _bool_env(environ: Mapping[str, str], name: str, default: bool) -> bool:
 
 def from_environment(environ: Optional[Mapping[str, str]] = None) -> Config:
     """The settings of `environ` (default: this process's environment), validated."""
-    env = os.environ if environ is None else environ
+    return _validated(_read(os.environ if environ is None else environ))
+
+
+def _read(env: Mapping[str, str]) -> Config:
+    """The settings of `env`, each value parsed but the whole not validated yet."""
     soc = env.get("NPUEMU_SOC") or "Ascend910B"
     try:
         capacity = soc_profiles.resolve(soc)[0].memory_bytes
     except ValueError as error:
         raise ConfigError("NPUEMU_SOC: %s" % error) from None
     memory = env.get("NPUEMU_DEVICE_MEMORY")
-    return _validated(Config(
+    return Config(
         soc=soc,
         device_count=_int_env(env, "NPUEMU_DEVICE_COUNT", 8),
         device_memory=parse_size(memory) if memory else capacity,
@@ -208,7 +212,33 @@ def from_environment(environ: Optional[Mapping[str, str]] = None) -> Config:
         sanitize_exitcode=_int_env(env, "NPUEMU_SANITIZE_EXITCODE", None),
         trace=env.get("NPUEMU_TRACE") or "",
         faults=env.get("NPUEMU_FAULTS") or "",
-    ))
+    )
+
+
+def variable(setting: str) -> str:
+    """The environment variable of a setting (a Config field): device_count -> NPUEMU_DEVICE_COUNT."""
+    return "NPUEMU_" + setting.upper()
+
+
+def from_sources(changes: Mapping[str, object], environ: Optional[Mapping[str, str]] = None) -> Config:
+    """The settings of `environ` (default: this process's environment) with `changes` (configure()
+    keywords) in place of the variables they name, validated: what `npuemu run`'s options give a
+    program, and what the pytest plugin's marker and options give a test. A variable a change
+    replaces is not read at all, so a bad NPUEMU_SOC does not stop `soc="Ascend910B"`; and
+    NPUEMU_DEVICE_MEMORY stays in force when only the chip changes (without it the memory is the
+    chosen chip's capacity), as it does for `npuemu run --soc`, where the options are variables too.
+    Only the result is validated: a device count that is too large for NPUEMU_DEVICE_MEMORY alone
+    may be fine with the memory the changes set."""
+    env = dict(os.environ if environ is None else environ)
+    changes = dict(changes)
+    for setting in changes:
+        env.pop(variable(setting), None)
+    base = _read(env)
+    if "soc" in changes and "device_memory" not in changes and env.get("NPUEMU_DEVICE_MEMORY"):
+        # with_changes would give the new chip's capacity: that is configure()'s rule, for a program
+        # that changes chips itself; here the environment's choice of memory outranks that default
+        changes["device_memory"] = base.device_memory
+    return with_changes(base, **changes)
 
 
 def usable_cores() -> int:
@@ -225,6 +255,8 @@ def with_changes(config: Config, **changes) -> Config:
     if "device_memory" in changes and isinstance(changes["device_memory"], str):
         changes["device_memory"] = parse_size(changes["device_memory"], "device_memory")
     if "soc" in changes and "device_memory" not in changes:
+        if not isinstance(changes["soc"], str):  # resolve() matches it against patterns: a TypeError otherwise
+            raise ConfigError("NPUEMU_SOC: expected str, found %r" % (changes["soc"],))
         try:
             changes["device_memory"] = soc_profiles.resolve(changes["soc"])[0].memory_bytes
         except ValueError as error:

@@ -61,16 +61,33 @@ class Process:
     def configure(self, **changes) -> None:
         """Change settings while no device is open; ConfigError otherwise, or for a bad value."""
         with self.lock:
-            if any(device.is_open for device in self.devices):
-                raise config_module.ConfigError(
-                    "configure: expected no open device, found device(s) %s still set; reset them first"
-                    % [d.id for d in self.devices if d.is_open])
-            new = config_module.with_changes(self.config, **changes)
-            if self.space is not None and (new.device_count, new.device_memory, new.soc) != (
-                    self.config.device_count, self.config.device_memory, self.config.soc):
+            self._expect_no_open_device("configure")
+            self.use(config_module.with_changes(self.config, **changes))
+
+    def use(self, new: Optional[config_module.Config]) -> None:
+        """Put a whole validated Config in force, while no device is open (ConfigError otherwise).
+        None: no settings, as at start-up: the environment is read again when they are next needed
+        (the pytest plugin restores this after a test whose marker overrode an unusable environment)."""
+        with self.lock:
+            self._expect_no_open_device("configure")
+            old = self._config
+            if self.space is not None and (new is None or old is None or (new.device_count, new.device_memory, new.soc)
+                                           != (old.device_count, old.device_memory, old.soc)):
                 self.space.close()
                 self.space, self.devices = None, []
-            self.config = new
+            if new is None:
+                # the built-in defaults undo what the settings in force applied (injected faults, a
+                # trace in progress, the leak check off); then nothing is in force
+                self.config = config_module.from_environment({})
+                self._config = None
+            else:
+                self.config = new
+
+    def _expect_no_open_device(self, call: str) -> None:
+        if any(device.is_open for device in self.devices):
+            raise config_module.ConfigError(
+                "%s: expected no open device, found device(s) %s still set; reset them first"
+                % (call, [d.id for d in self.devices if d.is_open]))
 
 
 PROCESS = Process()

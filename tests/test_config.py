@@ -68,6 +68,8 @@ def test_configure_names_the_keyword_of_a_bad_size():
     ("task_timeout", "x", "NPUEMU_TASK_TIMEOUT: expected float or int, found 'x'"),
     ("threads", True, "NPUEMU_THREADS: expected int, found True"),
     ("leak_check", 1, "NPUEMU_LEAK_CHECK: expected bool, found 1"),
+    ("soc", 5, "NPUEMU_SOC: expected str, found 5"),
+    ("soc", None, "NPUEMU_SOC: expected str, found None"),
 ])
 def test_configure_rejects_a_value_of_the_wrong_type_naming_the_setting(setting, value, expected):
     before = emulator.settings()
@@ -88,3 +90,20 @@ def test_device_memory_the_host_cannot_reserve_is_the_invalid_parameter_status_n
                             env={**__import__("os").environ, "NPUEMU_DEVICE_MEMORY": "64G", "NPUEMU_DEVICE_COUNT": "8"})
     assert result.stdout.startswith("100000 "), result.stdout + result.stderr
     assert "NPUEMU_DEVICE_MEMORY: expected a size this host can reserve" in result.stdout, result.stdout
+
+
+def test_from_sources_changes_replace_their_variables_and_only_the_result_is_validated(env):
+    """What the pytest plugin's marker and options, and `npuemu run`'s options, make of the environment."""
+    env.setenv("NPUEMU_SOC", "bogus")
+    env.setenv("NPUEMU_DEVICE_MEMORY", "1G")
+    settings = config.from_sources({"soc": "Ascend310P"})  # the bad variable is not read
+    assert (settings.soc_name, settings.device_memory) == ("Ascend310P3", 1 << 30)  # nor the memory lost
+    assert config.from_sources({"soc": "Ascend310P", "device_memory": "2G"}).device_memory == 2 << 30
+    with pytest.raises(ConfigError, match="^NPUEMU_SOC: unknown SoC 'bogus'"):
+        config.from_sources({"device_count": 2})
+    env.delenv("NPUEMU_SOC")
+    env.delenv("NPUEMU_DEVICE_MEMORY")
+    settings = config.from_sources({"soc": "Ascend310P"})
+    assert settings.device_memory == settings.profile.memory_bytes  # no memory chosen: the chip's
+    env.setenv("NPUEMU_DEVICE_MEMORY", "16T")  # too much for the 8 devices of the default, fine for 2
+    assert config.from_sources({"device_count": 2}).device_count == 2

@@ -277,3 +277,218 @@ def test_command_line_and_ini_options(client, pytester):
     result = client(source, "--npuemu-sanitize", "bogus")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert "npuemu: NPUEMU_SANITIZE: expected one of off, memcheck, full, found 'bogus'" in result.stderr.str()
+
+
+def test_the_fixture_starts_from_the_environment_not_from_settings_a_plain_test_left(client):
+    result = client("""
+        def test_plain_configures():
+            emulator.configure(soc="Ascend310P", sanitize="off")
+
+        def test_fixture_after(npu):
+            assert (npu.soc_name, npu.settings.sanitize) == ("Ascend910B3", "full")
+
+        def test_plain_after_gets_its_settings_back():
+            assert (emulator.settings().soc, emulator.settings().sanitize) == ("Ascend310P", "off")
+    """)
+    result.assert_outcomes(passed=3)
+
+
+def test_a_chip_chosen_by_marker_or_option_keeps_the_environment_s_device_memory(client, monkeypatch):
+    monkeypatch.setenv("NPUEMU_DEVICE_MEMORY", "1G")
+    source = """
+        def test_option(npu):
+            assert (npu.soc_name, npu.settings.device_memory) == ("Ascend950PR", 1 << 30)
+
+        @pytest.mark.npuemu(soc="Ascend310P")
+        def test_marker(npu):
+            assert (npu.soc_name, npu.settings.device_memory) == ("Ascend310P3", 1 << 30)
+
+        @pytest.mark.npuemu(soc="Ascend310P", device_memory="2G")
+        def test_marker_memory_wins(npu):
+            assert npu.settings.device_memory == 2 << 30
+
+        def test_configure_in_a_plain_test_takes_the_chip_s_capacity():  # configure()'s own rule
+            emulator.configure(soc="Ascend310P")
+            assert emulator.settings().device_memory == emulator.settings().profile.memory_bytes
+    """
+    client(source, "--npuemu-soc", "Ascend950").assert_outcomes(passed=4)
+    monkeypatch.delenv("NPUEMU_DEVICE_MEMORY")
+    result = client("""
+        @pytest.mark.npuemu(soc="Ascend310P")
+        def test_marker_without_the_variable(npu):
+            assert npu.settings.device_memory == npu.settings.profile.memory_bytes != 1 << 30
+    """, "--npuemu-soc", "Ascend950")
+    result.assert_outcomes(passed=1)
+
+
+def test_the_option_and_the_marker_win_over_a_bad_environment_value(client, monkeypatch):
+    monkeypatch.setenv("NPUEMU_SOC", "bogus")
+    source = """
+        @pytest.mark.npuemu(soc="Ascend310P")
+        def test_marker(npu):
+            assert npu.soc_name == "Ascend310P3"
+
+        def test_option(npu):
+            assert npu.soc_name == "Ascend910B3"
+
+        def test_plain_after_reads_the_environment_again():
+            with pytest.raises(emulator.ConfigError, match="NPUEMU_SOC: unknown SoC 'bogus'"):
+                emulator.settings()
+            assert acl.init() == 0 and acl.rt.set_device(0) == 100000
+            assert "NPUEMU_SOC: unknown SoC 'bogus'" in acl.get_recent_err_msg()
+            assert acl.finalize() == 0
+    """
+    client(source, "--npuemu-soc", "Ascend910B").assert_outcomes(passed=3)
+    result = client(source)  # the test left to the environment gets its error
+    result.assert_outcomes(passed=2, errors=1)
+    assert re.search(r"ERROR at setup of test_option.*npuemu fixture: NPUEMU_SOC: unknown SoC 'bogus'",
+                     result.stdout.str(), re.S)
+
+
+def test_the_fixture_s_streams_are_never_the_test_s_leaks_and_sites_skip_pytest(client):
+    result = client("""
+        import re
+
+        def test_resets_the_device(npu):
+            assert acl.rt.reset_device(0) == 0
+
+        def test_calls_finalize(npu):
+            npu.set_device(1)
+            assert acl.rt.reset_device(1) == 0 and acl.rt.reset_device(0) == 0 and acl.finalize() == 0
+
+        def test_resets_and_leaks(npu):
+            acl.rt.malloc(48, 0)
+            assert acl.rt.reset_device(0) == 0
+
+        def test_no_frame_of_pytest_in_sites(npu):
+            assert npu.leaks()  # the fixture's stream
+            assert not [line for line in npu.leaks() if re.search(r"[/\\\\]_?pytest[/\\\\]|pluggy", line)], npu.leaks()
+    """)
+    result.assert_outcomes(passed=3, failed=1)
+    leaked = failure_of(result, "test_resets_and_leaks")
+    assert "npuemu: 1 finding(s) in this test (1 leak)" in leaked and "(48 bytes)" in leaked, leaked
+    assert "leak: stream" not in leaked, leaked
+
+
+def test_a_fault_memcheck_did_not_report_is_a_device_fault_even_beside_one_it_did(client):
+    result = client("""
+        @pytest.mark.npuemu(sanitize="memcheck", expect_reports="leak")
+        def test_injected_and_memcheck_faults(npu):
+            other, _ = acl.rt.create_stream()
+            address, _ = acl.rt.malloc(64, 0)
+            with emulator.inject_faults("task:aclrtMemsetAsync#1=507899"):
+                assert acl.rt.memset_async(address, 64, 0, 64, other) == 0
+            destroy(launch_on_freed_memory(npu.stream))
+
+        @pytest.mark.npuemu(sanitize="memcheck")
+        def test_memcheck_fault_alone(npu):
+            destroy(launch_on_freed_memory(npu.stream))
+    """)
+    result.assert_outcomes(failed=2)
+    both = failure_of(result, "test_injected_and_memcheck_faults")
+    assert "npuemu: 2 finding(s) in this test (1 device fault, 1 invalid device access)" in both, both
+    fault = [line for line in both.splitlines() if "npuemu: device fault:" in line]
+    assert len(fault) == 1 and "returned 507899" in fault[0] and "injected fault in aclrtMemsetAsync" in fault[0]
+    assert "aclnnLogSigmoidBackward" not in fault[0]  # memcheck's report is that fault's finding
+    alone = failure_of(result, "test_memcheck_fault_alone")
+    assert "npuemu: 1 finding(s) in this test (1 invalid device access)" in alone, alone
+
+
+def test_leak_check_off_silences_leaks_whether_or_not_the_test_finalizes(client, monkeypatch):
+    source = """
+        def leak_and_finalize(npu):
+            acl.rt.malloc(64, 0)
+            assert acl.rt.destroy_stream(npu.stream) == 0
+            assert acl.rt.reset_device(0) == 0 and acl.finalize() == 0
+
+        @pytest.mark.npuemu(leak_check=False)
+        def test_marker_off(npu):
+            acl.rt.malloc(64, 0)
+
+        @pytest.mark.npuemu(leak_check=False)
+        def test_marker_off_finalizes(npu):
+            leak_and_finalize(npu)
+
+        def test_leaks(npu):
+            acl.rt.malloc(64, 0)
+
+        def test_leaks_and_finalizes(npu):
+            leak_and_finalize(npu)
+    """
+    result = client(source)
+    result.assert_outcomes(passed=2, failed=2)
+    assert "(1 leak)" in failure_of(result, "test_leaks") and "(1 leak)" in failure_of(result, "test_leaks_and_finalizes")
+    monkeypatch.setenv("NPUEMU_LEAK_CHECK", "0")
+    client(source).assert_outcomes(passed=4)
+
+
+def test_an_xfail_test_failing_only_by_its_findings_is_xfailed_strict_or_not(client):
+    result = client("""
+        @pytest.mark.xfail(reason="a known leak", strict=True)
+        def test_strict(npu):
+            acl.rt.malloc(100, 0)
+
+        @pytest.mark.xfail(reason="a known leak")
+        def test_not_strict(npu):
+            acl.rt.malloc(100, 0)
+
+        @pytest.mark.xfail(reason="no leak after all", strict=True)
+        def test_strict_without_findings(npu):
+            pass
+    """)
+    result.assert_outcomes(xfailed=2, failed=1)
+    assert "XFAIL test_client.py::test_strict - a known leak" in result.stdout.str()
+    assert "[XPASS(strict)] no leak after all" in failure_of(result, "test_strict_without_findings")
+
+
+def test_findings_of_a_test_whose_setup_skipped_or_failed_are_no_teardown_error(client):
+    result = client("""
+        @pytest.fixture
+        def a2_buffer(npu):
+            acl.rt.malloc(64, 0)
+            if not npu.soc_name.startswith("Ascend910B"):
+                pytest.skip("needs an A2 chip")
+            yield
+
+        @pytest.fixture
+        def broken(npu):
+            acl.rt.malloc(32, 0)
+            raise RuntimeError("the fixture broke")
+
+        @pytest.mark.npuemu(soc="Ascend310P")
+        def test_skipped_by_a_fixture(a2_buffer):
+            pass
+
+        def test_setup_raises(broken):
+            pass
+    """)
+    result.assert_outcomes(skipped=1, errors=1)
+    assert "ERROR at teardown" not in result.stdout.str()
+    broken = failure_of(result, "ERROR at setup of test_setup_raises")
+    assert "RuntimeError: the fixture broke" in broken and "(32 bytes)" in broken, broken
+
+
+def test_a_marker_the_fixture_cannot_read_is_a_one_line_setup_error(client):
+    result = client("""
+        @pytest.mark.npuemu("Ascend310P")
+        def test_positional(npu):
+            pass
+
+        @pytest.mark.npuemu(expect_reports=5)
+        def test_expect_reports_a_number(npu):
+            pass
+
+        @pytest.mark.npuemu(soc="NoSuchChip")
+        def test_bad_value(npu):
+            pass
+    """)
+    result.assert_outcomes(errors=3)
+    assert "Traceback" not in result.stdout.str() and "UsageError" not in result.stdout.str()
+    sections = {test: failure_of(result, "ERROR at setup of " + test).strip().splitlines()
+                for test in ("test_positional", "test_expect_reports_a_number", "test_bad_value")}
+    assert sections["test_positional"] == [
+        "npuemu fixture: @pytest.mark.npuemu: expected keywords only (soc=..., devices=..., execution=..., "
+        "sanitize=..., expect_reports=..., or another setting), found positional argument(s) 'Ascend310P'"]
+    assert sections["test_expect_reports_a_number"] == [
+        "npuemu fixture: expect_reports: expected a kind of report or a tuple of them (e.g. ('race', 'leak')), found 5"]
+    assert len(sections["test_bad_value"]) == 1 and "soc: unknown SoC 'NoSuchChip'" in sections["test_bad_value"][0]
