@@ -220,9 +220,12 @@ class Tracker:
         epoch = state.count = state.clock[state.handle] = state.count + 1
         state.last_task = task
         if len(self.clocks) > 1:
-            for other in self.clocks.values():
-                if other is not state and other.pending:
-                    self._check_race(stream, state, other, epoch, task)
+            reads, writes = task.ranges()
+            touched = _box(reads, writes)
+            if touched is not _EMPTY:  # event records and waits touch no memory: nothing to race with
+                for other in self.clocks.values():
+                    if other is not state and other.pending and not other.apart(*touched):
+                        self._check_race(stream, state, other, epoch, task)
         state.pending.append((epoch, task))
         state.epochs.append(epoch)
         state.queued(task)
@@ -235,9 +238,6 @@ class Tracker:
         if first == len(other.epochs):
             return
         reads, writes = task.ranges()
-        touched = _box(reads, writes)
-        if touched is _EMPTY or other.apart(*touched):
-            return
         for earlier_epoch, earlier_task in other.pending[first:]:
             earlier_reads, earlier_writes = earlier_task.ranges()
             for entry in writes:
