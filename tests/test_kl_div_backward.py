@@ -236,11 +236,26 @@ def test_summing_along_or_across_the_innermost_axis_adds_in_the_same_order():
     axis (one output at a time): with the data transposed, each output adds the same terms in the
     same order, so the bits agree."""
     rng = np.random.default_rng(11)
-    grad, target = rng.normal(size=(600, 700)) * 100, rng.normal(size=(600, 700))
+    grad, target = rng.normal(size=(2600, 300)) * 100, rng.normal(size=(2600, 300))  # 2600 terms: blocks of 1024
     with npu() as device:
-        across = run_case(device, (1, 700), grad, target, 2, False, (F,) * 4)
-        along = run_case(device, (700, 1), grad.T.copy(), target.T.copy(), 2, False, (F,) * 4)
+        across = run_case(device, (1, 300), grad, target, 2, False, (F,) * 4)
+        along = run_case(device, (300, 1), grad.T.copy(), target.T.copy(), 2, False, (F,) * 4)
     assert across.reshape(-1).tobytes() == along.reshape(-1).tobytes()
+
+
+@pytest.mark.parametrize("reduction,expected", [(2, -float(1 << 25)), (1, -1.0), (3, -1.0)])
+def test_a_sum_of_more_terms_than_an_fp32_running_sum_can_count_is_exact(reduction, expected):
+    """2^25 terms of 1 (a stride-0 target over one element): a running fp32 sum stops at 2^24 (a term
+    below half its ulp), which gave half the gradient; blocks combined pairwise give it whole."""
+    with npu() as device:
+        one, zero = device.tensor(np.ones(()), F), device.tensor(np.zeros(()), F)
+        target = nn.aclCreateTensor([1 << 25], F, [0], 0, nn.ACL_FORMAT_ND, [1], one.address)
+        out = device.tensor(np.zeros(()), F)
+        try:
+            assert device.run(*OP, one.tensor, zero.tensor, target, reduction, False, out.tensor) == 0
+            assert float(device.read(out)) == expected
+        finally:
+            nn.aclDestroyTensor(target)
 
 
 def test_sample_prints_the_documented_values_and_leaks_nothing():

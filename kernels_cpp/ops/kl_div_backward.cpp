@@ -5,12 +5,14 @@
 // one rounding to out's dtype at the end. Each operand is read in its own dtype.
 //
 // When out has as many elements as B, nothing is summed: a pure element-wise pass. Otherwise each
-// output element sums its reduced elements sequentially in row-major index order, and threads
-// split the output elements: the result never depends on the thread count.
+// output element sums its reduced elements in row-major index order, in blocks of kBlock terms
+// whose sums are combined pairwise (Cascade), and threads split the output elements: the result
+// never depends on the thread count.
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
 #include <algorithm>
+#include <vector>
 
 #include "common/dispatch.h"
 #include "common/elementwise.h"
@@ -103,31 +105,70 @@ void for_each_summed_row(const Reduction& r, Row&& row) {
   }
 }
 
+// Terms per block: a block's terms are added one after the other in fp32 (as a lane accumulates them).
+constexpr int64_t kBlock = 1024;
+
+// The block sums of one output element combined pairwise as they complete, as a binary counter
+// carries: block 2k+1 meets block 2k, their sum meets the sum of blocks 2k-2 and 2k-1, and so on; the
+// levels still pending, and the last partial block, are folded from the newest up at the end. The
+// order depends only on the number of terms; the rounding error grows with the number of blocks'
+// logarithm, not with the number of terms (one running sum stopped growing at 2^24: a term of 1 is
+// below half its ulp, and 2^25 terms of 1 summed to 2^24).
+class Cascade {
+ public:
+  void push(float block) {
+    int level = 0;
+    for (int64_t b = blocks_; b & 1; b >>= 1, ++level) block = levels_[level] + block;
+    levels_[level] = block;
+    ++blocks_;
+  }
+  float total(float partial) const {
+    float sum = partial;
+    for (int level = 0; level < kLevels; ++level)
+      if (blocks_ >> level & 1) sum = levels_[level] + sum;
+    return sum;
+  }
+
+ private:
+  static constexpr int kLevels = 40;  // 2^40 blocks of kBlock terms: more than any view holds (2^37)
+  float levels_[kLevels];
+  int64_t blocks_ = 0;
+};
+
 // One output element: its terms, from gradOutput/target addresses g and t, added in index order.
 template <class TO, class TG, class TT, bool LogTarget>
 void sum_one(const Reduction& r, const std::array<char*, 3>& p, float coefficient, Pacer& pacer) {
   const int64_t n = r.summed_shape.back(), gs = r.summed_strides.back()[0], ts = r.summed_strides.back()[1];
-  float sum = 0.0f;
+  Cascade cascade;
+  float block = 0.0f;
+  int64_t in_block = 0;
   for_each_summed_row(r, [&](int64_t g, int64_t t) {
     const char* gp = p[1] + g;
     const char* tp = p[2] + t;
     for (int64_t piece = 0; piece < n; piece += kCheckpointWork) {  // a summed axis can be any length
       pacer(kCheckpointWork);
-      for (int64_t j = piece; j < std::min(n, piece + kCheckpointWork); ++j)
-        sum += kl_grad<LogTarget>(load<TG>(gp + j * gs), load<TT>(tp + j * ts), coefficient);
+      for (int64_t j = piece; j < std::min(n, piece + kCheckpointWork); ++j) {
+        block += kl_grad<LogTarget>(load<TG>(gp + j * gs), load<TT>(tp + j * ts), coefficient);
+        if (++in_block == kBlock) {
+          cascade.push(block);
+          block = 0.0f, in_block = 0;
+        }
+      }
     }
   });
-  *reinterpret_cast<TO*>(p[0]) = from_float<TO>(sum);
+  *reinterpret_cast<TO*>(p[0]) = from_float<TO>(cascade.total(block));
 }
 
 constexpr int64_t kRun = 512;  // output elements summed together along a kept innermost axis
 
 // A run of `length` output elements along B's innermost axis (a kept one): each term is added
 // into all of them before the next, which reads memory in order. Every output still adds its
-// terms in the order of sum_one, so the two paths give identical bits.
+// terms in the order of sum_one, in the same blocks, so the two paths give identical bits.
 template <class TO, class TG, class TT, bool LogTarget>
 void sum_run(const Reduction& r, const std::array<char*, 3>& p, int64_t length, float coefficient, Pacer& pacer) {
-  float sums[kRun] = {};
+  float sums[kRun] = {};  // the blocks in progress
+  std::vector<Cascade> cascades(length);
+  int64_t in_block = 0;
   const int64_t n = r.summed_shape.back(), gs = r.summed_strides.back()[0], ts = r.summed_strides.back()[1];
   const std::array<int64_t, 3>& step = r.kept_strides.back();
   for_each_summed_row(r, [&](int64_t g, int64_t t) {
@@ -137,9 +178,14 @@ void sum_run(const Reduction& r, const std::array<char*, 3>& p, int64_t length, 
       const char* tp = p[2] + t + j * ts;
       for (int64_t i = 0; i < length; ++i)
         sums[i] += kl_grad<LogTarget>(load<TG>(gp + i * step[1]), load<TT>(tp + i * step[2]), coefficient);
+      if (++in_block == kBlock) {
+        for (int64_t i = 0; i < length; ++i) cascades[i].push(sums[i]), sums[i] = 0.0f;
+        in_block = 0;
+      }
     }
   });
-  for (int64_t i = 0; i < length; ++i) *reinterpret_cast<TO*>(p[0] + i * step[0]) = from_float<TO>(sums[i]);
+  for (int64_t i = 0; i < length; ++i)
+    *reinterpret_cast<TO*>(p[0] + i * step[0]) = from_float<TO>(cascades[i].total(sums[i]));
 }
 
 // Threads split the output elements; which thread sums an element never changes its order.
