@@ -60,11 +60,13 @@ def _check_shapes(gradOut: aclTensor, logProbs: aclTensor, targets: aclTensor, i
         checks.fail("blank: expected 0 <= blank < C = %d (logProbs dim 2), found %d" % (c, blank))
     max_target_length = max_floor0(targetLengths)
     alpha_width = logAlpha.view_dims[2]
-    # Floor division: A = 0 cannot hold even the one entry (2*0+1) of an empty target.
-    if max_target_length > (alpha_width - 1) // 2:
+    half = (alpha_width - 1) // 2 if alpha_width > 0 else 0  # the library's C++ division, truncating
+    if max_target_length > half:
         checks.fail("S of targets must be smaller than half of alphaLength: targetLengths: expected a max <= "
-                    "(A - 1) / 2 = %d for logAlpha dim 2 A = %d, found %d"
-                    % ((alpha_width - 1) // 2, alpha_width, max_target_length))
+                    "(A - 1) / 2 = %d for logAlpha dim 2 A = %d, found %d" % (half, alpha_width, max_target_length))
+    if alpha_width == 0 and n > 0:  # the library would read past logAlpha: an empty target needs 2*0+1 entries
+        checks.fail("logAlpha: expected dim 2 A >= 1 (the one entry of an empty target) for N = %d batch items, "
+                    "found 0" % n)
     check_padded_width(targets, max_target_length)
     _check_batch(n, [("gradOut dim 0", gradOut.view_dims[0]), ("out dim 1", out.view_dims[1]),
                      ("negLogLikelihood dim 0", negLogLikelihood.view_dims[0]),

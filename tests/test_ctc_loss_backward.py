@@ -461,3 +461,29 @@ SAMPLE_OUT = """
 
 def test_sample_prints_the_documented_values_and_leaks_nothing():
     assert_sample_prints("ctc_loss_backward", ["out result[%d] is: %s" % (i, v) for i, v in enumerate(SAMPLE_OUT)])
+
+
+@pytest.mark.parametrize("batch,code", [(0, 0), (1, nn.ACLNN_ERR_PARAM_INVALID)])
+def test_a_log_alpha_of_width_0_is_fine_for_an_empty_batch_and_refused_otherwise(batch, code):
+    """(A - 1) / 2 truncates as in the library's C++: with A = 0 and no target, an empty batch succeeds
+    with nothing to do; a batch item would need the one entry of an empty target, which A = 0 lacks."""
+    with npu() as device:
+        address = device.malloc(256)
+        made = [nn.aclCreateTensor(dims, dtype, None, 0, nn.ACL_FORMAT_ND, None, address) for dims, dtype in (
+            ([batch], nn.ACL_FLOAT), ([4, batch, 5], nn.ACL_FLOAT), ([batch, 0], nn.ACL_INT64), ([batch], nn.ACL_FLOAT),
+            ([batch, 4, 0], nn.ACL_FLOAT), ([4, batch, 5], nn.ACL_FLOAT))]
+        lengths = [nn.aclCreateIntArray([4] * batch), nn.aclCreateIntArray([0] * batch)]
+        grad, log_probs, targets, nll, alpha, out = made
+        try:
+            size, executor, ret = nn.aclnnCtcLossBackwardGetWorkspaceSize(
+                grad, log_probs, targets, lengths[0], lengths[1], nll, alpha, 0, False, out)
+            assert (ret, size) == (code, 0), last_error()
+            if code:
+                assert "logAlpha: expected dim 2 A >= 1" in last_error()
+            else:
+                nn.aclDestroyAclOpExecutor(executor)
+        finally:
+            for tensor in made:
+                nn.aclDestroyTensor(tensor)
+            for array in lengths:
+                nn.aclDestroyIntArray(array)
