@@ -60,7 +60,7 @@ class StreamClock:
     its tasks that the host has not yet seen complete, in the order queued: (epoch, task); a task's
     ranges (Task.ranges()) are only asked for when something is checked against them."""
 
-    __slots__ = ("handle", "clock", "count", "pending", "epochs", "host_version", "last_task", "box")
+    __slots__ = ("handle", "clock", "count", "pending", "epochs", "host_version", "last_task", "box", "waits")
 
     def __init__(self, handle: int):
         self.handle = handle
@@ -71,6 +71,15 @@ class StreamClock:
         self.host_version = -1
         self.last_task = None
         self.box: Optional[tuple] = None     # (low, high) the pending tasks touch, once asked (apart())
+        self.waits: list[tuple] = []         # (count, the awaited record's clock): waits, oldest first
+
+    def after(self, stream_handle: int, epoch: int) -> Optional[int]:
+        """The count after which this stream's tasks come after task `epoch` of stream `stream_handle`
+        through a wait for an event recorded behind it (None: none of them do)."""
+        for count, recorded in self.waits:
+            if recorded.get(stream_handle, 0) >= epoch:
+                return count
+        return None
 
     def apart(self, low: int, high: int) -> bool:
         """Whether no pending task touches [low, high): one comparison instead of a look at every pending
@@ -90,6 +99,11 @@ class StreamClock:
         """The oldest `count` pending tasks are done with (seen by the host, or too old to keep)."""
         del self.pending[:count], self.epochs[:count]
         self.box = None
+        if self.epochs:  # a wait before the oldest pending task orders them all: the latest such one is enough
+            older = [wait for wait in self.waits if wait[0] < self.epochs[0]]
+            self.waits = older[-1:] + [wait for wait in self.waits if wait[0] >= self.epochs[0]]
+        else:
+            self.waits = []
 
 
 _EMPTY = (0, 0)
@@ -288,7 +302,9 @@ class Tracker:
         """aclrtStreamWaitEvent: `stream`'s later work comes after the event's record."""
         recorded = self.events.get(event.handle)
         if recorded:
-            _join(self._clock_of(stream).clock, recorded)
+            state = self._clock_of(stream)
+            _join(state.clock, recorded)
+            state.waits.append((state.count, recorded))  # a record's clock is never changed afterwards
 
     def host_saw_stream(self, stream) -> None:
         """The host saw everything queued on `stream` complete (a synchronisation)."""
@@ -341,9 +357,13 @@ class Tracker:
         for state in self.clocks.values():
             if not state.pending or state.apart(start, end):
                 continue
+            # behind the blocking callback this thread runs, on its stream or through a wait for an event
+            # recorded behind it: such work cannot have run
+            behind = None if held is None else (self.holding.epoch if state.handle == held
+                                                else state.after(held, self.holding.epoch + 1))
             for epoch, task in state.pending:  # only unseen work is pending
-                if state.handle == held and epoch > self.holding.epoch:
-                    break  # behind the blocking callback this thread runs: it cannot have run
+                if behind is not None and epoch > behind:
+                    break
                 reads, writes = task.ranges()
                 hit = _conflict(writes, start, end)
                 if hit is not None:

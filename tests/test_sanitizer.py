@@ -913,3 +913,23 @@ def test_a_host_call_inside_a_callback_is_named_as_the_host_call_not_the_callbac
         program.close()
     (finding,) = [finding for finding in emulator.reports() if finding.kind == "padding overrun"]
     assert finding.sites[0][0] == "host call aclrtMemcpy", finding.sites
+
+
+@pytest.mark.parametrize("execution", ["async", "eager"])
+def test_work_waiting_for_an_event_recorded_behind_a_blocking_callback_comes_after_what_it_reads(execution):
+    """s2 waits for an event recorded on s1 behind the callback, then overwrites what the callback reads:
+    on the card s2's kernel cannot start before the callback returns."""
+    emulator.configure(execution=execution)
+    program, seen = Program(), []
+
+    def overwrite_after_the_callback(p: Program) -> None:
+        event = p.event()
+        assert acl.rt.record_event(event, p.s1) == 0 and acl.rt.stream_wait_event(p.s2, event) == 0
+        p.log_sigmoid_backward(p.malloc(), p.malloc(), p.result, p.s2)
+    try:
+        run_with_a_callback(program, lambda _: seen.append(program.read(program.result)),
+                            then=overwrite_after_the_callback)
+        assert acl.rt.synchronize_stream(program.s2) == 0
+    finally:
+        program.close()
+    assert seen == [0] and emulator.reports() == []
