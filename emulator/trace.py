@@ -540,12 +540,14 @@ def _follow(setting: str, soc: Optional[str], execution: Optional[str]) -> None:
 
 
 def _stop(trace: Trace) -> None:
-    hooks.detach("CALLS", trace)
-    hooks.detach("MESSAGES", trace)
-    hooks.detach("TASKS", trace)
-    hooks.detach("REPORTS", trace)
+    _detach(trace)
     trace.close()
     trace.write()
+
+
+def _detach(trace: Trace) -> None:
+    for hook in ("CALLS", "MESSAGES", "TASKS", "REPORTS"):
+        hooks.detach(hook, trace)
 
 
 def discard() -> None:
@@ -556,8 +558,7 @@ def discard() -> None:
     with _lock:
         trace, _trace, _discarded = _trace, None, True  # and the settings, applied later, start none
     if trace is not None:
-        for hook in ("CALLS", "MESSAGES", "TASKS", "REPORTS"):
-            hooks.detach(hook, trace)
+        _detach(trace)
 
 
 def current() -> Optional[Trace]:
