@@ -442,16 +442,26 @@ class Copy:
             return [(span.address, span.nbytes, span.name)]
         return [(span.address + row * pitch, self.width, span.name) for row in range(self.height)]
 
-    def check_now(self, space: "AddressSpace", device_id: int) -> None:
-        """Both ranges usable now, else the AclError 107000 of a call that checks at once: before the
-        sanitizer lists the rows (a height past the allocation would make a row each)."""
-        self.dst.pointer_now(space, device_id, access=False)
-        self.src.pointer_now(space, device_id, access=False)
+    def pointers_now(self, space: "AddressSpace", device_id: int, access: bool = True) -> tuple[int, int]:
+        """(target, source): both ranges usable now, else the AclError 107000 of a call that checks at
+        once, before the sanitizer lists the rows (a height past the allocation would make a row each).
+        `access` False: only a check, which reports nothing to the sanitizer."""
+        return self.dst.pointer_now(space, device_id, access), self.src.pointer_now(space, device_id, access)
 
-    def run(self, space: "AddressSpace", device_id: int, now: bool = False) -> None:
-        """Copy: checked now (AclError) or, for queued work, when it runs (DeviceFault)."""
-        target = self.dst.pointer_now(space, device_id) if now else self.dst.pointer(space, device_id)
-        source = self.src.pointer_now(space, device_id) if now else self.src.pointer(space, device_id)
+    def accessed(self, space: "AddressSpace", device_id: int) -> None:
+        """The device ranges accessed, once both ranges passed their checks (a copy rejected for its other
+        range touches nothing): memcheck reports a reach into an allocation's padding. (A device range is
+        resolved by a lookup; the host range's check, a system call, is not repeated.)"""
+        for span in (self.dst, self.src):
+            if span.on_device:
+                span.pointer(space, device_id)
+
+    def run(self, space: "AddressSpace", device_id: int) -> None:
+        """Queued work: checked when it runs (DeviceFault), then copied."""
+        self.move(self.dst.pointer(space, device_id), self.src.pointer(space, device_id))
+
+    def move(self, target: int, source: int) -> None:
+        """The copy itself, between host pointers backing the two ranges."""
         if self.height == 1:
             ctypes.memmove(target, source, self.width)
             return
@@ -474,6 +484,9 @@ class Fill:
         span = self.span
         return [(span.address, span.nbytes, span.name)] if span.on_device else []
 
-    def run(self, space: "AddressSpace", device_id: int, now: bool = False) -> None:
-        target = self.span.pointer_now(space, device_id) if now else self.span.pointer(space, device_id)
+    def run(self, space: "AddressSpace", device_id: int) -> None:
+        """Queued work: checked when it runs (DeviceFault), then set."""
+        self.set_at(self.span.pointer(space, device_id))
+
+    def set_at(self, target: int) -> None:
         ctypes.memset(target, self.byte, self.span.nbytes)

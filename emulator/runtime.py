@@ -708,10 +708,7 @@ def aclrtMemcpy(dst: int, destMax: int, src: int, count: int, kind: int) -> None
     with _P.lock:
         planned = _copy_of(dst, destMax, src, count, kind)
         if planned is not None and planned[0].dst.address != planned[0].src.address:
-            copy, device_id = planned
-            copy.check_now(_P.address_space(), device_id)  # a rejected copy touches nothing: no report
-            with _host_call("aclrtMemcpy", copy.device_reads(), copy.device_writes()):
-                copy.run(_P.address_space(), device_id, now=True)
+            _copy_now("aclrtMemcpy", *planned)
 
 
 def _enqueue_copy(copy: Copy, device_id: int, stream: Stream, name: str) -> None:
@@ -721,7 +718,7 @@ def _enqueue_copy(copy: Copy, device_id: int, stream: Stream, name: str) -> None
         raise AclError(status.ACL_ERROR_RT_PARAM_INVALID,
                        "kind: expected a copy that involves device memory, found host-to-host (not supported on a stream)")
     space = _P.address_space()
-    copy.check_now(space, device_id)
+    copy.pointers_now(space, device_id, access=False)  # checked again, and accessed, when it runs
     nbytes = copy.width * copy.height
     task = Task("%s(%d bytes)" % (name, nbytes), None, reads=copy.device_reads(), writes=copy.device_writes())
     _set_run(task, lambda: copy.run(space, device_id), (copy.src, "reads", copy.spitch, copy.width),
@@ -747,19 +744,34 @@ def _set_run(task: Task, run: Callable[[], None], *spans: tuple) -> None:
 
 
 class _host_call:
-    """`with _host_call(call, reads, writes):` a synchronous call touches device memory now (synccheck and
-    initcheck), and memcheck's reports of what it touches name it."""
+    """`with _host_call(call) as access:` a synchronous call touches device memory now: memcheck's reports
+    of the ranges it resolves name it, and `access.touches(reads, writes)`, once they are resolved (a
+    rejected call touches nothing), tells synccheck and initcheck what it reads and writes."""
 
-    def __init__(self, call: str, reads: Sequence[tuple], writes: Sequence[tuple]):
-        self.call, self.reads, self.writes = call, reads, writes
+    def __init__(self, call: str):
+        self.call = call
 
-    def __enter__(self) -> None:
-        if TRACKER.hazards and (self.reads or self.writes):
-            TRACKER.host_access(self.call, user_site(), self.reads, self.writes)
+    def __enter__(self) -> "_host_call":
         TRACKER.calling = self.call
+        return self
+
+    def touches(self, reads: Sequence[tuple], writes: Sequence[tuple]) -> None:
+        if TRACKER.hazards and (reads or writes):
+            TRACKER.host_access(self.call, user_site(), reads, writes)
 
     def __exit__(self, *exception) -> None:
         TRACKER.calling = None
+
+
+def _copy_now(call: str, copy: Copy, device_id: int) -> None:
+    """A synchronous copy: its ranges resolved once (107000 for an unusable one), then the accesses told
+    to the sanitizer, then the copy."""
+    space = _P.address_space()
+    with _host_call(call) as access:
+        pointers = copy.pointers_now(space, device_id, access=False)
+        copy.accessed(space, device_id)
+        access.touches(copy.device_reads(), copy.device_writes())
+        copy.move(*pointers)
 
 
 @api("aclrtMemcpyAsync")
@@ -796,10 +808,7 @@ def _copy_2d_of(dst: Any, dpitch: Any, src: Any, spitch: Any, width: Any, height
 def aclrtMemcpy2d(dst: int, dpitch: int, src: int, spitch: int, width: int, height: int, kind: int) -> None:
     """-> ret. Copies `height` rows of `width` bytes now (no wait for queued stream work)."""
     with _P.lock:
-        copy, device_id = _copy_2d_of(dst, dpitch, src, spitch, width, height, kind)
-        copy.check_now(_P.address_space(), device_id)
-        with _host_call("aclrtMemcpy2d", copy.device_reads(), copy.device_writes()):
-            copy.run(_P.address_space(), device_id, now=True)
+        _copy_now("aclrtMemcpy2d", *_copy_2d_of(dst, dpitch, src, spitch, width, height, kind))
 
 
 @api("aclrtMemcpy2dAsync")
@@ -832,9 +841,10 @@ def aclrtMemset(devPtr: int, maxCount: int, value: int, count: int) -> None:
         planned = _fill_of(devPtr, maxCount, value, count, pinned=False)
         if planned is not None:
             fill, device_id = planned
-            fill.span.pointer_now(_P.address_space(), device_id, access=False)  # a rejected memset touches nothing
-            with _host_call("aclrtMemset", (), fill.device_writes()):
-                fill.run(_P.address_space(), device_id, now=True)
+            with _host_call("aclrtMemset") as access:
+                target = fill.span.pointer_now(_P.address_space(), device_id)
+                access.touches((), fill.device_writes())
+                fill.set_at(target)
 
 
 @api("aclrtMemsetAsync")
