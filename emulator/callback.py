@@ -19,9 +19,8 @@ from . import status
 from .errors import AclError
 from .sanitizer import TRACKER
 from .sites import Site
-from .stream import Stream, Task
+from .stream import Stream, Task, wait_unlocked
 
-POLL = 0.002  # seconds between looks at a blocking callback's completion (the runtime lock is free meanwhile)
 
 _lock = threading.Lock()
 _reports: dict[int, "queue.Queue[Call]"] = {}   # per subscribed host thread: callbacks waiting to run
@@ -158,14 +157,11 @@ class HandOver:
         if self.thread_id == threading.get_ident():
             raise TimeoutError("it waits for thread %d, the thread synchronising, which therefore can never call "
                                "aclrtProcessReport (a deadlock on the card)" % self.thread_id)
-        waiting = threading.Condition(self.lock)
         deadline = None if self.timeout is None else time.perf_counter() + self.timeout
         stop = deadline if until is None else until if deadline is None else min(deadline, until)
         running, TRACKER.running = TRACKER.running, None  # meanwhile other threads' calls are not this task's
         try:
-            with waiting:  # wait() releases the runtime lock however deeply it is held, and takes it back
-                while not self.call.done.is_set() and (stop is None or time.perf_counter() < stop):
-                    waiting.wait(POLL)
+            wait_unlocked(self.lock, self.call.done.is_set, stop)
         finally:
             TRACKER.running = running
         if not self.call.done.is_set() and (until is None or stop != until):

@@ -25,7 +25,7 @@ from .sanitizer import TRACKER
 from .sites import Site, user_site
 
 _clock = time.perf_counter  # read three times per task: bound once
-POLL = 0.002  # seconds between looks at a task another thread is inside (the runtime lock is free meanwhile)
+POLL = 0.002  # seconds between looks at what another thread is to do (the runtime lock is free meanwhile)
 _STOPPED = object()  # what Stream._run answers when it stops with work left (deadline, or a task that would wait)
 
 
@@ -110,6 +110,16 @@ class WaitTask(Task):
         """The record that must run before the wait can, if it has not yet."""
         record = self.standing()
         return record if record is not None and not record.done else None
+
+
+def wait_unlocked(lock, done: Callable[[], bool], stop: Optional[float]) -> None:
+    """Until done() (another thread's doing) or time.perf_counter() passes `stop` (None: no end), looking
+    every POLL seconds, with the runtime `lock` released meanwhile however deeply this thread holds it
+    (the other thread may need the runtime), and taken back."""
+    waiting = threading.Condition(lock)
+    with waiting:
+        while not done() and (stop is None or _clock() < stop):
+            waiting.wait(POLL)
 
 
 def _ready(task: Task) -> bool:
@@ -223,10 +233,7 @@ class Stream(Resource):
                            "stream: expected a stream this thread does not hold, found stream %s held by %s, whose "
                            "callback this thread is running: waiting for the stream from inside its own blocking "
                            "callback never ends (the card would hang)" % (self.describe(), busy.name))
-        waiting = threading.Condition(busy.run.lock)
-        with waiting:  # wait() releases the runtime lock however deeply it is held, and takes it back
-            while self.busy is busy and (deadline is None or _clock() < deadline):
-                waiting.wait(POLL)
+        wait_unlocked(busy.run.lock, lambda: self.busy is not busy, deadline)
         return self.busy is not busy
 
     def _execute(self, task: Task) -> None:
