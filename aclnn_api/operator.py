@@ -232,14 +232,15 @@ def fit_kernel_dims(kernel: Callable, args: tuple) -> tuple:
         if len(shape) > MAX_KERNEL_DIMS:
             for position, merged in zip(positions, merged_views([args[p] for p in positions])):
                 fitted[position] = merged
-    ranks = {len(arg.shape) for arg in fitted if type(arg) is TensorView}
-    if max(ranks) <= MAX_KERNEL_DIMS:
-        return kernel, tuple(fitted)
-    if len(ranks) > 1 or len({arg.shape for arg in fitted if type(arg) is TensorView}) > 1:
-        raise RuntimeError("views of more than %d dims that are not all of one shape: %s"
-                           % (MAX_KERNEL_DIMS, [arg.describe() for arg in fitted if type(arg) is TensorView]))
     views = tuple(position for position, arg in enumerate(fitted) if type(arg) is TensorView)
-    return OuterLoop(kernel, max(ranks) - MAX_KERNEL_DIMS, views), tuple(fitted)
+    shapes = {fitted[position].shape for position in views}
+    rank = max(len(shape) for shape in shapes)
+    if rank <= MAX_KERNEL_DIMS:
+        return kernel, tuple(fitted)
+    if len(shapes) > 1:
+        raise RuntimeError("views of more than %d dims that are not all of one shape: %s"
+                           % (MAX_KERNEL_DIMS, [fitted[position].describe() for position in views]))
+    return OuterLoop(kernel, rank - MAX_KERNEL_DIMS, views), tuple(fitted)
 
 
 class OuterLoop:
