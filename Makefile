@@ -11,7 +11,7 @@ PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip
 # PyTorch CPU is the optional reference of tests and benchmarks (never of `make run`); TORCH=0 skips it.
 TORCH  ?= 1
-NATIVE_SOURCES := $(shell find kernels_cpp toolkit -type f -not -name '*.pyc') CMakeLists.txt pyproject.toml
+NATIVE_SOURCES := $(shell find kernels_cpp toolkit emulator/native -type f -not -name '*.pyc') CMakeLists.txt pyproject.toml
 
 .PHONY: all setup install run test bench clean
 

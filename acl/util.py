@@ -28,8 +28,9 @@ def _host_readable(api_name: str, ptr: Any, size: int) -> bool:
     if interface.is_device_address(ptr):
         _reject(api_name, "ptr: expected a host address, found device address 0x%x (copy it to the host first)" % ptr)
         return False
-    if not interface.host_range_is_mapped(ptr, size):
-        _reject(api_name, "ptr: expected %d bytes of mapped host memory, found unmapped address 0x%x" % (size, ptr))
+    problem = interface.host_range_problem(ptr, size)
+    if problem:
+        _reject(api_name, "ptr: expected %d bytes of readable host memory, found %s at 0x%x" % (size, problem, ptr))
         return False
     return True
 

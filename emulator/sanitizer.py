@@ -177,8 +177,8 @@ class HostCopy:
 
 
 def _mapped(address: int, nbytes: int) -> bool:
-    from .memory import host_range_is_mapped  # memory imports this module
-    return host_range_is_mapped(address, nbytes)
+    from .memory import host_range_readable  # memory imports this module
+    return host_range_readable(address, nbytes)
 
 
 SUMMED_WHOLE = 1 << 20   # host memory up to this size is summed whole; larger, SAMPLES pages of it

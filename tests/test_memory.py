@@ -303,6 +303,102 @@ def test_async_copy_runs_at_the_sync_and_checks_its_stream(device):
     assert acl.rt.destroy_stream(stream) == 0
 
 
+class ProtectedPages:
+    """Host pages of the test's own, each with the protection it is given (mmap's PROT_* bits)."""
+
+    def __init__(self, *protections: int):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.mmap.restype, libc.mmap.argtypes = ctypes.c_void_p, [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int,
+                                                                  ctypes.c_int, ctypes.c_int, ctypes.c_long]
+        libc.mprotect.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+        self.libc, self.size = libc, PAGE * len(protections)
+        self.address = libc.mmap(None, self.size, 3, 0x22, -1, 0)  # read-write, private, anonymous
+        ctypes.memset(self.address, 0x5A, self.size)
+        for page, protection in enumerate(protections):
+            self.protect(page, protection)
+
+    def protect(self, page: int, protection: int) -> None:
+        assert self.libc.mprotect(self.address + page * PAGE, PAGE, protection) == 0
+
+    def close(self) -> None:
+        self.libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+        self.libc.munmap(self.address, self.size)
+
+
+READ, READ_WRITE, NONE = 1, 3, 0
+
+
+@pytest.mark.parametrize("protections,start,problem", [
+    ((READ,), 0, "read-only memory"),
+    ((NONE,), 0, "memory the process cannot read"),
+    ((READ_WRITE, READ), PAGE - 64, "read-only memory"),        # writable where it starts, not where it ends
+])
+def test_copies_into_protected_host_pages_are_107000_not_a_segfault(device, protections, start, problem):
+    pages, address = ProtectedPages(*protections), device(256)
+    target = pages.address + start
+    try:
+        source = bytes(128)
+        for name, call in [("aclrtMemcpy", lambda: acl.rt.memcpy(target, 128, address, 128, D2H)),
+                           ("aclrtMemcpyAsync", lambda: acl.rt.memcpy_async(target, 128, address, 128, D2H, None)),
+                           ("aclrtMemcpy2d", lambda: acl.rt.memcpy_2d(target, 64, address, 64, 32, 2, D2H)),
+                           ("aclrtMemcpy", lambda: acl.rt.memcpy(target, 128, acl.util.bytes_to_ptr(source), 128, H2H))]:
+            assert_rejected(call(), acl.ACL_ERROR_RT_PARAM_INVALID, name, "dst", "writable host memory", problem)
+    finally:
+        pages.close()
+
+
+def test_copies_from_unreadable_host_pages_are_107000_and_read_only_ones_are_fine(device):
+    pages, address = ProtectedPages(READ, NONE), device(256)
+    try:
+        assert acl.rt.memcpy(address, 128, pages.address, 128, H2D) == 0, "a read-only source is fine"
+        assert download(address, 128) == b"\x5a" * 128
+        unreadable = pages.address + PAGE
+        for name, call in [("aclrtMemcpy", lambda: acl.rt.memcpy(address, 128, unreadable, 128, H2D)),
+                           ("aclrtMemcpyAsync", lambda: acl.rt.memcpy_async(address, 128, unreadable - 64, 128, H2D, None)),
+                           ("aclrtMemcpy2d", lambda: acl.rt.memcpy_2d(address, 64, unreadable, 64, 32, 2, H2D))]:
+            assert_rejected(call(), acl.ACL_ERROR_RT_PARAM_INVALID, name, "src", "readable host memory",
+                            "memory the process cannot read")
+        assert acl.util.ptr_to_bytes(unreadable, 8) is None
+        assert "cannot read" in last_error()
+    finally:
+        pages.close()
+
+
+def test_the_native_check_of_host_ranges_and_its_ctypes_twin_agree():
+    """A tree without its native parts built checks host ranges through ctypes: the same answers."""
+    from emulator import _host_memory, memory
+    assert (_host_memory.USABLE, _host_memory.UNMAPPED, _host_memory.UNREADABLE, _host_memory.READ_ONLY) == \
+        (memory.USABLE, memory.UNMAPPED, memory.UNREADABLE, memory.READ_ONLY)
+    pages = ProtectedPages(READ_WRITE, READ, NONE, READ_WRITE)
+    pages.libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+    pages.libc.munmap(pages.address + 3 * PAGE, PAGE)                     # a hole after the unreadable page
+    try:
+        seen = set()
+        for start in (0, PAGE - 8, PAGE, 2 * PAGE - 8, 2 * PAGE, 3 * PAGE - 8):
+            for size in (0, 8, 16, PAGE):
+                for write in (False, True):
+                    native = _host_memory.check(pages.address + start, size, write)
+                    assert native == memory._check_by_ctypes(pages.address + start, size, write), (start, size, write)
+                    seen.add(native)
+        assert seen == {memory.USABLE, memory.UNMAPPED, memory.UNREADABLE, memory.READ_ONLY}
+    finally:
+        pages.libc.munmap(pages.address, 3 * PAGE)
+
+
+@pytest.mark.sanitizer_reports("missing synchronisation")
+def test_a_download_whose_host_pages_turn_read_only_before_it_runs_faults_at_the_sync(device):
+    pages, address = ProtectedPages(READ_WRITE), device(128)
+    try:
+        upload(address, bytes(range(128)))
+        assert acl.rt.memcpy_async(pages.address, 128, address, 128, D2H, None) == 0
+        pages.protect(0, READ)
+        assert_rejected(acl.rt.synchronize_stream(None), acl.ACL_ERROR_RT_AICORE_EXCEPTION, "aclrtMemcpyAsync",
+                        "dst", "read-only memory")
+        assert ctypes.string_at(pages.address, 128) == b"\x5a" * 128, "nothing written"
+    finally:
+        pages.close()
+
+
 @pytest.mark.sanitizer_reports("host memory in flight", "memory freed while in use")
 def test_async_copy_rejects_unusable_memory_now_and_faults_on_memory_freed_before_it_runs(device):
     address, freed = device(64), device(64)

@@ -2246,3 +2246,40 @@ int main() {
              "the process cannot read",
         "1", "AclNN_Parameter_Error(EZ1001): aclCreateTensor: viewDims: expected 2 readable values at 0x10, found "
              "memory the process cannot read"]
+
+
+def test_c_copies_into_read_only_or_unreadable_host_memory_are_107000_not_a_crash(tmp_path):
+    """A download into a string literal (read-only data) or into a page the program protected is the
+    runtime's invalid-argument code and a message naming `dst`, as an unmapped pointer is; never a crash."""
+    executable = ctoolkit.compile_program(r"""
+#include <cstdio>
+#include <sys/mman.h>
+#include "acl/acl.h"
+int main() {
+  aclInit(nullptr);
+  aclrtSetDevice(0);
+  void *device = nullptr;
+  aclrtMalloc(&device, 64, ACL_MEM_MALLOC_HUGE_FIRST);
+  aclrtMemset(device, 64, 7, 64);
+  static const char literal[64] = "read-only data";
+  void *guarded = mmap(nullptr, 4096, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  int ret = aclrtMemcpy(const_cast<char *>(literal), 64, device, 64, ACL_MEMCPY_DEVICE_TO_HOST);
+  std::printf("%d\n%s\n", ret, aclGetRecentErrMsg());
+  ret = aclrtMemcpy(device, 64, guarded, 64, ACL_MEMCPY_HOST_TO_DEVICE);
+  std::printf("%d\n%s\n", ret, aclGetRecentErrMsg());
+  std::printf("%s\n", literal);
+  aclrtFree(device);
+  aclrtResetDevice(0);
+  aclFinalize();
+  return 0;
+}
+""", tmp_path)
+    done = ctoolkit.run_program(executable)
+    assert done.returncode == 0, done.stderr
+    lines = without_prefix(done.stdout).splitlines()
+    assert lines[0] == lines[2] == "107000", done.stdout
+    assert re.fullmatch(r"ACL_ERROR_RT_PARAM_INVALID\(107000\): aclrtMemcpy: dst: expected 64 bytes of writable host "
+                        r"memory at 0x[0-9a-f]+, found read-only memory", lines[1]), lines[1]
+    assert re.fullmatch(r"ACL_ERROR_RT_PARAM_INVALID\(107000\): aclrtMemcpy: src: expected 64 bytes of readable host "
+                        r"memory at 0x[0-9a-f]+, found memory the process cannot read", lines[3]), lines[3]
+    assert lines[4] == "read-only data"

@@ -15,7 +15,7 @@ import _npuemu_c  # made by the bridge (toolkit/src/core.cpp) before it imports 
 import aclnn_api
 from emulator import errors, runtime, sites
 from emulator.dtypes import ACL_BF16, NUMPY_TYPES, aclDataTypeSize
-from emulator.memory import host_range_is_mapped
+from emulator.memory import host_range_readable
 
 sites.register_package_dir(__file__)
 sites.set_native_caller(_npuemu_c.caller)
@@ -48,7 +48,7 @@ def _scalar_value(address: int, data_type: Any) -> Any:
     if numpy_type is None:
         return address
     size = aclDataTypeSize(data_type)
-    if not host_range_is_mapped(address, size):
+    if not host_range_readable(address, size):
         raise _Unreadable("value: expected %d readable bytes at 0x%x, found memory the process cannot read"
                           % (size, address))
     value = np.frombuffer(ctypes.string_at(address, size), numpy_type)[0]
