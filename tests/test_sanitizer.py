@@ -941,6 +941,46 @@ def run_with_a_callback(program: Program, callback, block: int = acl.ACL_CALLBAC
 
 
 @pytest.mark.parametrize("execution", ["async", "eager"])
+@pytest.mark.parametrize("changed_by", [None, "callback", "host"])
+@pytest.mark.sanitizer_reports("host memory in flight")
+def test_a_blocking_callback_may_refill_the_staging_buffer_of_the_upload_behind_it(execution, changed_by):
+    """Upload from pinned staging, a blocking callback refills it, upload again: the second copy starts
+    when the callback has returned, so it reads the refill (a pipeline's usual loop, not a race). The
+    host thread changing the staging while the copies run or wait is one: nothing orders that change
+    with the first copy nor with the callback's return."""
+    emulator.configure(execution=execution)
+    program = Program()
+    staging, _ = acl.rt.malloc_host(N)
+    values = acl.util.ptr_to_numpy(staging, (N // 4,), np.dtype(np.float32).num)
+    first, second = program.malloc(written=False), program.malloc(written=False)
+
+    def refill(_):
+        if changed_by == "callback":
+            values[:] = 2
+
+    def upload_both_ways(program):
+        assert acl.rt.memcpy_async(second, N, staging, N, H2D, program.s1) == 0
+        if changed_by == "host":
+            values[:] = 3
+    try:
+        values[:] = 1
+        assert acl.rt.memcpy_async(first, N, staging, N, H2D, program.s1) == 0
+        run_with_a_callback(program, refill, then=upload_both_ways)
+        assert program.read(second) == 0
+        assert program.out[0] == {None: 1, "callback": 2, "host": 3}[changed_by]
+    finally:
+        acl.rt.free_host(staging)
+        program.close()
+    found = emulator.reports()
+    if changed_by != "host":
+        assert found == [], "\n".join(map(str, found))
+        return
+    # the host's change races with both uploads: the first may still be reading, the second may start
+    assert [f.kind for f in found] == ["host memory in flight"] * 2, "\n".join(map(str, found))
+    assert "found changed when a blocking callback ahead of the copy started" in str(found[1])
+
+
+@pytest.mark.parametrize("execution", ["async", "eager"])
 def test_a_callback_comes_after_the_work_before_it_on_its_stream_so_its_runtime_calls_report_nothing(execution):
     """The callback copies the kernel's result back and queues a copy into it on the other stream: both
     come after the kernel (the stream reached the callback), so neither is a missing synchronisation
