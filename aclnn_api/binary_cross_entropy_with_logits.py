@@ -112,7 +112,7 @@ def aclnnBinaryCrossEntropyWithLogitsGetWorkspaceSize(
                          None if pos_weight is None else view("posWeightOptional", pos_weight),
                          compute, mode, parts.get("weightOptional"), parts.get("posWeightOptional"),
                          parts.get("partials"), blocks),
-                        workspace_size=offset)
+                        workspace_size=offset, units="elements" if mode == NONE else "launch")
 
 
 aclnnBinaryCrossEntropyWithLogits = second_phase(OP)

@@ -88,7 +88,7 @@ def aclnnKlDivGetWorkspaceSize(self: aclTensor, target: aclTensor, reduction: in
     unsqueezed = shape or (1,)  # both 0-D: B is [1]
     return KernelLaunch(_kernels.kl_div_reduce, (view("out", out), view("self", self, shape),
                                                  view("target", target, shape), logTarget, compute,
-                                                 divisor(reduction, unsqueezed)))
+                                                 divisor(reduction, unsqueezed)), units="launch")
 
 
 aclnnKlDiv = second_phase(OP)

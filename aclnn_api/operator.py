@@ -28,7 +28,7 @@ from . import _kernels, kernel_info, status
 from .arrays import aclBoolArray, aclFloatArray, aclIntArray, aclScalar
 from .executor import aclOpExecutor
 from .shapes import broadcast_strides
-from .tensor import aclTensor, conflicting_byte, moves as tensor_moves, shared_element, view_nbytes
+from .tensor import aclTensor, conflicting_byte, moves as tensor_moves, same_view, shared_element, view_nbytes
 from .tensor_list import aclScalarList, aclTensorList
 
 # The aclnn objects a first phase takes, by the names its parameters' annotations use.
@@ -100,19 +100,32 @@ class KernelLaunch:
     strides) tuples and pointers when the work runs; other arguments pass through.
 
     `outputs` names the views the kernel writes; the first phase sets it to the operator's output
-    parameters when the operator module leaves it None. `whole_rows`: the kernel reads each row of
-    its views (their last dim) whole before it writes any of it, as a core does a row of the
-    softmax, so an output may overlap an input within a row (else only as the very same view)."""
+    parameters when the operator module leaves it None.
 
-    __slots__ = ("kernel", "args", "workspace_size", "outputs", "moves", "whole_rows", "_overlaps")
+    `units` says how the kernel's work is split, which decides where an output may share memory with
+    another view of the launch (see `overlaps`):
+      "elements"  element i of every view (all of one shape) is one piece of work, read before it is
+                  written: an output may be an input's very view (in place);
+      "rows"      the rows of the last dim are, each read whole before any of it is written (a core's
+                  row of the softmax): an output may overlap an input within a row;
+      "launch"    every input is read before any output is written (a reduction to one element, summed
+                  before it is stored): an output may overlap any input;
+      "none"      no piece of an output's work is tied to one of an input's (a recursion along a batch
+                  item): an output shares no byte with another view, except as the very view of an
+                  input it is paired with in `in_place`.
+    A view of another shape than the output's (a reduction of a broadcast, a broadcast weight) has no
+    unit in common with it whatever `units` says."""
+
+    __slots__ = ("kernel", "args", "workspace_size", "outputs", "moves", "units", "in_place", "_overlaps")
 
     def __init__(self, kernel: Callable, args: tuple, workspace_size: int = 0,
-                 outputs: Optional[Sequence[str]] = None, whole_rows: bool = False):
+                 outputs: Optional[Sequence[str]] = None, units: str = "elements",
+                 in_place: tuple = ()):
         if _wider_than_kernels(args) and not isinstance(kernel, OuterLoop):
             kernel, args = fit_kernel_dims(kernel, args)
         self.kernel, self.args, self.workspace_size = kernel, args, workspace_size
         self.outputs = None if outputs is None else tuple(outputs)
-        self.whole_rows = whole_rows
+        self.units, self.in_place = units, in_place
         self.moves = tensor_moves()  # the views are at their tensors' addresses as of this count
         self._overlaps: Optional[tuple] = None
 
@@ -120,9 +133,8 @@ class KernelLaunch:
         """What the card would write in no fixed order, as (output view, other view, where): an output
         view in which two indices are one element (other None; where: the two indices), and an output
         sharing bytes with another view of the launch, an input or an output, in different units of
-        work (elements, or rows with whole_rows; where: the address of such a byte). The very same
-        view twice is an in-place call, which is fine. Worked out once: a launch whose tensors moved
-        is a new one (queued)."""
+        work (as `units` says; where: the address of such a byte). Worked out once: a launch whose
+        tensors moved is a new one (queued)."""
         if self._overlaps is None:
             self._overlaps = tuple(self._find_overlaps())
         return self._overlaps
@@ -141,9 +153,21 @@ class KernelLaunch:
                     continue  # apart: the usual case, told without the geometry
                 if other.name in written and views.index(other) < position:
                     continue  # a pair of outputs is reported once
-                byte = conflicting_byte(output.geometry(), other.geometry(), self.whole_rows)
+                if self.units == "launch" and other.name not in written:
+                    continue  # read whole before the output is written
+                byte = conflicting_byte(output.geometry(), other.geometry(), self._shared_units(output, other))
                 if byte is not None:
                     yield output, other, byte
+
+    def _shared_units(self, output: TensorView, other: TensorView) -> Optional[str]:
+        """How the pieces of work of `output` and `other` match, as conflicting_byte takes it: None when
+        no piece of one is a piece of the other."""
+        if self.units == "launch":
+            return None  # two outputs (inputs never reach here), written in no fixed order
+        if self.units == "none":
+            paired = (output.name, other.name) in self.in_place
+            return "elements" if paired and same_view(output.geometry(), other.geometry()) else None
+        return self.units if output.shape == other.shape else None
 
     def queued(self) -> "KernelLaunch":
         """This launch as queued now: with every view at its tensor's current address (itself when
@@ -177,7 +201,7 @@ class KernelLaunch:
 
     def _moved(self) -> "KernelLaunch":
         args = tuple(arg.at(arg.tensor.data) if type(arg) is TensorView else arg for arg in self.args)
-        return KernelLaunch(self.kernel, args, self.workspace_size, self.outputs, self.whole_rows)
+        return KernelLaunch(self.kernel, args, self.workspace_size, self.outputs, self.units, self.in_place)
 
 
 # ---- views of more dims than the kernels take

@@ -89,7 +89,7 @@ def aclnnScaledMaskedSoftmaxGetWorkspaceSize(x: aclTensor, mask: aclTensor, scal
     check_kernel_exists("x", x.data_type, "ScaledMaskedSoftmaxV2", KERNEL_DTYPES, chip)
     return KernelLaunch(_kernels.scaled_masked_softmax,
                         (view("x", x), view("mask", mask, x.view_dims), view("y", y), fp32_attribute(scale)),
-                        whole_rows=True)
+                        units="rows")
 
 
 aclnnScaledMaskedSoftmax = second_phase(OP)

@@ -115,7 +115,7 @@ def aclnnScaledMaskedSoftmaxBackwardGetWorkspaceSize(gradOutput: aclTensor, y: a
     shape = gradOutput.view_dims
     return KernelLaunch(_kernels.scaled_masked_softmax_backward,
                         (view("gradOutput", gradOutput), view("y", y), view("mask", mask, shape),
-                         view("out", out), fp32_attribute(scale)), whole_rows=True)
+                         view("out", out), fp32_attribute(scale)), units="rows")
 
 
 aclnnScaledMaskedSoftmaxBackward = second_phase(OP)

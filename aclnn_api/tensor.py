@@ -180,12 +180,13 @@ def _offsets(dims: tuple, strides: tuple) -> np.ndarray:
 LISTED_BYTES = 1 << 20
 
 
-def conflicting_byte(a: tuple, b: tuple, rows: bool = False) -> Optional[int]:
+def conflicting_byte(a: tuple, b: tuple, units: Optional[str] = "elements") -> Optional[int]:
     """The address of a byte that views a and b both cover in different units of work, or None. A view
     is (address of its element 0, itemsize, dims, element strides); its units are its elements in
-    row-major order, or with `rows` the rows of its last dim, the same unit index in both being one
-    piece of a core's work, read whole before it is written. So the very same view twice (an
-    in-place call) never conflicts.
+    row-major order ("elements"), or the rows of its last dim ("rows"), the same unit index in both
+    being one piece of a core's work, read whole before it is written; so the very same view twice (an
+    in-place call) never conflicts. With `units` None no unit of a is one of b: any byte both cover
+    conflicts.
 
     Views of at most LISTED_BYTES bytes each are compared byte by byte. Larger ones conflict where
     their ranges meet if each covers its range whole (broadcast repeats aside) and they are not one
@@ -194,13 +195,16 @@ def conflicting_byte(a: tuple, b: tuple, rows: bool = False) -> Optional[int]:
     low = max(start_a, start_b)
     if low >= min(start_a + view_nbytes(dims_a, strides_a, size_a), start_b + view_nbytes(dims_b, strides_b, size_b)):
         return None  # disjoint ranges (or a view without elements)
-    if _canonical(a, rows) == _canonical(b, rows):
+    rows = units == "rows"
+    if units is not None and _canonical(a, rows) == _canonical(b, rows):
         return None
     bytes_a, bytes_b = _bytes_and_units(a, rows), _bytes_and_units(b, rows)
     if bytes_a is None or bytes_b is None:
         covering = _covers_its_range(dims_a, strides_a) and _covers_its_range(dims_b, strides_b)
         return low if covering else None
     (addresses_a, units_a), (addresses_b, units_b) = bytes_a, bytes_b
+    if units is None:  # a's units and b's told apart
+        units_a, units_b = np.zeros_like(units_a), np.ones_like(units_b)
     order = np.argsort(addresses_b, kind="stable")
     addresses_b, units_b = addresses_b[order], units_b[order]
     distinct, first = np.unique(addresses_b, return_index=True)
@@ -208,6 +212,11 @@ def conflicting_byte(a: tuple, b: tuple, rows: bool = False) -> Optional[int]:
     at = np.minimum(np.searchsorted(distinct, addresses_a), distinct.size - 1)
     conflicts = (distinct[at] == addresses_a) & ((lowest[at] != units_a) | (highest[at] != units_a))
     return int(addresses_a[np.flatnonzero(conflicts)[0]]) if conflicts.any() else None
+
+
+def same_view(a: tuple, b: tuple) -> bool:
+    """Whether views a and b (as conflicting_byte takes them) are one view, however described."""
+    return _canonical(a, False) == _canonical(b, False)
 
 
 def _canonical(view: tuple, rows: bool) -> tuple:
@@ -254,6 +263,10 @@ def contiguous_strides(dims: Sequence[int]) -> tuple:
     return tuple(reversed(strides))
 
 
+# The storage dims of a C caller's NULL array with a count (Python's None stands for the view dims).
+NULL_DIMS = type("NullDims", (), {"__repr__": lambda self: "NULL"})()
+
+
 def _description(view_dims: Any, data_type: Any, strides: Any, offset: Any, format: Any, storage_dims: Any,
                  tensor_data: Any) -> tuple:
     """The checked arguments of aclCreateTensor / aclInitTensor, in their order. Dims may be negative,
@@ -269,6 +282,8 @@ def _description(view_dims: Any, data_type: Any, strides: Any, offset: Any, form
                        "stride: expected %d strides (one per view dim), found %d" % (len(dims), len(steps)))
     offset = cargs.integer("offset", offset, NON_NEGATIVE, ACLNN)
     format = cargs.enum("format", format, FORMAT_NAMES, "aclFormat", ACLNN, excluded=(ACL_FORMAT_UNDEFINED,))
+    if storage_dims is NULL_DIMS:
+        raise AclError(status.ACLNN_ERR_PARAM_NULLPTR, "storageDims: expected a list of dims, found null")
     storage = dims if storage_dims is None else cargs.integer_list("storageDims", storage_dims, NON_NEGATIVE, ACLNN)
     data = cargs.integer("tensorData", tensor_data, NON_NEGATIVE, ACLNN) if tensor_data is not None else 0
     return dims, data_type, steps, offset, format, storage, data

@@ -44,6 +44,7 @@ class Call:
                 TRACKER.host_saw_clock(self.seen)
                 if self.holds is not None:
                     TRACKER.hold(self.holds, self.seen[self.holds])
+                    TRACKER.callback_starts(self.holds, self.seen[self.holds])
         try:
             self.fn(self.user_data)
         except Exception:  # the program's own code: report it as Python reports a failing thread
@@ -51,6 +52,8 @@ class Call:
         finally:
             if self.holds is not None and self.seen is not None:
                 TRACKER.hold(None)
+                with self.lock:
+                    TRACKER.callback_returned(self.holds, self.seen[self.holds])
             self.done.set()
 
 

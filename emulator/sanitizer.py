@@ -334,6 +334,33 @@ class Tracker:
         do not conflict with them."""
         self.holding.stream, self.holding.epoch = stream_handle, epoch
 
+    def callback_starts(self, stream_handle: int, epoch: int) -> None:
+        """The blocking callback queued as task `epoch` of `stream_handle` starts: the copies behind it
+        cannot have run, and a change the host made to their memory before now races with them (the
+        program's other threads are not ordered with the callback)."""
+        for copy in self._copies_behind(stream_handle, epoch):
+            self._check_host_copy(copy, "when a blocking callback ahead of the copy started, in the call", user_site())
+
+    def callback_returned(self, stream_handle: int, epoch: int) -> None:
+        """That callback returned: the work behind it starts only now, so the memory handed to the copies
+        behind it is what they see as it is now (a callback that refills a staging buffer for the next
+        upload is the usual pipeline, not a race)."""
+        for copy in self._copies_behind(stream_handle, epoch):
+            if not copy.reported and copy.mapped():
+                copy.checksum = copy.sum()
+
+    def _copies_behind(self, stream_handle: int, epoch: int) -> list:
+        """The host copies queued behind task `epoch` of `stream_handle`: later on that stream, or on a
+        stream that waits for an event recorded behind it."""
+        if not self.host_copies:
+            return []
+        behind = set()
+        for state in self.clocks.values():
+            after = epoch if state.handle == stream_handle else state.after(stream_handle, epoch + 1)
+            if after is not None:
+                behind.update(id(task) for count, task in state.pending if count > after)
+        return [copy for copy in self.host_copies if id(copy.task) in behind]
+
     def host_saw_event(self, event) -> None:
         recorded = self.events.get(event.handle)
         if recorded:

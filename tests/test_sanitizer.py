@@ -427,33 +427,35 @@ def test_an_output_whose_indices_share_elements_is_reported_with_its_making_and_
         assert made_role == "out made" and str(made).startswith(__file__) and " in described <- " in str(made)
 
 
-def bytes_by_unit(view, rows) -> dict:
-    """{address: {unit indices}} of every byte of the view (its elements, or its rows with `rows`)."""
+def bytes_by_unit(view, units, tag=0) -> dict:
+    """{address: {unit}} of every byte of the view: its elements, its rows with units "rows", or with
+    units None the view itself (`tag`: no unit of one view is a unit of another)."""
     start, itemsize, dims, strides = view
-    per_unit = dims[-1] if rows and dims else 1
+    per_unit = dims[-1] if units == "rows" and dims else 1
     found: dict = {}
     for flat, index in enumerate(itertools.product(*map(range, dims))):
         element = start + itemsize * sum(map(operator.mul, index, strides))
         for address in range(element, element + itemsize):
-            found.setdefault(address, set()).add(flat // per_unit)
+            found.setdefault(address, set()).add(("view", tag) if units is None else flat // per_unit)
     return found
 
 
-@pytest.mark.parametrize("rows", [False, True])
-def test_conflicting_bytes_are_found_exactly_as_listing_every_byte_finds_them(rows):
+@pytest.mark.parametrize("units", ["elements", "rows", None])
+def test_conflicting_bytes_are_found_exactly_as_listing_every_byte_finds_them(units):
     """A byte both views cover conflicts when some unit of one holds it and another unit of the other
-    (the very same view aside); the checker must find one exactly when such a byte exists."""
+    (the very same view aside, unless no unit of one is one of the other); the checker must find one
+    exactly when such a byte exists."""
     rng = random.Random(7)
     for _ in range(10000):
         a, b = ((rng.randint(0, 12), rng.choice((1, 2, 4)), dims, tuple(rng.choice((0, 1, 2, 3, 5)) for _ in dims))
                 for dims in (tuple(rng.randint(0, 3) for _ in range(rng.randint(0, 3))) for _ in range(2)))
         if rng.random() < 0.1:
             b = a
-        units_a, units_b = bytes_by_unit(a, rows), bytes_by_unit(b, rows)
+        units_a, units_b = bytes_by_unit(a, units, 0), bytes_by_unit(b, units, 1)
         conflicts = {address for address in units_a.keys() & units_b.keys()
                      if any(x != y for x in units_a[address] for y in units_b[address])}
-        byte = conflicting_byte(a, b, rows)
-        if b is a:
+        byte = conflicting_byte(a, b, units)
+        if b is a and units is not None:
             assert byte is None, a
         else:
             assert (byte is not None) == bool(conflicts) and (byte is None or byte in conflicts), (a, b, byte)
@@ -468,9 +470,10 @@ def test_large_views_conflict_where_their_ranges_meet_unless_they_are_one_view()
     assert conflicting_byte(whole, ((1 << 20) + 4 * 4096, 4, big, (4096, 1))) == (1 << 20) + 4 * 4096  # a row on
     assert conflicting_byte(whole, ((1 << 20) + 4, 4, big, (4097, 1))) is None  # gaps: not decided, not reported
     x = (1 << 20, 4, (2, 8, 1024, 1024), (1 << 23, 1 << 20, 1024, 1))
-    assert conflicting_byte(x, x[:2] + ((16, 1024, 1024), (1 << 20, 1024, 1)), True) is None
-    assert conflicting_byte(x, x[:2] + ((16384, 1024), (1024, 1)), True) is None  # rows merged, not split
-    assert conflicting_byte(x, x[:2] + ((16, 1024 * 1024), (1 << 20, 1)), True) == 1 << 20  # other rows
+    assert conflicting_byte(x, x[:2] + ((16, 1024, 1024), (1 << 20, 1024, 1)), "rows") is None
+    assert conflicting_byte(x, x[:2] + ((16384, 1024), (1024, 1)), "rows") is None  # rows merged, not split
+    assert conflicting_byte(x, x[:2] + ((16, 1024 * 1024), (1 << 20, 1)), "rows") == 1 << 20  # other rows
+    assert conflicting_byte(whole, whole, None) == 1 << 20  # no unit in common: even one view conflicts
 
 
 @pytest.mark.parametrize("shift,shares", [(0, False), (32, False), (64, True), (512, False)])
@@ -512,6 +515,141 @@ def test_a_softmax_output_over_its_input_is_reported_across_rows_only(shift, sha
     assert len(found) == shares, "\n".join(map(str, found))
     assert not shares or "writes its y (FLOAT[1, 1, 4, 8], strides [64, 64, 16, 1], offset 32) over memory of its x" \
         in found[0].message, found[0].message
+
+
+class OneBuffer:
+    """Tensors described over one device buffer at element offsets, holding the values put there."""
+
+    def __init__(self, program: Program, nbytes: int = 1 << 16):
+        self.program, self.address = program, program.malloc(nbytes)
+
+    def tensor(self, shape, at: int = 0, values=None, dtype=nn.ACL_FLOAT):
+        """A contiguous tensor of `shape` starting `at` of its elements (4 bytes, 8 for INT64) into the buffer."""
+        itemsize = 8 if dtype == nn.ACL_INT64 else 4
+        if values is not None:
+            data = np.ascontiguousarray(values, np.int64 if dtype == nn.ACL_INT64 else np.float32)
+            assert acl.rt.memcpy(self.address + at * itemsize, data.nbytes, acl.util.numpy_to_ptr(data), data.nbytes,
+                                 H2D) == 0
+        tensor = nn.aclCreateTensor(list(shape), dtype, None, at, nn.ACL_FORMAT_ND, None, self.address)
+        self.program.tensors.append(tensor)
+        return tensor
+
+    def read(self, at: int, count: int) -> np.ndarray:
+        out = np.zeros(count, np.float32)
+        assert acl.rt.memcpy(acl.util.numpy_to_ptr(out), out.nbytes, self.address + 4 * at, out.nbytes, D2H) == 0
+        return out
+
+
+def run_op(program: Program, name: str, *args) -> None:
+    """aclnn<name>'s two phases with a workspace of its own, on s1, synchronised."""
+    size, executor, ret = getattr(nn, "aclnn%sGetWorkspaceSize" % name)(*args)
+    assert ret == 0, acl.get_recent_err_msg()
+    workspace = program.malloc(size, written=False) if size else None
+    assert getattr(nn, "aclnn" + name)(workspace, size, executor, program.s1) == 0
+    assert acl.rt.synchronize_stream(program.s1) == 0
+
+
+T, B, C, S = 3, 3, 8, 2   # a CTC problem: time steps, batch items, classes, labels per item (A = C = 8)
+CTC_LOG_PROBS = np.log(np.full((T, B, C), 1.0 / C))
+CTC_TARGETS = np.array([[1, 2], [3, 3], [4, 1]])
+
+
+def ctc_findings(place: dict, backward: bool) -> tuple:
+    """The overlap findings of aclnnCtcLoss (or, with `backward`, of aclnnCtcLossBackward after it), with
+    its tensors at the element offsets of `place` in one buffer (apart by default), and the values of the
+    launch's output at its place (nll for the forward, out for the backward)."""
+    program, lengths = Program(), [nn.aclCreateIntArray(values) for values in ([3, 3, 3], [2, 2, 2])]
+    try:
+        buffer = OneBuffer(program)
+        at = {"logProbs": 0, "targets": 500, "nll": 2000, "logAlpha": 3000, "gradOut": 4000, "out": 5000, **place}
+        log_probs = buffer.tensor((T, B, C), at["logProbs"], CTC_LOG_PROBS)
+        targets = buffer.tensor((B, S), at["targets"], CTC_TARGETS, nn.ACL_INT64)
+        nll_ = buffer.tensor((B,), at["nll"])
+        alpha = buffer.tensor((B, T, C), at["logAlpha"])
+        run_op(program, "CtcLoss", log_probs, targets, *lengths, 0, False, nll_, alpha)
+        if not backward:
+            return [f for f in emulator.reports() if f.kind == "overlapping output"], buffer.read(at["nll"], B)
+        emulator.report.clear()
+        out = buffer.tensor((T, B, C), at["out"])
+        run_op(program, "CtcLossBackward", buffer.tensor((B,), at["gradOut"], np.ones(B)), log_probs, targets,
+               *lengths, nll_, alpha, 0, False, out)
+        return [f for f in emulator.reports() if f.kind == "overlapping output"], buffer.read(at["out"], T * B * C)
+    finally:
+        for array in lengths:
+            nn.aclDestroyIntArray(array)
+        program.close()
+
+
+@pytest.mark.sanitizer_reports("overlapping output")
+@pytest.mark.parametrize("place,reported", [
+    ({}, False),
+    ({"nll": 3000}, True),                               # the two outputs at one address
+    ({"nll": 3001}, True),
+    ({"logAlpha": 0}, True),                             # logAlphaOut over logProbs: one view, as T = B and A = C
+])
+def test_ctc_loss_outputs_may_share_no_memory_with_another_view(place, reported):
+    """The CTC recursion ties no piece of its outputs to one piece of an input: a batch item's loss and
+    alphas are written while other items still read theirs (an output at the very view of an input of
+    another meaning included)."""
+    found, _ = ctc_findings(place, backward=False)
+    assert len(found) == reported, "\n".join(map(str, found))
+
+
+@pytest.mark.sanitizer_reports("overlapping output")
+@pytest.mark.parametrize("place,reported", [
+    ({}, False),
+    ({"out": 0}, False),                                 # in place: out is logProbs' very view
+    ({"out": 2000}, True),                               # out over negLogLikelihood: item 0 overwrites nll[1], nll[2]
+    ({"out": 1}, True),                                  # over logProbs, one class on
+    ({"out": 4000}, True),                               # over gradOut
+])
+def test_ctc_loss_backward_out_may_only_be_log_probs_very_view(place, reported):
+    found, out = ctc_findings(place, backward=True)
+    assert len(found) == reported, "\n".join(map(str, found))
+    if place.get("out") == 0:
+        np.testing.assert_array_equal(out, ctc_findings({}, backward=True)[1], "in place gives what apart gives")
+
+
+@pytest.mark.sanitizer_reports("overlapping output")
+@pytest.mark.parametrize("name", ["BinaryCrossEntropyWithLogits", "KlDiv"])
+@pytest.mark.parametrize("at", [0, 5])
+def test_a_reduction_to_one_element_may_be_written_over_any_input_element(name, at):
+    """Every input is summed before the one result is stored: out over self[k] is defined, for any k."""
+    x, t = np.linspace(-2, 2, 8), np.linspace(0.1, 0.9, 8)
+    results = []
+    for place in (100, at):
+        program = Program()
+        try:
+            buffer = OneBuffer(program)
+            self_, target = buffer.tensor((8,), 0, x), buffer.tensor((8,), 50, t)
+            out = buffer.tensor((), place)
+            if name == "KlDiv":
+                run_op(program, name, self_, target, 2, False, out)       # sum
+            else:
+                run_op(program, name, self_, target, None, None, 1, out)  # mean
+            results.append(buffer.read(place, 1)[0])
+        finally:
+            program.close()
+        assert not emulator.reports(), "\n".join(map(str, emulator.reports()))
+    assert results[0] == results[1]
+
+
+@pytest.mark.sanitizer_reports("overlapping output")
+@pytest.mark.parametrize("m", [64, 2048])
+def test_a_gradient_summed_over_a_broadcast_may_not_overlap_the_input_it_sums(m):
+    """KlDivBackward with self (M, 1) and gradOutput (M, N): out[i] sums gradOutput's row i, so out over
+    gradOutput's first row is reported whatever the size (element i of out is not element i of gradOutput)."""
+    program = Program()
+    try:
+        n = 4
+        buffer = OneBuffer(program, 4 * (2 * m * n + 64))
+        grad, target = buffer.tensor((m, n), 0, np.ones((m, n))), buffer.tensor((m, n), m * n, np.full((m, n), 0.5))
+        self_ = buffer.tensor((m, 1), 2 * m * n)
+        run_op(program, "KlDivBackward", grad, self_, target, 0, False, buffer.tensor((m, 1), 0))
+    finally:
+        program.close()
+    found = [f for f in emulator.reports() if f.kind == "overlapping output"]
+    assert len(found) == 1 and "writes its out" in found[0].message, "\n".join(map(str, found))
 
 
 @pytest.mark.sanitizer_reports("race")
@@ -800,6 +938,46 @@ def run_with_a_callback(program: Program, callback, block: int = acl.ACL_CALLBAC
     finally:
         stop.set()
         thread.join()
+
+
+@pytest.mark.parametrize("execution", ["async", "eager"])
+@pytest.mark.parametrize("changed_by", [None, "callback", "host"])
+@pytest.mark.sanitizer_reports("host memory in flight")
+def test_a_blocking_callback_may_refill_the_staging_buffer_of_the_upload_behind_it(execution, changed_by):
+    """Upload from pinned staging, a blocking callback refills it, upload again: the second copy starts
+    when the callback has returned, so it reads the refill (a pipeline's usual loop, not a race). The
+    host thread changing the staging while the copies run or wait is one: nothing orders that change
+    with the first copy nor with the callback's return."""
+    emulator.configure(execution=execution)
+    program = Program()
+    staging, _ = acl.rt.malloc_host(N)
+    values = acl.util.ptr_to_numpy(staging, (N // 4,), np.dtype(np.float32).num)
+    first, second = program.malloc(written=False), program.malloc(written=False)
+
+    def refill(_):
+        if changed_by == "callback":
+            values[:] = 2
+
+    def upload_both_ways(program):
+        assert acl.rt.memcpy_async(second, N, staging, N, H2D, program.s1) == 0
+        if changed_by == "host":
+            values[:] = 3
+    try:
+        values[:] = 1
+        assert acl.rt.memcpy_async(first, N, staging, N, H2D, program.s1) == 0
+        run_with_a_callback(program, refill, then=upload_both_ways)
+        assert program.read(second) == 0
+        assert program.out[0] == {None: 1, "callback": 2, "host": 3}[changed_by]
+    finally:
+        acl.rt.free_host(staging)
+        program.close()
+    found = emulator.reports()
+    if changed_by != "host":
+        assert found == [], "\n".join(map(str, found))
+        return
+    # the host's change races with both uploads: the first may still be reading, the second may start
+    assert [f.kind for f in found] == ["host memory in flight"] * 2, "\n".join(map(str, found))
+    assert "found changed when a blocking callback ahead of the copy started" in str(found[1])
 
 
 @pytest.mark.parametrize("execution", ["async", "eager"])

@@ -2283,3 +2283,41 @@ int main() {
     assert re.fullmatch(r"ACL_ERROR_RT_PARAM_INVALID\(107000\): aclrtMemcpy: src: expected 64 bytes of readable host "
                         r"memory at 0x[0-9a-f]+, found memory the process cannot read", lines[3]), lines[3]
     assert lines[4] == "read-only data"
+
+
+def test_c_null_storage_dims_with_a_count_are_refused_as_null_view_dims_are(tmp_path):
+    """RUNTIME.md: aclCreateTensor returns NULL when dims are NULL with a count above 0, storage as view
+    (Python's None storage dims mean the view dims; C's NULL does not); aclInitTensor gives 161001 and
+    leaves the tensor as it was. NULL with a count of 0 is a 0-D storage shape."""
+    executable = ctoolkit.compile_program(r"""
+#include <cstdio>
+#include "acl/acl.h"
+#include "aclnnop/aclnn_logsigmoid_backward.h"
+int main() {
+  const int64_t dims[2] = {2, 4};
+  aclTensor *refused = aclCreateTensor(dims, 2, ACL_FLOAT, nullptr, 0, ACL_FORMAT_ND, nullptr, 2, nullptr);
+  std::printf("%d\n%s\n", refused == nullptr, aclGetRecentErrMsg());
+  aclTensor *tensor = aclCreateTensor(dims, 2, ACL_FLOAT, nullptr, 0, ACL_FORMAT_ND, dims, 2, nullptr);
+  const int64_t other[1] = {8};
+  const int ret = aclInitTensor(tensor, other, 1, ACL_FLOAT, nullptr, 0, ACL_FORMAT_ND, nullptr, 3, nullptr);
+  std::printf("%d\n%s\n", ret, aclGetRecentErrMsg());
+  int64_t *shape = nullptr;
+  uint64_t rank = 0;
+  aclGetViewShape(tensor, &shape, &rank);
+  std::printf("%llu\n", static_cast<unsigned long long>(rank));
+  delete[] shape;
+  aclTensor *scalar_storage = aclCreateTensor(dims, 2, ACL_FLOAT, nullptr, 0, ACL_FORMAT_ND, nullptr, 0, nullptr);
+  aclGetStorageShape(scalar_storage, &shape, &rank);
+  std::printf("%d %llu\n", scalar_storage != nullptr, static_cast<unsigned long long>(rank));
+  delete[] shape;
+  aclDestroyTensor(tensor);
+  aclDestroyTensor(scalar_storage);
+  return 0;
+}
+""", tmp_path)
+    done = ctoolkit.run_program(executable)
+    assert done.returncode == 0, done.stderr
+    assert without_prefix(done.stdout).splitlines() == [
+        "1", "AclNN_Parameter_Error(EZ1001): aclCreateTensor: storageDims: expected a list of dims, found null",
+        "161001", "AclNN_Parameter_Error(EZ1001): aclInitTensor: storageDims: expected a list of dims, found null",
+        "2", "1 0"]

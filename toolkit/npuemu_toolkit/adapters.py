@@ -13,6 +13,7 @@ import numpy as np
 
 import _npuemu_c  # made by the bridge (toolkit/src/core.cpp) before it imports this module
 import aclnn_api
+from aclnn_api.tensor import NULL_DIMS
 from emulator import errors, runtime, sites
 from emulator.dtypes import ACL_BF16, NUMPY_TYPES, aclDataTypeSize
 from emulator.memory import host_range_readable
@@ -64,6 +65,22 @@ def aclCreateScalar(value: Optional[int], dataType: int) -> Optional[aclnn_api.a
     except _Unreadable as error:
         errors.record(aclnn_api.ACLNN_ERR_PARAM_INVALID, "aclCreateScalar", str(error))
         return None
+
+
+# A NULL dims array with a count above 0 arrives as None (with a count of 0, as an empty list). Python's
+# aclCreateTensor / aclInitTensor take None storage dims for the view dims; C's fail as for NULL view dims.
+def aclCreateTensor(viewDims: Optional[list], dataType: int, stride: Optional[list], offset: int, format: int,
+                    storageDims: Optional[list], tensorData: Optional[int]) -> Optional[aclnn_api.aclTensor]:
+    """aclCreateTensor as C has it: NULL `storageDims` with a count is NULL, as NULL `viewDims` is."""
+    storage = NULL_DIMS if storageDims is None else storageDims
+    return aclnn_api.aclCreateTensor(viewDims, dataType, stride, offset, format, storage, tensorData)
+
+
+def aclInitTensor(tensor: Any, viewDims: Optional[list], dataType: int, stride: Optional[list], offset: int,
+                  format: int, storageDims: Optional[list], tensorDataAddr: Optional[int]) -> int:
+    """aclInitTensor as C has it: NULL `storageDims` with a count is 161001, the tensor left as it was."""
+    storage = NULL_DIMS if storageDims is None else storageDims
+    return aclnn_api.aclInitTensor(tensor, viewDims, dataType, stride, offset, format, storage, tensorDataAddr)
 
 
 class CFunction:

@@ -285,7 +285,7 @@ typedef int32_t aclnnStatus;
 constexpr aclnnStatus OK = 0;"""),
     Function("aclTensor *aclCreateTensor(const int64_t *viewDims, uint64_t viewDimsNum, aclDataType dataType, "
              "const int64_t *stride, int64_t offset, aclFormat format, const int64_t *storageDims, "
-             "uint64_t storageDimsNum, void *tensorData)", NN + ":aclCreateTensor",
+             "uint64_t storageDimsNum, void *tensorData)", ADAPT + ":aclCreateTensor",
              counts={"viewDims": "viewDimsNum", "stride": "viewDimsNum", "storageDims": "storageDimsNum"}),
     Function("aclScalar *aclCreateScalar(void *value, aclDataType dataType)", ADAPT + ":aclCreateScalar"),
     Function("aclIntArray *aclCreateIntArray(const int64_t *value, uint64_t size)", NN + ":aclCreateIntArray",
@@ -329,7 +329,7 @@ constexpr aclnnStatus OK = 0;"""),
              outputs=("dataType",)),
     Function("aclnnStatus aclInitTensor(aclTensor *tensor, const int64_t *viewDims, uint64_t viewDimsNum, "
              "aclDataType dataType, const int64_t *stride, int64_t offset, aclFormat format, "
-             "const int64_t *storageDims, uint64_t storageDimsNum, void *tensorDataAddr)", NN + ":aclInitTensor",
+             "const int64_t *storageDims, uint64_t storageDimsNum, void *tensorDataAddr)", ADAPT + ":aclInitTensor",
              counts={"viewDims": "viewDimsNum", "stride": "viewDimsNum", "storageDims": "storageDimsNum"}),
     Function("aclnnStatus aclSetAclOpExecutorRepeatable(aclOpExecutor *executor)",
              NN + ":aclSetAclOpExecutorRepeatable"),
