@@ -28,7 +28,7 @@ from . import _kernels, kernel_info, status
 from .arrays import aclBoolArray, aclFloatArray, aclIntArray, aclScalar
 from .executor import aclOpExecutor
 from .shapes import broadcast_strides
-from .tensor import aclTensor, conflicting_byte, moves as tensor_moves, same_view, shared_element, view_nbytes
+from .tensor import aclTensor, byte_runs, conflicting_byte, moves as tensor_moves, same_view, shared_element, view_nbytes
 from .tensor_list import aclScalarList, aclTensorList
 
 # The aclnn objects a first phase takes, by the names its parameters' annotations use.
@@ -49,7 +49,7 @@ class TensorView:
     nbytes) that it touches (nbytes 0 when it touches nothing). The address is the aclTensor's when the
     work is queued (`at`), so an address set between two launches of a repeatable executor counts."""
 
-    __slots__ = ("name", "tensor", "data", "data_type", "shape", "strides", "offset", "start", "nbytes")
+    __slots__ = ("name", "tensor", "data", "data_type", "shape", "strides", "offset", "start", "nbytes", "_runs")
 
     def __init__(self, name: str, tensor: aclTensor, data_type: int, shape: tuple, strides: tuple, offset: int,
                  nbytes: Optional[int] = None, data: Optional[int] = None):
@@ -59,6 +59,7 @@ class TensorView:
         self.data = tensor.data if data is None else data
         self.start = self.data + offset * itemsize
         self.nbytes = view_nbytes(shape, strides, itemsize) if nbytes is None else nbytes
+        self._runs: Optional[tuple] = None
 
     def at(self, data: int) -> "TensorView":
         """The same view over another address."""
@@ -68,6 +69,16 @@ class TensorView:
     def geometry(self) -> tuple:
         """(address of element 0, itemsize, dims, element strides), as tensor.conflicting_byte takes views."""
         return self.start, ITEM_SIZES.get(self.data_type, 8), self.shape, self.strides
+
+    def byte_runs(self) -> Optional[list]:
+        """The byte ranges the view covers when it has gaps (a pitched or sliced view; see
+        tensor.byte_runs), else None: what the sanitizer's initcheck takes it to read or write instead of
+        its whole range. Worked out once, as offsets from the view's start."""
+        if self._runs is None:
+            runs = byte_runs(0, ITEM_SIZES.get(self.data_type, 8), self.shape, self.strides)
+            self._runs = (runs,)
+        runs = self._runs[0]
+        return None if runs is None else [(self.start + begin, self.start + end) for begin, end in runs]
 
     def describe(self) -> str:
         return "%s (%s%s, strides %s, offset %d)" % (self.name, dtype_name(self.data_type), list(self.shape),

@@ -115,6 +115,33 @@ def view_nbytes(dims: Sequence[int], strides: Sequence[int], itemsize: int) -> i
     return (last + 1) * itemsize
 
 
+# A view with gaps is told to the sanitizer as its runs of bytes when it has at most this many (else as
+# its whole byte range).
+LISTED_RUNS = 1 << 16
+
+
+def byte_runs(start: int, itemsize: int, dims: Sequence[int], strides: Sequence[int]) -> Optional[list]:
+    """The [start, end) byte ranges a view covers, in address order, when there are gaps between them (a
+    pitched or sliced view) and at most LISTED_RUNS of them; None for a view that covers its byte range
+    whole (repeats aside), or has more runs. Dims of one element or of stride 0 add no bytes; dims whose
+    elements follow on from the inner ones' merge into longer runs."""
+    kept = sorted(((stride, dim) for dim, stride in zip(dims, strides) if dim > 1 and stride > 0), reverse=True)
+    if any(dim <= 0 for dim in dims):
+        return None
+    run = 1  # elements in one run: the innermost dims that step by what the inner ones span
+    while kept and kept[-1][0] == run:
+        run *= kept.pop()[1]
+    count = math.prod(dim for _, dim in kept)
+    if not kept or count > LISTED_RUNS:
+        return None
+    outer = tuple(dim for _, dim in kept)
+    starts = np.unique(start + _offsets(outer, tuple(stride for stride, _ in kept)) * itemsize)
+    ends = starts + run * itemsize
+    if (starts[1:] <= ends[:-1]).all():
+        return None  # the runs touch or overlap: no gap after all
+    return list(zip(starts.tolist(), ends.tolist()))
+
+
 # Views up to this many elements that neither rule of shared_element decides are decided by listing
 # their offsets; larger ones are taken to give every index an element of its own.
 LISTED_ELEMENTS = 1 << 20

@@ -548,7 +548,11 @@ class Tracker:
         resolves each tensor as it runs: the check costs no lookup of its own). What it writes counts as
         written once it has run (task_ran): an output that is also an input (in place) is read first."""
         if write:
-            self.written_by_running.append((allocation, start, nbytes))
+            runs = _runs(what)
+            if runs is None:
+                self.written_by_running.append((allocation, start, nbytes))
+            else:  # a view with gaps writes its runs, not the bytes between them
+                self.written_by_running.extend((allocation, begin, end - begin) for begin, end in runs)
             return
         bounds = allocation.written.bounds
         if len(bounds) == 2 and bounds[0] <= start and start + nbytes <= bounds[1]:
@@ -556,7 +560,7 @@ class Tracker:
         if not allocation.written.covers(start, start + nbytes):
             task = self.running
             self._unwritten(allocation, start, nbytes, what, "%s, launched" % task.name if task is not None
-                            else "host call", task.site if task is not None else user_site())
+                            else "host call", task.site if task is not None else user_site(), _runs(what))
 
     def _read(self, start: int, nbytes: int, label, reader: str, site: Site) -> None:
         """A copy or a host call reads [start, start+nbytes): never-written bytes are reported."""
@@ -569,10 +573,11 @@ class Tracker:
         if allocation is not None and nbytes > 0:
             _wrote(allocation, start, nbytes)
 
-    def _unwritten(self, allocation, start: int, nbytes: int, what, reader: str, site: Site) -> None:
+    def _unwritten(self, allocation, start: int, nbytes: int, what, reader: str, site: Site,
+                   runs: Optional[list] = None) -> None:
         """Report a read of never-written bytes of `allocation` (`what`: the range's name, or what makes
-        it), and fill them with the poison pattern."""
-        gaps = allocation.written.gaps(start, start + nbytes)
+        it; `runs`: the parts of the range read, when not all of it), and fill them with the poison pattern."""
+        gaps = sorted({gap for begin, end in (runs or [(start, start + nbytes)]) for gap in allocation.written.gaps(begin, end)})
         if not gaps:
             return
         for gap_start, gap_end in gaps:
@@ -729,6 +734,12 @@ class Written:
             cursor = bounds[i + 1]
             i += 2
         return found
+
+
+def _runs(what) -> Optional[list]:
+    """The byte ranges a kernel's view with gaps reads or writes (a view tells them: byte_runs), else None."""
+    runs = getattr(what, "byte_runs", None)
+    return runs() if runs is not None else None
 
 
 def _wrote(allocation, start: int, nbytes: int) -> None:

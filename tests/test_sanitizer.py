@@ -16,7 +16,7 @@ import pytest
 import acl
 import aclnn_api as nn
 import emulator
-from aclnn_api.tensor import conflicting_byte, shared_element
+from aclnn_api.tensor import byte_runs, conflicting_byte, shared_element
 from emulator import report
 from emulator.sanitizer import POISON, Written
 
@@ -698,6 +698,47 @@ def test_uninitialised_bytes_read_as_the_poison_and_the_report_says_which():
     (finding,) = emulator.reports()
     assert "%d byte(s) from offset %d" % (N // 2, N // 2) in finding.message
     assert [role for role, _ in finding.sites] == ["read by aclrtMemcpy, called", "allocation made"]
+
+
+def test_byte_runs_are_the_bytes_a_view_covers_exactly_when_it_has_gaps():
+    rng = random.Random(11)
+    for _ in range(3000):
+        dims = tuple(rng.randint(0, 4) for _ in range(rng.randint(0, 3)))
+        view = (rng.randint(0, 8), rng.choice((1, 2, 4)), dims, tuple(rng.choice((0, 1, 2, 3, 5, 8)) for _ in dims))
+        covered = set(bytes_by_unit(view, "elements"))
+        runs = byte_runs(*view)
+        if runs is None:  # no gap (or nothing at all)
+            assert not covered or len(covered) == max(covered) - min(covered) + 1, view
+        else:
+            listed = {address for begin, end in runs for address in range(begin, end)}
+            assert listed == covered and len(covered) < max(covered) - min(covered) + 1, view
+
+
+@pytest.mark.parametrize("width", [6, 4])
+@pytest.mark.sanitizer_reports("uninitialised read")
+def test_a_kernel_reading_a_pitched_view_reads_its_rows_not_the_bytes_between_them(width):
+    """Rows of `width` floats, 16 apart, uploaded by aclrtMemcpy2d, read by a kernel as rows of 6: of
+    exactly those rows it reads nothing unwritten; of rows of 4 it reads the 2 unwritten floats ending
+    each row (and not the bytes between rows). Its output, a pitched view too, writes its rows only:
+    reading the whole output buffer back reads the bytes between them, never written."""
+    program = Program()
+    try:
+        pitched, result = program.malloc(written=False), program.malloc(written=False)
+        rows = np.arange(4 * width, dtype=np.float32).reshape(4, width)
+        assert acl.rt.memcpy_2d(pitched, 64, acl.util.numpy_to_ptr(rows), 4 * width, 4 * width, 4, H2D) == 0
+        x, y = (described(program, address, (4, 6), (16, 1)) for address in (pitched, result))
+        log_sigmoid_into(program, x, y)
+        read_rows = [f for f in emulator.reports() if "aclnnLogSigmoid reads" in f.message]
+        assert len(read_rows) == (width == 4), "\n".join(map(str, emulator.reports()))
+        if width == 4:
+            assert "%d byte(s) from offset 16" % (4 * 2 * 4) in read_rows[0].message, read_rows[0].message
+        emulator.report.clear()
+        assert program.read(result) == 0
+    finally:
+        program.close()
+    (finding,) = emulator.reports()
+    # 4 rows of 24 bytes written of the 256: 160 never written, the first at offset 24
+    assert "aclrtMemcpy reads" in finding.message and "160 byte(s) from offset 24" in finding.message, finding.message
 
 
 @pytest.mark.sanitizer_reports("race")
