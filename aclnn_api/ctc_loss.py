@@ -182,7 +182,7 @@ def aclnnCtcLossGetWorkspaceSize(logProbs: aclTensor, targets: aclTensor, inputL
         (log_probs, view("targets", targets), nll, view("logAlphaOut", logAlphaOut), list(inputLengths.values),
          list(targetLengths.values), blank, zero_infinity, slots, label_width, Workspace(0, sizes[0]),
          Workspace(sizes[0], sizes[1]), list(sizes)),
-        workspace_size=sum(sizes), units="none")
+        workspace_size=sum(sizes), in_place=())
 
 
 aclnnCtcLoss = second_phase(OP)

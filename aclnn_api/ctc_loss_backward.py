@@ -138,7 +138,7 @@ def aclnnCtcLossBackwardGetWorkspaceSize(gradOut: aclTensor, logProbs: aclTensor
          view("negLogLikelihood", negLogLikelihood), view("logAlpha", logAlpha), view("out", out),
          list(inputLengths.values), list(targetLengths.values), blank, zero_infinity, slots, label_width,
          *(Workspace(offset, size) for offset, size in zip(offsets, sizes)), list(sizes)),
-        workspace_size=sum(sizes), units="none", in_place=(("out", "logProbs"),))
+        workspace_size=sum(sizes), in_place=(("out", "logProbs"),))
 
 
 aclnnCtcLossBackward = second_phase(OP)

@@ -28,7 +28,7 @@ from . import _kernels, kernel_info, status
 from .arrays import aclBoolArray, aclFloatArray, aclIntArray, aclScalar
 from .executor import aclOpExecutor
 from .shapes import broadcast_strides
-from .tensor import aclTensor, byte_runs, conflicting_byte, moves as tensor_moves, same_view, shared_element, view_nbytes
+from .tensor import aclTensor, byte_runs, conflicting_byte, moves as tensor_moves, shared_element, view_nbytes
 from .tensor_list import aclScalarList, aclTensorList
 
 # The aclnn objects a first phase takes, by the names its parameters' annotations use.
@@ -106,6 +106,11 @@ class Workspace:
         self.offset, self.size = offset, size
 
 
+def _without_ones(shape: tuple) -> tuple:
+    """The shape without its dims of one, which number the elements in row-major order as it does."""
+    return tuple(dim for dim in shape if dim != 1)
+
+
 class KernelLaunch:
     """A call of a C++ kernel: TensorView and Workspace arguments become (pointer, dtype, shape,
     strides) tuples and pointers when the work runs; other arguments pass through.
@@ -120,18 +125,18 @@ class KernelLaunch:
       "rows"      the rows of the last dim are, each read whole before any of it is written (a core's
                   row of the softmax): an output may overlap an input within a row;
       "launch"    every input is read before any output is written (a reduction to one element, summed
-                  before it is stored): an output may overlap any input;
-      "none"      no piece of an output's work is tied to one of an input's (a recursion along a batch
-                  item): an output shares no byte with another view, except as the very view of an
-                  input it is paired with in `in_place`.
-    A view of another shape than the output's (a reduction of a broadcast, a broadcast weight) has no
-    unit in common with it whatever `units` says."""
+                  before it is stored): an output may overlap any input (not another output).
+    `in_place`, when given, lists the (output, input) pairs whose pieces of work match as `units` says;
+    every other pair shares none (an output over the softmax's mask, which is read as the row is
+    written; any pair of a recursion along batch items but CtcLossBackward's out over logProbs). A view
+    of another shape than the output's (a reduction of a broadcast, a broadcast weight; dims of one
+    aside) has no unit in common with it either. Pairs that share no unit may share no byte."""
 
     __slots__ = ("kernel", "args", "workspace_size", "outputs", "moves", "units", "in_place", "_overlaps")
 
     def __init__(self, kernel: Callable, args: tuple, workspace_size: int = 0,
                  outputs: Optional[Sequence[str]] = None, units: str = "elements",
-                 in_place: tuple = ()):
+                 in_place: Optional[tuple] = None):
         if _wider_than_kernels(args) and not isinstance(kernel, OuterLoop):
             kernel, args = fit_kernel_dims(kernel, args)
         self.kernel, self.args, self.workspace_size = kernel, args, workspace_size
@@ -141,11 +146,11 @@ class KernelLaunch:
         self._overlaps: Optional[tuple] = None
 
     def overlaps(self) -> tuple:
-        """What the card would write in no fixed order, as (output view, other view, where): an output
-        view in which two indices are one element (other None; where: the two indices), and an output
-        sharing bytes with another view of the launch, an input or an output, in different units of
-        work (as `units` says; where: the address of such a byte). Worked out once: a launch whose
-        tensors moved is a new one (queued)."""
+        """What the card would write in no fixed order, as (output view, other view, where, units): an
+        output view in which two indices are one element (other None; where: the two indices), and an
+        output sharing bytes with another view of the launch, an input or an output, in different units
+        of work (where: the address of such a byte; units: the units the two share, None if none). Worked
+        out once: a launch whose tensors moved is a new one (queued)."""
         if self._overlaps is None:
             self._overlaps = tuple(self._find_overlaps())
         return self._overlaps
@@ -158,7 +163,7 @@ class KernelLaunch:
                 continue
             shared = shared_element(output.shape, output.strides)
             if shared:
-                yield output, None, shared
+                yield output, None, shared, None
             for other in views[:position] + views[position + 1:]:
                 if other.start >= output.start + output.nbytes or output.start >= other.start + other.nbytes:
                     continue  # apart: the usual case, told without the geometry
@@ -166,19 +171,20 @@ class KernelLaunch:
                     continue  # a pair of outputs is reported once
                 if self.units == "launch" and other.name not in written:
                     continue  # read whole before the output is written
-                byte = conflicting_byte(output.geometry(), other.geometry(), self._shared_units(output, other))
+                units = self._shared_units(output, other)
+                byte = conflicting_byte(output.geometry(), other.geometry(), units)
                 if byte is not None:
-                    yield output, other, byte
+                    yield output, other, byte, units
 
     def _shared_units(self, output: TensorView, other: TensorView) -> Optional[str]:
         """How the pieces of work of `output` and `other` match, as conflicting_byte takes it: None when
         no piece of one is a piece of the other."""
         if self.units == "launch":
             return None  # two outputs (inputs never reach here), written in no fixed order
-        if self.units == "none":
-            paired = (output.name, other.name) in self.in_place
-            return "elements" if paired and same_view(output.geometry(), other.geometry()) else None
-        return self.units if output.shape == other.shape else None
+        if self.in_place is not None and (output.name, other.name) not in self.in_place:
+            return None
+        same_shape = output.shape == other.shape or _without_ones(output.shape) == _without_ones(other.shape)
+        return self.units if same_shape and (self.units != "rows" or output.shape[-1:] == other.shape[-1:]) else None
 
     def queued(self) -> "KernelLaunch":
         """This launch as queued now: with every view at its tensor's current address (itself when
@@ -506,8 +512,8 @@ def _launch(op: str, workspace: Any, workspace_size: Any, plan: aclOpExecutor, s
         interface.launch_checks(op, plan.tensors(), site)
     if plan.launch is not None:
         work = plan.launch = plan.launch.queued()  # a repeatable executor moved by aclSetRawTensorAddr & co. stays moved
-        for output, other, where in work.overlaps() if memcheck else ():
-            interface.overlapping_output(op, output, other, where, site)
+        for output, other, where, units in work.overlaps() if memcheck else ():
+            interface.overlapping_output(op, output, other, where, site, in_place_possible=units is not None)
         interface.launch(target, op, functools.partial(_execute, op, work, device_id, workspace), site=site,
                          ranges=functools.partial(work.ranges, workspace), details=work.details,
                          resolves_itself=True)

@@ -115,7 +115,8 @@ def aclnnScaledMaskedSoftmaxBackwardGetWorkspaceSize(gradOutput: aclTensor, y: a
     shape = gradOutput.view_dims
     return KernelLaunch(_kernels.scaled_masked_softmax_backward,
                         (view("gradOutput", gradOutput), view("y", y), view("mask", mask, shape),
-                         view("out", out), fp32_attribute(scale)), units="rows")
+                         view("out", out), fp32_attribute(scale)), units="rows",
+                        in_place=(("out", "gradOutput"), ("out", "y")))  # the mask is read as the row is written
 
 
 aclnnScaledMaskedSoftmaxBackward = second_phase(OP)

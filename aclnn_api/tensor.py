@@ -241,11 +241,6 @@ def conflicting_byte(a: tuple, b: tuple, units: Optional[str] = "elements") -> O
     return int(addresses_a[np.flatnonzero(conflicts)[0]]) if conflicts.any() else None
 
 
-def same_view(a: tuple, b: tuple) -> bool:
-    """Whether views a and b (as conflicting_byte takes them) are one view, however described."""
-    return _canonical(a, False) == _canonical(b, False)
-
-
 def _canonical(view: tuple, rows: bool) -> tuple:
     """The view with dims of one element left out and neighbours that step as one dim merged (the last
     dim kept apart with rows): two views with one canonical form are the same view."""

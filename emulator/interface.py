@@ -88,11 +88,12 @@ def launch_checks(op: str, tensors: Sequence[tuple], site: Site) -> None:
     _TRACKER.launch_checks(op, tensors, site)
 
 
-def overlapping_output(op: str, output, other, where, site: Site) -> None:
+def overlapping_output(op: str, output, other, where, site: Site, in_place_possible: bool = True) -> None:
     """The second phase of `op` writes `output` (a TensorView) in which the two indices `where` are one
-    element (other None), or which shares the byte at `where` with the view `other` without being it:
+    element (other None), or which shares the byte at `where` with the view `other` without being it
+    (`in_place_possible`: the operator may write `output` over that very view; else over none of it):
     reported (memcheck), the launch goes on."""
-    _TRACKER.overlapping_output(op, output, other, where, site)
+    _TRACKER.overlapping_output(op, output, other, where, site, in_place_possible)
 
 
 def current_stream() -> Stream:

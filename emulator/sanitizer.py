@@ -666,10 +666,11 @@ class Tracker:
                     "(offset %d bytes)" % (op, name, tensor.data, ALIGNMENT, tensor.data % ALIGNMENT),
                     (("launch of %s" % op, site), ("tensor made", tensor.site)), ())
 
-    def overlapping_output(self, op: str, output, other, where, site: Site) -> None:
+    def overlapping_output(self, op: str, output, other, where, site: Site, in_place_possible: bool = True) -> None:
         """An output view in which two indices are one element (other None, where the indices), or which
-        shares the byte at `where` with another view of the launch without being that view: the card's
-        cores write (and read) such memory in no fixed order, so what stays there is not defined."""
+        shares the byte at `where` with another view of the launch without being that view (or, when
+        not `in_place_possible`, at all): the card's cores write (and read) such memory in no fixed
+        order, so what stays there is not defined."""
         sites = [("launch of %s" % op, site), ("%s made" % output.name, output.tensor.site)]
         if other is None:
             first, second = where
@@ -681,10 +682,12 @@ class Tracker:
         else:
             if other.tensor is not output.tensor:
                 sites.append(("%s made" % other.name, other.tensor.site))
-            message = ("%s writes its %s over memory of its %s, which is not the same view (both hold the byte at "
-                       "0x%x): the card's cores go through the two views in no fixed order, so what stays there is "
-                       "not defined (npuemu keeps one outcome). An in-place call passes the very same view for both"
-                       % (op, output.describe(), other.describe(), where))
+            how = ("which is not the same view", ". An in-place call passes the very same view for both") \
+                if in_place_possible else ("which it may not overlap at all (%s does not write its %s piece by piece "
+                                           "as it reads its %s)" % (op, output.name, other.name), "")
+            message = ("%s writes its %s over memory of its %s, %s (both hold the byte at 0x%x): the card's cores "
+                       "go through the two views in no fixed order, so what stays there is not defined (npuemu "
+                       "keeps one outcome)%s" % (op, output.describe(), other.describe(), how[0], where, how[1]))
         report.publish("overlapping output", "memcheck", message, tuple(sites), ())
 
 

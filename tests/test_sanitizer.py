@@ -524,10 +524,12 @@ class OneBuffer:
         self.program, self.address = program, program.malloc(nbytes)
 
     def tensor(self, shape, at: int = 0, values=None, dtype=nn.ACL_FLOAT):
-        """A contiguous tensor of `shape` starting `at` of its elements (4 bytes, 8 for INT64) into the buffer."""
-        itemsize = 8 if dtype == nn.ACL_INT64 else 4
+        """A contiguous tensor of `shape` starting `at` of its elements (4 bytes; 8 for INT64, 1 for BOOL)
+        into the buffer."""
+        numpy_type = {nn.ACL_INT64: np.int64, nn.ACL_BOOL: np.bool_}.get(dtype, np.float32)
+        itemsize = np.dtype(numpy_type).itemsize
         if values is not None:
-            data = np.ascontiguousarray(values, np.int64 if dtype == nn.ACL_INT64 else np.float32)
+            data = np.ascontiguousarray(values, numpy_type)
             assert acl.rt.memcpy(self.address + at * itemsize, data.nbytes, acl.util.numpy_to_ptr(data), data.nbytes,
                                  H2D) == 0
         tensor = nn.aclCreateTensor(list(shape), dtype, None, at, nn.ACL_FORMAT_ND, None, self.address)
@@ -650,6 +652,44 @@ def test_a_gradient_summed_over_a_broadcast_may_not_overlap_the_input_it_sums(m)
         program.close()
     found = [f for f in emulator.reports() if f.kind == "overlapping output"]
     assert len(found) == 1 and "writes its out" in found[0].message, "\n".join(map(str, found))
+
+
+@pytest.mark.sanitizer_reports("overlapping output")
+@pytest.mark.parametrize("mask_at,reported", [(16384, False), (512, True)])
+def test_a_softmax_gradient_may_overlap_gradoutput_or_y_within_a_row_but_not_the_mask(mask_at, reported):
+    """The backward kernel reads gradOutput's and y's row before it writes out's, but reads the mask as it
+    writes: out (floats 0..255) over the mask (bytes 512..767, inside out's row) gives wrong numbers."""
+    program = Program()
+    try:
+        buffer, row = OneBuffer(program), (1, 1, 1, 256)
+        grad, y = buffer.tensor(row, 1024, np.linspace(-1, 1, 256)), buffer.tensor(row, 2048, np.full(256, 1 / 256))
+        mask = buffer.tensor(row, mask_at, np.zeros(256), nn.ACL_BOOL)
+        run_op(program, "ScaledMaskedSoftmaxBackward", grad, y, mask, 1.0, False, buffer.tensor(row, 0))
+    finally:
+        program.close()
+    found = emulator.reports()
+    assert len(found) == reported, "\n".join(map(str, found))
+    if reported:
+        assert "which it may not overlap at all (aclnnScaledMaskedSoftmaxBackward does not write its out piece by " \
+               "piece as it reads its mask)" in found[0].message and "in-place call" not in found[0].message
+
+
+def test_an_output_over_an_input_of_the_same_elements_in_another_shape_is_in_place():
+    """KlDivBackward, self [64], target and gradOutput [1, 64]: out [64] over gradOutput's very bytes is
+    element i over element i (nothing is summed: out has as many elements as the broadcast)."""
+    results = []
+    for out_at in (4096, 0):
+        program = Program()
+        try:
+            buffer = OneBuffer(program)
+            grad, target = buffer.tensor((1, 64), 0, np.linspace(-1, 1, 64)), buffer.tensor((1, 64), 128, np.full(64, 0.5))
+            self_ = buffer.tensor((64,), 256, np.zeros(64))
+            run_op(program, "KlDivBackward", grad, self_, target, 0, False, buffer.tensor((64,), out_at))
+            results.append(buffer.read(out_at, 64))
+        finally:
+            program.close()
+        assert emulator.reports() == []
+    np.testing.assert_array_equal(results[0], results[1])
 
 
 @pytest.mark.sanitizer_reports("race")
