@@ -70,15 +70,23 @@ class TensorView:
         """(address of element 0, itemsize, dims, element strides), as tensor.conflicting_byte takes views."""
         return self.start, ITEM_SIZES.get(self.data_type, 8), self.shape, self.strides
 
-    def byte_runs(self) -> Optional[list]:
-        """The byte ranges the view covers when it has gaps (a pitched or sliced view; see
-        tensor.byte_runs), else None: what the sanitizer's initcheck takes it to read or write instead of
-        its whole range. Worked out once, as offsets from the view's start."""
-        if self._runs is None:
-            runs = byte_runs(0, ITEM_SIZES.get(self.data_type, 8), self.shape, self.strides)
-            self._runs = (runs,)
-        runs = self._runs[0]
-        return None if runs is None else [(self.start + begin, self.start + end) for begin, end in runs]
+    def byte_runs(self) -> Optional[tuple]:
+        """(starts, ends) of the byte ranges the view covers when it has gaps (a pitched or sliced view;
+        see tensor.byte_runs), else None: what the sanitizer's initcheck takes it to read or write instead
+        of its whole range. A tensor's own view without gaps (the usual case) is told at once; the runs
+        of others are worked out once, as offsets from the view's start, and kept by the tensor for its
+        own view (launch after launch) or by this view."""
+        own = self.strides is self.tensor.strides
+        if own and self.tensor.dense:
+            return None
+        if (self.tensor.runs if own else self._runs) is None:
+            runs = (byte_runs(0, ITEM_SIZES.get(self.data_type, 8), self.shape, self.strides),)
+            if own:
+                self.tensor.runs = runs
+            else:
+                self._runs = runs
+        runs = (self.tensor.runs if own else self._runs)[0]
+        return None if runs is None else (self.start + runs[0], self.start + runs[1])
 
     def describe(self) -> str:
         return "%s (%s%s, strides %s, offset %d)" % (self.name, dtype_name(self.data_type), list(self.shape),

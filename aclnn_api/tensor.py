@@ -20,6 +20,7 @@ from emulator.cargs import ACLNN, INT64
 from emulator.dtypes import ACL_DT_UNDEFINED, ACL_FORMAT_UNDEFINED, DTYPE_NAMES, FORMAT_NAMES, item_size, dtype_name, format_name
 from emulator.errors import AclError, api
 from emulator.resource import Resource, live
+from emulator.sanitizer import merged_ranges
 
 from . import status
 
@@ -33,7 +34,7 @@ class aclTensor(Resource):
     layer = ACLNN
 
     __slots__ = ("view_dims", "data_type", "strides", "offset", "format", "storage_dims", "data", "view_nbytes",
-                 "valid_dims", "version")
+                 "dense", "runs", "valid_dims", "version")
 
     def __init__(self, view_dims: tuple, data_type: int, strides: tuple, offset: int, fmt: int,
                  storage_dims: tuple, data: int, site: Optional[sites.Site] = None):
@@ -51,6 +52,8 @@ class aclTensor(Resource):
         self.storage_dims: tuple = storage_dims
         self.data: int = data
         self.view_nbytes: int = view_nbytes(view_dims, strides, item_size(data_type))
+        self.dense: bool = self.view_nbytes == self.numel * item_size(data_type)  # its elements fill its range
+        self.runs: Optional[tuple] = None  # (byte_runs of its view,) once a launch asked (TensorView.byte_runs)
         self.valid_dims: Optional[tuple] = None  # the view_dims that operators' shape checks accepted
         self.version: int = moved()
 
@@ -120,14 +123,15 @@ def view_nbytes(dims: Sequence[int], strides: Sequence[int], itemsize: int) -> i
 LISTED_RUNS = 1 << 16
 
 
-def byte_runs(start: int, itemsize: int, dims: Sequence[int], strides: Sequence[int]) -> Optional[list]:
-    """The [start, end) byte ranges a view covers, in address order, when there are gaps between them (a
-    pitched or sliced view) and at most LISTED_RUNS of them; None for a view that covers its byte range
-    whole (repeats aside), or has more runs. Dims of one element or of stride 0 add no bytes; dims whose
-    elements follow on from the inner ones' merge into longer runs."""
-    kept = sorted(((stride, dim) for dim, stride in zip(dims, strides) if dim > 1 and stride > 0), reverse=True)
+def byte_runs(start: int, itemsize: int, dims: Sequence[int], strides: Sequence[int]) -> Optional[tuple]:
+    """(starts, ends): numpy arrays of the disjoint [start, end) byte ranges a view covers, in address
+    order, when there are gaps between them (a pitched or sliced view) and at most LISTED_RUNS of them;
+    None for a view that covers its byte range whole (repeats aside), or has more runs. Dims of one
+    element or of stride 0 add no bytes; dims whose elements follow on from the inner ones' merge into
+    longer runs, and runs that meet or overlap (a view folded onto itself) into one."""
     if any(dim <= 0 for dim in dims):
         return None
+    kept = sorted(((stride, dim) for dim, stride in zip(dims, strides) if dim > 1 and stride > 0), reverse=True)
     run = 1  # elements in one run: the innermost dims that step by what the inner ones span
     while kept and kept[-1][0] == run:
         run *= kept.pop()[1]
@@ -135,11 +139,9 @@ def byte_runs(start: int, itemsize: int, dims: Sequence[int], strides: Sequence[
     if not kept or count > LISTED_RUNS:
         return None
     outer = tuple(dim for _, dim in kept)
-    starts = np.unique(start + _offsets(outer, tuple(stride for stride, _ in kept)) * itemsize)
-    ends = starts + run * itemsize
-    if (starts[1:] <= ends[:-1]).all():
-        return None  # the runs touch or overlap: no gap after all
-    return list(zip(starts.tolist(), ends.tolist()))
+    starts = np.sort(start + _offsets(outer, tuple(stride for stride, _ in kept)) * itemsize)
+    starts, ends = merged_ranges(starts, starts + run * itemsize)
+    return None if len(starts) == 1 else (starts, ends)
 
 
 # Views up to this many elements that neither rule of shared_element decides are decided by listing

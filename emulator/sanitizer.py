@@ -29,6 +29,8 @@ import threading
 import zlib
 from typing import Optional, Sequence
 
+import numpy as np
+
 from . import report, status
 from .dtypes import item_size
 from .sites import Site, user_site
@@ -209,7 +211,7 @@ class Tracker:
         self.host_copies: list[HostCopy] = []     # in the order queued
         self.host_copies_of: dict = {}             # id(task) -> its HostCopy list (a task looks up its own)
         self.running = None                        # the task running now, if any (whose site an access has)
-        self.written_by_running: list = []         # (allocation, start, nbytes) it resolved to write
+        self.written_by_running: list = []         # (allocation, start, nbytes, runs or None) it resolved to write
         self.calling: Optional[str] = None         # the synchronous host call touching device memory now
         self.holding = threading.local()           # .stream, .epoch: the blocking callback this thread runs
 
@@ -547,20 +549,19 @@ class Tracker:
         """A running task resolves [start, start+nbytes) of `allocation` to write or read it (a kernel
         resolves each tensor as it runs: the check costs no lookup of its own). What it writes counts as
         written once it has run (task_ran): an output that is also an input (in place) is read first."""
-        if write:
-            runs = _runs(what)
-            if runs is None:
-                self.written_by_running.append((allocation, start, nbytes))
-            else:  # a view with gaps writes its runs, not the bytes between them
-                self.written_by_running.extend((allocation, begin, end - begin) for begin, end in runs)
+        if write:  # a view with gaps writes its runs, not the bytes between them
+            self.written_by_running.append((allocation, start, nbytes, _runs(what)))
             return
         bounds = allocation.written.bounds
         if len(bounds) == 2 and bounds[0] <= start and start + nbytes <= bounds[1]:
             return  # Written.covers() of the common case, one written range: inline, as every launch asks
         if not allocation.written.covers(start, start + nbytes):
+            runs = _runs(what)
+            if runs is not None and not allocation.written.uncovered(*runs).any():
+                return  # a view with gaps reads its runs only
             task = self.running
             self._unwritten(allocation, start, nbytes, what, "%s, launched" % task.name if task is not None
-                            else "host call", task.site if task is not None else user_site(), _runs(what))
+                            else "host call", task.site if task is not None else user_site(), runs)
 
     def _read(self, start: int, nbytes: int, label, reader: str, site: Site) -> None:
         """A copy or a host call reads [start, start+nbytes): never-written bytes are reported."""
@@ -574,10 +575,16 @@ class Tracker:
             _wrote(allocation, start, nbytes)
 
     def _unwritten(self, allocation, start: int, nbytes: int, what, reader: str, site: Site,
-                   runs: Optional[list] = None) -> None:
+                   runs: Optional[tuple] = None) -> None:
         """Report a read of never-written bytes of `allocation` (`what`: the range's name, or what makes
-        it; `runs`: the parts of the range read, when not all of it), and fill them with the poison pattern."""
-        gaps = sorted({gap for begin, end in (runs or [(start, start + nbytes)]) for gap in allocation.written.gaps(begin, end)})
+        it; `runs`: (starts, ends) of the parts of the range read, when not all of it), and fill them with
+        the poison pattern."""
+        if runs is None:
+            gaps = allocation.written.gaps(start, start + nbytes)
+        else:  # the gaps of the runs not written whole, each run apart from the others
+            unwritten = allocation.written.uncovered(*runs)
+            gaps = [gap for begin, end in zip(runs[0][unwritten].tolist(), runs[1][unwritten].tolist())
+                    for gap in allocation.written.gaps(begin, end)]
         if not gaps:
             return
         for gap_start, gap_end in gaps:
@@ -605,9 +612,11 @@ class Tracker:
     def task_ran(self, task) -> None:
         """After a task ran: what it wrote is initialised."""
         if task.resolves_itself:
-            for allocation, start, nbytes in self.written_by_running:
+            for allocation, start, nbytes, runs in self.written_by_running:
                 bounds = allocation.written.bounds
-                if not (len(bounds) == 2 and bounds[0] <= start and start + nbytes <= bounds[1]):
+                if runs is not None:
+                    allocation.written.add_runs(*runs)
+                elif not (len(bounds) == 2 and bounds[0] <= start and start + nbytes <= bounds[1]):
                     _wrote(allocation, start, nbytes)  # (written again, in one range: nothing to add)
             self.written_by_running = []
             return
@@ -695,10 +704,16 @@ class Written:
     """The byte ranges of one allocation that something wrote: sorted, disjoint [start, end) pairs kept
     flat in one list ([s0, e0, s1, e1, ...]), merged as they are added."""
 
-    __slots__ = ("bounds",)
+    __slots__ = ("bounds", "_array")
 
     def __init__(self) -> None:
         self.bounds: list[int] = []
+        self._array: Optional[np.ndarray] = None  # the bounds as an array, for many ranges at once
+
+    def _bounds_array(self) -> np.ndarray:
+        if self._array is None:
+            self._array = np.asarray(self.bounds, dtype=np.int64)
+        return self._array
 
     def covers(self, start: int, end: int) -> bool:
         """Whether all of [start, end) was written: inside one written range."""
@@ -718,6 +733,26 @@ class Written:
             end = bounds[j]
             j += 1
         bounds[i:j] = [start, end]
+        self._array = None
+
+    def uncovered(self, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+        """Which of the ranges [starts[i], ends[i]) (numpy arrays) were not written whole: covers(), for
+        many ranges at once."""
+        bounds = self._bounds_array()
+        if not bounds.size:
+            return np.ones(len(starts), dtype=bool)
+        at = np.searchsorted(bounds, starts, side="right")
+        return ~((at % 2 == 1) & (ends <= bounds[np.minimum(at, bounds.size - 1)]))
+
+    def add_runs(self, starts: np.ndarray, ends: np.ndarray) -> None:
+        """add() of many disjoint ranges in address order (a view's runs) at once."""
+        if not self.uncovered(starts, ends).any():
+            return  # written again: the usual case of a loop
+        bounds = self._bounds_array()
+        all_starts, all_ends = np.concatenate((bounds[0::2], starts)), np.concatenate((bounds[1::2], ends))
+        order = np.argsort(all_starts, kind="stable")
+        self._array = np.column_stack(merged_ranges(all_starts[order], all_ends[order])).ravel()
+        self.bounds = self._array.tolist()
 
     def gaps(self, start: int, end: int) -> list[tuple]:
         """The parts of [start, end) never written."""
@@ -739,7 +774,16 @@ class Written:
         return found
 
 
-def _runs(what) -> Optional[list]:
+def merged_ranges(starts: np.ndarray, ends: np.ndarray) -> tuple:
+    """[start, end) ranges sorted by start (numpy arrays), those that meet or overlap merged: (starts, ends)."""
+    reach = np.maximum.accumulate(ends)
+    first = np.ones(len(starts), dtype=bool)
+    first[1:] = starts[1:] > reach[:-1]
+    at = np.flatnonzero(first)
+    return starts[at], np.maximum.reduceat(ends, at)
+
+
+def _runs(what) -> Optional[tuple]:
     """The byte ranges a kernel's view with gaps reads or writes (a view tells them: byte_runs), else None."""
     runs = getattr(what, "byte_runs", None)
     return runs() if runs is not None else None

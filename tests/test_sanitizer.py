@@ -750,8 +750,10 @@ def test_byte_runs_are_the_bytes_a_view_covers_exactly_when_it_has_gaps():
         if runs is None:  # no gap (or nothing at all)
             assert not covered or len(covered) == max(covered) - min(covered) + 1, view
         else:
-            listed = {address for begin, end in runs for address in range(begin, end)}
+            starts, ends = runs[0].tolist(), runs[1].tolist()
+            listed = {address for begin, end in zip(starts, ends) for address in range(begin, end)}
             assert listed == covered and len(covered) < max(covered) - min(covered) + 1, view
+            assert all(end < begin for end, begin in zip(ends, starts[1:])), "disjoint, in order, not meeting"
 
 
 @pytest.mark.parametrize("width", [6, 4])
