@@ -104,6 +104,8 @@ class HandOver:
     callback over once and says whether the stream may go past it; the stream stays at it until it has
     run, and a later run() finds it done without waiting."""
 
+    resumable = True  # interrupted (Ctrl-C) while it waits, it can wait again: it stays queued (Stream._execute)
+
     def __init__(self, stream: Stream, fn: Callable[[Any], None], user_data: Any, block: bool,
                  timeout: Optional[float], lock: threading.RLock):
         self.stream, self.fn, self.user_data, self.block = stream, fn, user_data, block

@@ -251,6 +251,10 @@ class Stream(Resource):
                 if checked:
                     TRACKER.task_ran(task)
             except KeyboardInterrupt:
+                if getattr(run, "resumable", False) and self.alive:
+                    # Ctrl-C while it waited for another host thread (a blocking callback): it still holds
+                    # the stream, so it goes back to the head and the next call that runs the stream waits again
+                    self.queue.appendleft(task)
                 raise
             except Exception as error:  # a fault of the work, never of the stream: record it and go on
                 fault = faults_module.from_exception(error, task.name, "stream " + self.describe(), task.site)

@@ -2,6 +2,7 @@
 thread, 2-D copies, version, synchronisation with a timeout, streams with a configuration, forced stream
 destruction, event timestamps and wait status, events made with the Ex form, aligned and cached
 allocation, the thread's last error, and the float16 helpers. Each with its error codes."""
+import _thread
 import threading
 import time
 
@@ -708,6 +709,45 @@ def test_a_callback_whose_stream_lost_its_thread_before_reaching_it_is_a_task_ti
     assert_rejected(acl.rt.synchronize_stream(device.stream), acl.ACL_ERROR_RT_TASK_TIMEOUT, "aclrtLaunchCallback",
                     "aclrtUnSubscribeReport")
     assert seen == []
+
+
+def test_ctrl_c_while_a_synchronisation_waits_for_a_blocking_callback_keeps_it_ahead_of_the_later_work(device):
+    """Ctrl-C stops the synchronisation; the callback still holds the stream: the next synchronisation
+    waits for it, and the memset queued behind it runs after it (the callback reads the value from
+    before). The task had been taken off the queue: the next synchronisation ran the memset at once."""
+    address = device.malloc(16)
+    assert acl.rt.memset(address, 16, 1, 16) == 0
+    ctx, _ = acl.rt.get_context()
+    go, stop, seen = threading.Event(), threading.Event(), []
+
+    def serve():
+        acl.rt.set_context(ctx)
+        go.wait(10)
+        while not stop.is_set():
+            acl.rt.process_report(20)
+
+    def read_back(_):
+        host = np.zeros(16, np.uint8)
+        assert acl.rt.memcpy(host.ctypes.data, 16, address, 16, D2H) == 0
+        seen.append(int(host[0]))
+
+    server = threading.Thread(target=serve)
+    server.start()
+    try:
+        assert acl.rt.subscribe_report(server.ident, device.stream) == 0
+        assert acl.rt.launch_callback(read_back, None, acl.ACL_CALLBACK_BLOCK, device.stream) == 0
+        assert acl.rt.memset_async(address, 16, 7, 16, device.stream) == 0
+        threading.Timer(0.2, _thread.interrupt_main).start()
+        with pytest.raises(KeyboardInterrupt):
+            acl.rt.synchronize_stream(device.stream)
+        go.set()
+        assert acl.rt.synchronize_stream(device.stream) == 0, last_error()
+        assert acl.rt.unsubscribe_report(server.ident, device.stream) == 0
+    finally:
+        go.set()
+        stop.set()
+        server.join()
+    assert seen == [1], "the memset behind the blocking callback ran before it"
 
 
 def test_a_blocking_callback_nobody_processes_times_out_with_the_task_timeout():
