@@ -415,9 +415,12 @@ def aclrtDestroyStream(stream: int) -> None:
 
 @api("aclrtDestroyStreamForce")
 def aclrtDestroyStreamForce(stream: int) -> None:
-    """-> ret. The stream is gone at once; its queued work is dropped, never run."""
+    """-> ret. The stream is gone at once; its queued work is dropped, never run (so are its callbacks
+    handed to their thread and not started)."""
     with _P.lock:
-        _created_stream(stream).destroy(user_site(), force=True)
+        target = _created_stream(stream)
+        callback.drop(target)
+        target.destroy(user_site(), force=True)  # raises the faults of work that ran before
 
 
 @api("aclrtSynchronizeStream")

@@ -711,6 +711,82 @@ def test_a_callback_whose_stream_lost_its_thread_before_reaching_it_is_a_task_ti
     assert seen == []
 
 
+@pytest.fixture
+def timeout_5s():
+    """The task timeout at 5 s (set before the device): a wait for it takes seconds, not a minute."""
+    emulator.configure(task_timeout=5)
+
+
+class IdleSubscriber:
+    """A thread subscribed to `stream` that runs no callback until `serve()`, and a blocking callback
+    queued on the stream which a query has handed to it."""
+
+    def __init__(self, stream):
+        self.go, self.seen, self.codes = threading.Event(), [], []
+        self.thread = threading.Thread(target=self._serve)
+        self.thread.start()
+        assert acl.rt.subscribe_report(self.thread.ident, stream) == 0
+        assert acl.rt.launch_callback(self.seen.append, "ran", acl.ACL_CALLBACK_BLOCK, stream) == 0
+        assert acl.rt.stream_query(stream) == (acl.ACL_STREAM_STATUS_NOT_READY, 0)  # hands it over
+
+    def _serve(self) -> None:
+        self.go.wait(10)
+        self.codes.append(acl.rt.process_report(100))
+
+    def serve(self) -> None:
+        self.go.set()
+        self.thread.join()
+
+
+@pytest.mark.parametrize("when", ["before", "while"])
+def test_a_callback_handed_over_and_then_unsubscribed_is_a_task_timeout_at_once(timeout_5s, device, when):
+    """A query handed the blocking callback to its thread, which then unsubscribed ("before" the
+    synchronisation, or "while" it waits for the callback): it takes the callback back, so, as without the
+    query, no thread can ever run it: 107020 at once, naming the unsubscribe (it waited for the whole
+    task timeout, then blamed the thread)."""
+    idle = IdleSubscriber(device.stream)
+    context, _ = acl.rt.get_context()
+
+    def unsubscribe():
+        assert acl.rt.set_context(context) == 0
+        assert acl.rt.unsubscribe_report(idle.thread.ident, device.stream) == 0
+    try:
+        if when == "before":
+            unsubscribe()
+        else:
+            threading.Timer(0.2, unsubscribe).start()
+        start = time.perf_counter()
+        assert_rejected(acl.rt.synchronize_stream(device.stream), acl.ACL_ERROR_RT_TASK_TIMEOUT, "aclrtLaunchCallback",
+                        "aclrtUnSubscribeReport")
+        assert time.perf_counter() - start < 2, "the synchronisation waited for the task timeout"
+    finally:
+        idle.serve()
+    assert idle.seen == [] and idle.codes == [acl.ACL_ERROR_THREAD_NOT_SUBSCRIBE]
+
+
+@pytest.mark.sanitizer_reports("pending work destroyed")
+def test_a_synchronisation_waiting_for_a_callback_whose_stream_another_thread_force_destroys_returns(timeout_5s,
+                                                                                                      device):
+    """aclrtDestroyStreamForce drops the stream's work, and with it the callback its thread has not
+    started: the synchronisation waiting for it returns at once (it waited for the task timeout)."""
+    stream, _ = acl.rt.create_stream()
+    idle = IdleSubscriber(stream)
+    context, _ = acl.rt.get_context()
+    results = []
+    destroyer = threading.Timer(0.2, lambda: results.append((acl.rt.set_context(context),
+                                                             acl.rt.destroy_stream_force(stream))))
+    destroyer.start()
+    try:
+        start = time.perf_counter()
+        assert acl.rt.synchronize_stream(stream) == 0, last_error()
+        assert time.perf_counter() - start < 2, "the synchronisation waited for the task timeout"
+    finally:
+        destroyer.join()
+        idle.serve()
+    assert results == [(0, 0)]
+    assert idle.seen == [], "a callback of the dropped work ran"
+
+
 def test_ctrl_c_while_a_synchronisation_waits_for_a_blocking_callback_keeps_it_ahead_of_the_later_work(device):
     """Ctrl-C stops the synchronisation; the callback still holds the stream: the next synchronisation
     waits for it, and the memset queued behind it runs after it (the callback reads the value from
