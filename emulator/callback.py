@@ -4,7 +4,8 @@ As on the card, a callback does not run on the stream: a host thread subscribes 
 (aclrtSubscribeReport) and runs the stream's callbacks when it calls aclrtProcessReport. A blocking
 callback (ACL_CALLBACK_BLOCK) holds the stream until the subscribed thread has run it; a non-blocking
 one lets the stream go on at once. A query, which never blocks, hands a callback over and leaves the
-stream at it (HandOver.ready).
+stream at it (HandOver.ready). On the card the stream reaches its callbacks by itself: so here
+aclrtProcessReport runs the work of its thread's streams up to their callbacks, as a query would.
 """
 from __future__ import annotations
 
@@ -21,11 +22,13 @@ from .sanitizer import TRACKER
 from .sites import Site
 from .stream import Stream, Task, wait_unlocked
 
+DRIVE_EVERY = 0.01  # seconds between two runs of a waiting aclrtProcessReport's streams up to their callbacks
 UNSUBSCRIBED, DROPPED = "unsubscribed", "dropped"  # why a handed-over callback was taken back (Call.taken_back)
 
 _lock = threading.Lock()
-_changed = threading.Condition(_lock)  # notified when a callback is handed over, or one is taken back
+_changed = threading.Condition(_lock)  # notified when a callback is handed over or launched
 _threads: dict[int, "Reports"] = {}    # per subscribed host thread: what it serves
+_launched: dict[Stream, "collections.deque[Task]"] = {}  # per stream: its callback tasks, in stream order
 
 
 class Reports:
@@ -95,6 +98,7 @@ def unsubscribe(thread_id: int, stream: Stream) -> None:
         reports = _threads[thread_id]
         reports.streams.discard(stream)
         _take_back(reports, stream, UNSUBSCRIBED)
+        _forget_run_callbacks(stream)
         if not reports.streams:  # the thread serves no stream any more: aclrtProcessReport is 100035 again
             del _threads[thread_id]
         _changed.notify_all()
@@ -107,6 +111,7 @@ def drop(stream: Stream) -> None:
         for reports in _threads.values():
             _take_back(reports, stream, DROPPED)
         _changed.notify_all()
+        _launched.pop(stream, None)
 
 
 def _take_back(reports: Reports, stream: Stream, why: str) -> None:
@@ -122,7 +127,7 @@ def _take_back(reports: Reports, stream: Stream, why: str) -> None:
 
 def launch(stream: Stream, fn: Callable[[Any], None], user_data: Any, block: bool, timeout: Optional[float],
            lock: threading.RLock, site: Optional[Site] = None) -> Task:
-    """The task of aclrtLaunchCallback (its run: a HandOver)."""
+    """The task of aclrtLaunchCallback (its run: a HandOver); `launched(task)` once it is queued."""
     if stream.subscriber is None:
         raise AclError(status.ACL_ERROR_STREAM_NOT_SUBSCRIBE,
                        "stream: expected a stream a thread subscribed to with aclrtSubscribeReport, found stream %s "
@@ -131,16 +136,37 @@ def launch(stream: Stream, fn: Callable[[Any], None], user_data: Any, block: boo
                 HandOver(stream, fn, user_data, block, timeout, lock), site)
 
 
+def launched(task: Task) -> None:
+    """The callback's task is queued on its stream: the stream's thread runs the stream up to it in
+    aclrtProcessReport (a callback already run, eagerly, needs nothing)."""
+    if task.done:
+        return
+    with _lock:
+        _forget_run_callbacks(task.stream)
+        _launched.setdefault(task.stream, collections.deque()).append(task)
+        _changed.notify_all()
+
+
+def _forget_run_callbacks(stream: Stream) -> None:
+    """Forget the stream's callback tasks that have run (under _lock): all of them, usually, by the time
+    it is unsubscribed, so that a stream's entry goes with its last callback."""
+    pending = _launched.get(stream)
+    while pending and pending[0].done:
+        pending.popleft()
+    if pending is not None and not pending:
+        del _launched[stream]
+
+
 class HandOver:
     """The run of a callback's task: the stream has reached the callback, which goes to the thread
     subscribed to the stream. A blocking one then waits until that thread has run it, with the runtime's
     `lock` released (the callback may call the runtime), for at most `timeout` seconds (the task timeout).
 
-    `ready()` serves a call that must not wait (a query, eager execution, emulator.stream): it hands the
-    callback over once and says whether the stream may go past it; the stream stays at it until it has
-    run, and a later run() finds it done without waiting. A callback taken back by an unsubscribe goes
-    to the thread subscribed when the stream is next run (none: the task's fault); one dropped by
-    aclrtDestroyStreamForce never runs."""
+    `ready()` serves a call that must not wait (a query, eager execution, aclrtProcessReport,
+    emulator.stream): it hands the callback over once and says whether the stream may go past it; the
+    stream stays at it until it has run, and a later run() finds it done without waiting. A callback
+    taken back by an unsubscribe goes to the thread subscribed when the stream is next run (none: the
+    task's fault); one dropped by aclrtDestroyStreamForce never runs."""
 
     resumable = True  # interrupted (Ctrl-C) while it waits, it can wait again: it stays queued (Stream._execute)
 
@@ -226,20 +252,36 @@ class HandOver:
 
 def process_report(thread_id: int, timeout: Optional[float]) -> None:
     """aclrtProcessReport on thread `thread_id`: run the next callback that reached it, waiting at most
-    `timeout` seconds (None: forever). 100035 if the thread subscribed to no stream (or no longer does),
-    100036 on expiry."""
+    `timeout` seconds (None: forever). 100035 if the thread subscribed to no stream, 100036 on expiry.
+    Meanwhile the thread's streams run up to their callbacks, as far as they can without waiting for
+    another host thread (on the card a stream reaches its callbacks by itself)."""
     deadline = None if timeout is None else time.perf_counter() + timeout
-    with _changed:
-        reports = _serving(thread_id)
-        while not reports.calls:
-            left = None if deadline is None else deadline - time.perf_counter()
-            if left is not None and left <= 0:
-                raise AclError(status.ACL_ERROR_WAIT_CALLBACK_TIMEOUT,
-                               "timeout: expected a callback within %g ms, found none" % (timeout * 1000.0))
-            _changed.wait(left)
+    while True:
+        call = _next_call(thread_id, drive=True, deadline=deadline)
+        if call is not None:
+            break
+        with _changed:
             reports = _serving(thread_id)
-        call = reports.calls.popleft()
+            if not reports.calls:  # nothing arrived since: wait for a hand-over, a launch, or the next round
+                left = None if deadline is None else deadline - time.perf_counter()
+                if left is not None and left <= 0:
+                    raise AclError(status.ACL_ERROR_WAIT_CALLBACK_TIMEOUT,
+                                   "timeout: expected a callback within %g ms, found none" % (timeout * 1000.0))
+                _changed.wait(DRIVE_EVERY if left is None else min(left, DRIVE_EVERY))
     call.run()
+
+
+def _next_call(thread_id: int, drive: bool, deadline: Optional[float]) -> Optional[Call]:
+    """The next callback handed to the thread, if any, after running its streams up to their callbacks
+    (`drive`) when none is waiting."""
+    with _lock:
+        reports = _serving(thread_id)
+        if reports.calls:
+            return reports.calls.popleft()
+        targets = _callbacks_ahead(reports)
+    if not (drive and targets and _drive(targets, deadline)):
+        return None
+    return _next_call(thread_id, drive=False, deadline=deadline)
 
 
 def _serving(thread_id: int) -> Reports:
@@ -255,3 +297,33 @@ def _serving(thread_id: int) -> Reports:
                        "thread: expected a thread subscribed to a stream with aclrtSubscribeReport, found thread %d "
                        "subscribed to none" % thread_id)
     return reports
+
+
+def _callbacks_ahead(reports: Reports) -> list:
+    """The last callback task queued, not run yet, of each stream the thread serves (under _lock)."""
+    targets = []
+    for stream in reports.streams:
+        pending = _launched.get(stream)
+        if not pending:
+            continue
+        if pending[-1].done or not stream.alive:  # all of them ran (in stream order), or were dropped
+            del _launched[stream]
+            continue
+        targets.append(pending[-1])
+    return targets
+
+
+def _drive(targets: list, deadline: Optional[float]) -> bool:
+    """Run each task's stream up to it, as far as it goes without waiting for another host thread (as a
+    query does), with the runtime lock, if it can be had before `deadline` (or for DRIVE_EVERY)."""
+    lock = targets[0].run.lock
+    wait = DRIVE_EVERY if deadline is None else max(0.0, min(DRIVE_EVERY, deadline - time.perf_counter()))
+    if not lock.acquire(timeout=wait):
+        return False  # the runtime is busy (a long synchronisation): it runs these streams too
+    try:
+        for task in targets:
+            if task.stream.alive and not task.done:
+                task.stream.drain(upto=task, wait=False)
+    finally:
+        lock.release()
+    return True

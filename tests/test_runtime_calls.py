@@ -442,7 +442,6 @@ def test_blocking_callback_runs_on_the_report_thread_before_later_work(device):
     assert acl.rt.memset_async(address, 64, 1, 64, device.stream) == 0
     assert acl.rt.launch_callback(callback, "first", acl.ACL_CALLBACK_BLOCK, device.stream) == 0
     assert acl.rt.memset_async(address, 64, 2, 64, device.stream) == 0
-    assert seen == [], "nothing runs before the synchronisation"
     assert acl.rt.synchronize_stream(device.stream) == 0, last_error()
     assert seen == [("first", reporter.thread.ident, 64)], "the callback saw the work before it, not after"
     assert acl.rt.unsubscribe_report(reporter.thread.ident, device.stream) == 0
@@ -460,6 +459,35 @@ def test_non_blocking_callback_is_handed_to_the_report_thread(device):
     assert done.wait(5)
     assert acl.rt.unsubscribe_report(reporter.thread.ident, device.stream) == 0
     reporter.join()
+
+
+@pytest.mark.parametrize("block", [acl.ACL_CALLBACK_NO_BLOCK, acl.ACL_CALLBACK_BLOCK])
+def test_a_callback_reaches_its_report_thread_while_the_host_only_waits_for_it(device, block):
+    """On the card the stream reaches the callback by itself, and the callback is the host's signal: the
+    report thread's aclrtProcessReport runs the stream up to it (the work before it included) and then
+    runs it, with no synchronisation or query. Nothing ran the stream before: the callback never came."""
+    context, _ = acl.rt.get_context()
+    reporter = ReportThread(context)
+    assert acl.rt.subscribe_report(reporter.thread.ident, device.stream) == 0
+    address = device.malloc(64)
+    assert acl.rt.memset(address, 64, 0, 64) == 0
+    seen, ran = [], threading.Event()
+
+    def signal_the_host(_):
+        host = np.zeros(64, np.uint8)
+        assert acl.rt.memcpy(host.ctypes.data, 64, address, 64, D2H) == 0
+        seen.append(int(host.sum()))
+        ran.set()
+    try:
+        assert acl.rt.memset_async(address, 64, 1, 64, device.stream) == 0
+        assert acl.rt.launch_callback(signal_the_host, None, block, device.stream) == 0
+        assert ran.wait(5), "the callback never reached its report thread"
+        assert seen == [64], "the callback ran before the work ahead of it"
+        assert acl.rt.synchronize_stream(device.stream) == 0, last_error()
+        assert acl.rt.unsubscribe_report(reporter.thread.ident, device.stream) == 0
+    finally:
+        reporter.join()
+    assert reporter.codes == []
 
 
 def test_callback_errors(device):
