@@ -510,8 +510,7 @@ def _launch(op: str, workspace: Any, workspace_size: Any, plan: aclOpExecutor, s
     try:
         target = interface.work_stream(stream)
     except AclError as error:  # no context, a bad handle, another device: the runtime's error, as 361001
-        message = error.message if error.message.startswith("stream: ") else "stream: " + error.message
-        raise AclError(status.ACLNN_ERR_RUNTIME_ERROR, "%s (runtime error %d)" % (message, error.code)) from None
+        raise _runtime_error(error) from None
     device_id = target.device_id
     if plan.workspace_size:
         _check_workspace(workspace, plan.workspace_size, device_id)
@@ -522,11 +521,20 @@ def _launch(op: str, workspace: Any, workspace_size: Any, plan: aclOpExecutor, s
         work = plan.launch = plan.launch.queued()  # a repeatable executor moved by aclSetRawTensorAddr & co. stays moved
         for output, other, where, units in work.overlaps() if memcheck else ():
             interface.overlapping_output(op, output, other, where, site, in_place_possible=units is not None)
-        interface.launch(target, op, functools.partial(_execute, op, work, device_id, workspace), site=site,
-                         ranges=functools.partial(work.ranges, workspace), details=work.details,
-                         resolves_itself=True)
+        try:
+            interface.launch(target, op, functools.partial(_execute, op, work, device_id, workspace), site=site,
+                             ranges=functools.partial(work.ranges, workspace), details=work.details,
+                             resolves_itself=True)
+        except AclError as error:  # another thread destroyed the stream since work_stream() gave it
+            raise _runtime_error(error) from None
     if not plan.repeatable:
         plan.consume(site)
+
+
+def _runtime_error(error: AclError) -> AclError:
+    """A stream the runtime rejected (`error`, with the runtime's code), as aclnn reports it: 361001."""
+    message = error.message if error.message.startswith("stream: ") else "stream: " + error.message
+    return AclError(status.ACLNN_ERR_RUNTIME_ERROR, "%s (runtime error %d)" % (message, error.code))
 
 
 def _check_workspace(workspace: int, size: int, device_id: int) -> None:

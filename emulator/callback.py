@@ -4,11 +4,12 @@ As on the card, a callback does not run on the stream: a host thread subscribes 
 (aclrtSubscribeReport) and runs the stream's callbacks when it calls aclrtProcessReport. A blocking
 callback (ACL_CALLBACK_BLOCK) holds the stream until the subscribed thread has run it; a non-blocking
 one lets the stream go on at once. A query, which never blocks, hands a callback over and leaves the
-stream at it (HandOver.ready).
+stream at it (HandOver.ready). On the card the stream reaches its callbacks by itself: so here
+aclrtProcessReport runs the work of its thread's streams up to their callbacks, as a query would.
 """
 from __future__ import annotations
 
-import queue
+import collections
 import sys
 import threading
 import time
@@ -21,22 +22,37 @@ from .sanitizer import TRACKER
 from .sites import Site
 from .stream import Stream, Task, wait_unlocked
 
+DRIVE_EVERY = 0.01  # seconds between two runs of a waiting aclrtProcessReport's streams up to their callbacks
+UNSUBSCRIBED, DROPPED = "unsubscribed", "dropped"  # why a handed-over callback was taken back (Call.taken_back)
 
 _lock = threading.Lock()
-_reports: dict[int, "queue.Queue[Call]"] = {}   # per subscribed host thread: callbacks waiting to run
-_subscribed: dict[int, set] = {}                # per subscribed host thread: the streams it serves
+_changed = threading.Condition(_lock)  # notified when a callback is handed over or launched
+_threads: dict[int, "Reports"] = {}    # per subscribed host thread: what it serves
+_launched: dict[Stream, "collections.deque[Task]"] = {}  # per stream: its callback tasks, in stream order
+
+
+class Reports:
+    """What one subscribed host thread serves: its streams, and the callbacks the streams handed to it,
+    waiting for its aclrtProcessReport."""
+
+    def __init__(self):
+        self.streams: set = set()
+        self.calls: collections.deque[Call] = collections.deque()
 
 
 class Call:
     """One callback the stream has reached, waiting for its thread's aclrtProcessReport. `seen`: the
     sanitizer's clock of the work queued before it on the stream (None when it does not track order),
-    which the callback's own runtime calls come after; `lock`: the runtime's."""
+    which the callback's own runtime calls come after; `lock`: the runtime's. `taken_back`: why the
+    thread will never run it, if so (UNSUBSCRIBED: it unsubscribed from the stream first; DROPPED:
+    aclrtDestroyStreamForce dropped the stream's work)."""
 
-    def __init__(self, fn: Callable[[Any], None], user_data: Any, seen: Optional[dict] = None,
+    def __init__(self, stream: Stream, fn: Callable[[Any], None], user_data: Any, seen: Optional[dict] = None,
                  lock: Optional[threading.RLock] = None, holds: Optional[int] = None):
-        self.fn, self.user_data, self.seen, self.lock = fn, user_data, seen, lock
+        self.stream, self.fn, self.user_data, self.seen, self.lock = stream, fn, user_data, seen, lock
         self.holds = holds  # the stream a blocking callback holds, when the sanitizer tracks order
         self.done = threading.Event()
+        self.taken_back: Optional[str] = None
 
     def run(self) -> None:
         if self.seen is not None:
@@ -65,12 +81,13 @@ def subscribe(thread_id: int, stream: Stream) -> None:
                        "thread %d" % (stream.describe(), stream.subscriber))
     stream.subscriber = thread_id
     with _lock:
-        _reports.setdefault(thread_id, queue.Queue())
-        _subscribed.setdefault(thread_id, set()).add(stream)
+        _threads.setdefault(thread_id, Reports()).streams.add(stream)
+        _changed.notify_all()
 
 
 def unsubscribe(thread_id: int, stream: Stream) -> None:
-    """aclrtUnSubscribeReport."""
+    """aclrtUnSubscribeReport. The stream's callbacks handed to the thread that it has not started are taken
+    back: the stream's synchronisation then finds no thread to run them, at once (docs/runtime.md)."""
     if stream.subscriber != thread_id:
         raise AclError(status.ACL_ERROR_STREAM_NOT_SUBSCRIBE,
                        "stream: expected a stream subscribed by thread %d, found stream %s subscribed by %s"
@@ -78,15 +95,39 @@ def unsubscribe(thread_id: int, stream: Stream) -> None:
                           "no thread" if stream.subscriber is None else "thread %d" % stream.subscriber))
     stream.subscriber = None
     with _lock:
-        streams = _subscribed[thread_id]
-        streams.discard(stream)
-        if not streams:  # the thread serves no stream any more: aclrtProcessReport is 100035 again
-            del _subscribed[thread_id], _reports[thread_id]
+        reports = _threads[thread_id]
+        reports.streams.discard(stream)
+        _take_back(reports, stream, UNSUBSCRIBED)
+        _forget_run_callbacks(stream)
+        if not reports.streams:  # the thread serves no stream any more: aclrtProcessReport is 100035 again
+            del _threads[thread_id]
+        _changed.notify_all()
+
+
+def drop(stream: Stream) -> None:
+    """aclrtDestroyStreamForce: the stream's work is dropped, so are its callbacks handed over and not started
+    (a synchronisation waiting for one returns)."""
+    with _lock:
+        for reports in _threads.values():
+            _take_back(reports, stream, DROPPED)
+        _changed.notify_all()
+        _launched.pop(stream, None)
+
+
+def _take_back(reports: Reports, stream: Stream, why: str) -> None:
+    """The callbacks of `stream` waiting for the thread of `reports` never run there (under _lock)."""
+    kept = collections.deque()
+    for call in reports.calls:
+        if call.stream is stream:
+            call.taken_back = why
+        else:
+            kept.append(call)
+    reports.calls = kept
 
 
 def launch(stream: Stream, fn: Callable[[Any], None], user_data: Any, block: bool, timeout: Optional[float],
            lock: threading.RLock, site: Optional[Site] = None) -> Task:
-    """The task of aclrtLaunchCallback (its run: a HandOver)."""
+    """The task of aclrtLaunchCallback (its run: a HandOver); `launched(task)` once it is queued."""
     if stream.subscriber is None:
         raise AclError(status.ACL_ERROR_STREAM_NOT_SUBSCRIBE,
                        "stream: expected a stream a thread subscribed to with aclrtSubscribeReport, found stream %s "
@@ -95,14 +136,39 @@ def launch(stream: Stream, fn: Callable[[Any], None], user_data: Any, block: boo
                 HandOver(stream, fn, user_data, block, timeout, lock), site)
 
 
+def launched(task: Task) -> None:
+    """The callback's task is queued on its stream: the stream's thread runs the stream up to it in
+    aclrtProcessReport (a callback already run, eagerly, needs nothing)."""
+    if task.done:
+        return
+    with _lock:
+        _forget_run_callbacks(task.stream)
+        _launched.setdefault(task.stream, collections.deque()).append(task)
+        _changed.notify_all()
+
+
+def _forget_run_callbacks(stream: Stream) -> None:
+    """Forget the stream's callback tasks that have run (under _lock): all of them, usually, by the time
+    it is unsubscribed, so that a stream's entry goes with its last callback."""
+    pending = _launched.get(stream)
+    while pending and pending[0].done:
+        pending.popleft()
+    if pending is not None and not pending:
+        del _launched[stream]
+
+
 class HandOver:
     """The run of a callback's task: the stream has reached the callback, which goes to the thread
     subscribed to the stream. A blocking one then waits until that thread has run it, with the runtime's
     `lock` released (the callback may call the runtime), for at most `timeout` seconds (the task timeout).
 
-    `ready()` serves a call that must not wait (a query, eager execution, emulator.stream): it hands the
-    callback over once and says whether the stream may go past it; the stream stays at it until it has
-    run, and a later run() finds it done without waiting."""
+    `ready()` serves a call that must not wait (a query, eager execution, aclrtProcessReport,
+    emulator.stream): it hands the callback over once and says whether the stream may go past it; the
+    stream stays at it until it has run, and a later run() finds it done without waiting. A callback
+    taken back by an unsubscribe goes to the thread subscribed when the stream is next run (none: the
+    task's fault); one dropped by aclrtDestroyStreamForce never runs."""
+
+    resumable = True  # interrupted (Ctrl-C) while it waits, it can wait again: it stays queued (Stream._execute)
 
     def __init__(self, stream: Stream, fn: Callable[[Any], None], user_data: Any, block: bool,
                  timeout: Optional[float], lock: threading.RLock):
@@ -114,79 +180,150 @@ class HandOver:
 
     def ready(self) -> bool:
         """Whether the stream can go past the callback now; never raises (run() reports what went wrong)."""
-        if self.call is None and self._reports() is None:
+        if not self._handed():
             return True  # no thread to hand it to: run() makes that the task's fault
-        self._hand_over()
-        return not self.block or self.call.done.is_set()
+        return not self.block or self._over()
 
     def __call__(self) -> None:
         self._hand_over()
-        if self.block and not self.call.done.is_set():
+        while self.block and not self._over():
             self._wait()
+            self._hand_over()  # taken back by an unsubscribe meanwhile: to the thread subscribed now, if any
 
     def wait_until(self, deadline: float) -> bool:
         """For a synchronisation with a timeout: wait as run() would, but only until `deadline`
         (time.perf_counter seconds); whether the stream can go past the callback now (False: the deadline
         came first, and the synchronisation times out with the callback still queued)."""
-        self._hand_over()
-        if not self.block or self.call.done.is_set() or self.thread_id == threading.get_ident():
-            return True  # nothing to wait for, or nothing that waiting could bring: run() tells which
-        if self.timeout is not None and time.perf_counter() + self.timeout <= deadline:
-            return True  # the task timeout comes first: run() waits for it, and faults if it passes
-        self._wait(until=deadline)
-        return self.call.done.is_set()
+        while self._handed() and self.block and not self._over():
+            if self.thread_id == threading.get_ident():
+                return True  # nothing that waiting could bring: run() tells why
+            if self.timeout is not None and time.perf_counter() + self.timeout <= deadline:
+                return True  # the task timeout comes first: run() waits for it, and faults if it passes
+            if not self._wait(until=deadline):
+                return False
+        return True
 
-    def _reports(self) -> "Optional[queue.Queue[Call]]":
-        """The callbacks waiting for the stream's subscribed thread now (None: no thread serves it)."""
-        thread_id = self.stream.subscriber
+    def _over(self) -> bool:
+        """Whether the handed callback has run, or never will (dropped with its stream's work)."""
+        return self.call.done.is_set() or self.call.taken_back == DROPPED
+
+    def _handed(self) -> bool:
+        """Hand the callback to the stream's subscribed thread, unless a thread holds it already (once only,
+        but again after an unsubscribe took it back); whether one does."""
+        if self.call is not None and self.call.taken_back != UNSUBSCRIBED:
+            return True
         with _lock:
-            return _reports.get(thread_id) if thread_id is not None else None
+            reports = _threads.get(self.stream.subscriber) if self.stream.subscriber is not None else None
+            if reports is None:
+                return False
+            self.thread_id, self.call = self.stream.subscriber, Call(self.stream, self.fn, self.user_data, self.seen,
+                                                                     self.lock, self.stream.handle if self.block else None)
+            reports.calls.append(self.call)
+            _changed.notify_all()
+        return True
 
     def _hand_over(self) -> None:
-        if self.call is not None:
-            return  # handed over already (by a query): once only
-        reports = self._reports()
-        if reports is None:
+        if not self._handed():
             raise TimeoutError("no thread is subscribed to the stream any more (aclrtUnSubscribeReport before the "
-                               "stream reached the callback), so nothing can ever run it")
-        self.thread_id, self.call = self.stream.subscriber, Call(self.fn, self.user_data, self.seen, self.lock,
-                                                                 self.stream.handle if self.block else None)
-        reports.put(self.call)
+                               "stream reached the callback, or before its thread ran it), so nothing can ever run it")
 
-    def _wait(self, until: Optional[float] = None) -> None:
-        """Until the callback has run, for at most the task timeout (then TimeoutError: the task's fault),
-        or until `until` if that comes first (time.perf_counter seconds: a synchronisation's deadline;
-        then no fault)."""
+    def _wait(self, until: Optional[float] = None) -> bool:
+        """Until the callback has run or was taken back, for at most the task timeout (then TimeoutError:
+        the task's fault), or until `until` if that comes first (time.perf_counter seconds: a
+        synchronisation's deadline; then no fault, and False)."""
         if self.thread_id == threading.get_ident():
             raise TimeoutError("it waits for thread %d, the thread synchronising, which therefore can never call "
                                "aclrtProcessReport (a deadlock on the card)" % self.thread_id)
+        call = self.call
         deadline = None if self.timeout is None else time.perf_counter() + self.timeout
         stop = deadline if until is None else until if deadline is None else min(deadline, until)
         running, TRACKER.running = TRACKER.running, None  # meanwhile other threads' calls are not this task's
         try:
-            wait_unlocked(self.lock, self.call.done.is_set, stop)
+            wait_unlocked(self.lock, lambda: call.done.is_set() or call.taken_back is not None, stop)
         finally:
             TRACKER.running = running
-        if not self.call.done.is_set() and (until is None or stop != until):
+        if call.done.is_set() or call.taken_back is not None:
+            return True
+        if until is None or stop != until:
             raise TimeoutError("the blocking callback %r was not processed within %g s by thread %d"
                                % (self.fn, self.timeout, self.thread_id))
+        return False
 
 
 def process_report(thread_id: int, timeout: Optional[float]) -> None:
     """aclrtProcessReport on thread `thread_id`: run the next callback that reached it, waiting at most
-    `timeout` seconds (None: forever). 100035 if the thread subscribed to no stream, 100036 on expiry."""
+    `timeout` seconds (None: forever). 100035 if the thread subscribed to no stream, 100036 on expiry.
+    Meanwhile the thread's streams run up to their callbacks, as far as they can without waiting for
+    another host thread (on the card a stream reaches its callbacks by itself)."""
+    deadline = None if timeout is None else time.perf_counter() + timeout
+    while True:
+        call = _next_call(thread_id, drive=True, deadline=deadline)
+        if call is not None:
+            break
+        with _changed:
+            reports = _serving(thread_id)
+            if not reports.calls:  # nothing arrived since: wait for a hand-over, a launch, or the next round
+                left = None if deadline is None else deadline - time.perf_counter()
+                if left is not None and left <= 0:
+                    raise AclError(status.ACL_ERROR_WAIT_CALLBACK_TIMEOUT,
+                                   "timeout: expected a callback within %g ms, found none" % (timeout * 1000.0))
+                _changed.wait(DRIVE_EVERY if left is None else min(left, DRIVE_EVERY))
+    call.run()
+
+
+def _next_call(thread_id: int, drive: bool, deadline: Optional[float]) -> Optional[Call]:
+    """The next callback handed to the thread, if any, after running its streams up to their callbacks
+    (`drive`) when none is waiting."""
     with _lock:
-        reports = _reports.get(thread_id)
-        if reports is not None and not any(stream.alive for stream in _subscribed[thread_id]):
-            del _subscribed[thread_id], _reports[thread_id]   # its streams were destroyed meanwhile
-            reports = None
+        reports = _serving(thread_id)
+        if reports.calls:
+            return reports.calls.popleft()
+        targets = _callbacks_ahead(reports)
+    if not (drive and targets and _drive(targets, deadline)):
+        return None
+    return _next_call(thread_id, drive=False, deadline=deadline)
+
+
+def _serving(thread_id: int) -> Reports:
+    """What the thread serves (under _lock); 100035 if it subscribed to no live stream."""
+    reports = _threads.get(thread_id)
+    if reports is not None and not any(stream.alive for stream in reports.streams):
+        for stream in reports.streams:  # its streams were destroyed meanwhile: their callbacks never run
+            _take_back(reports, stream, DROPPED)
+        del _threads[thread_id]
+        reports = None
     if reports is None:
         raise AclError(status.ACL_ERROR_THREAD_NOT_SUBSCRIBE,
                        "thread: expected a thread subscribed to a stream with aclrtSubscribeReport, found thread %d "
                        "subscribed to none" % thread_id)
+    return reports
+
+
+def _callbacks_ahead(reports: Reports) -> list:
+    """The last callback task queued, not run yet, of each stream the thread serves (under _lock)."""
+    targets = []
+    for stream in reports.streams:
+        pending = _launched.get(stream)
+        if not pending:
+            continue
+        if pending[-1].done or not stream.alive:  # all of them ran (in stream order), or were dropped
+            del _launched[stream]
+            continue
+        targets.append(pending[-1])
+    return targets
+
+
+def _drive(targets: list, deadline: Optional[float]) -> bool:
+    """Run each task's stream up to it, as far as it goes without waiting for another host thread (as a
+    query does), with the runtime lock, if it can be had before `deadline` (or for DRIVE_EVERY)."""
+    lock = targets[0].run.lock
+    wait = DRIVE_EVERY if deadline is None else max(0.0, min(DRIVE_EVERY, deadline - time.perf_counter()))
+    if not lock.acquire(timeout=wait):
+        return False  # the runtime is busy (a long synchronisation): it runs these streams too
     try:
-        call = reports.get(timeout=timeout)
-    except queue.Empty:
-        raise AclError(status.ACL_ERROR_WAIT_CALLBACK_TIMEOUT,
-                       "timeout: expected a callback within %g ms, found none" % (timeout * 1000.0)) from None
-    call.run()
+        for task in targets:
+            if task.stream.alive and not task.done:
+                task.stream.drain(upto=task, wait=False)
+    finally:
+        lock.release()
+    return True

@@ -415,9 +415,12 @@ def aclrtDestroyStream(stream: int) -> None:
 
 @api("aclrtDestroyStreamForce")
 def aclrtDestroyStreamForce(stream: int) -> None:
-    """-> ret. The stream is gone at once; its queued work is dropped, never run."""
+    """-> ret. The stream is gone at once; its queued work is dropped, never run (so are its callbacks
+    handed to their thread and not started)."""
     with _P.lock:
-        _created_stream(stream).destroy(user_site(), force=True)
+        target = _created_stream(stream)
+        callback.drop(target)
+        target.destroy(user_site(), force=True)  # raises the faults of work that ran before
 
 
 @api("aclrtSynchronizeStream")
@@ -904,13 +907,16 @@ def aclrtLaunchCallback(fn: Callable[[Any], None], userData: Any, blockType: int
         if TRACKER.hazards:  # the callback runs after the work queued before it: so do its runtime calls
             task.run.seen = TRACKER.next_clock(target)
         enqueue(target, task)
+        callback.launched(task)
 
 
 @api("aclrtProcessReport")
 def aclrtProcessReport(timeout: int) -> None:
     """-> ret. Runs the next callback that reached one of the calling thread's streams, waiting at most
-    `timeout` ms (-1: forever); 100035 if the thread subscribed to no stream, 100036 on expiry. It
-    waits without holding the runtime, so other threads go on."""
+    `timeout` ms (-1: forever); 100035 if the thread subscribed to no stream, 100036 on expiry.
+    Meanwhile its streams run up to their callbacks (on the card they get there by themselves), as far
+    as they can without waiting for another host thread. It waits without holding the runtime, so
+    other threads go on."""
     timeout = cargs.integer("timeout", timeout, INT32)
     if timeout < -1:
         raise AclError(status.ACL_ERROR_INVALID_PARAM, "timeout: expected milliseconds >= 0, or -1, found %d" % timeout)

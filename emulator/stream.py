@@ -4,7 +4,8 @@ Nothing runs at enqueue time (unless NPUEMU_EXECUTION=eager). A synchronisation 
 stream; a wait on an event first drains the stream that recorded it, up to that record (and so on down
 a chain of streams, kept as a list: a pipeline of thousands of streams does not recurse). A query
 drains only as far as it can without waiting for another host thread (a blocking callback its thread
-has not run yet): on the card a query never blocks. Each
+has not run yet): on the card a query never blocks. A report thread in aclrtProcessReport drains its
+streams so, up to their callbacks (emulator.callback). Each
 stream keeps a device clock: a task starts when both the stream is free and the host has issued
 it, and lasts as long as it really took, so event timings are measured, never made up. A task that
 fails leaves a `Fault` record on its stream (see emulator.faults) and the stream goes on.
@@ -251,6 +252,10 @@ class Stream(Resource):
                 if checked:
                     TRACKER.task_ran(task)
             except KeyboardInterrupt:
+                if getattr(run, "resumable", False) and self.alive:
+                    # Ctrl-C while it waited for another host thread (a blocking callback): it still holds
+                    # the stream, so it goes back to the head and the next call that runs the stream waits again
+                    self.queue.appendleft(task)
                 raise
             except Exception as error:  # a fault of the work, never of the stream: record it and go on
                 fault = faults_module.from_exception(error, task.name, "stream " + self.describe(), task.site)

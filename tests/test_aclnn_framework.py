@@ -310,6 +310,28 @@ def test_stream_of_another_device_or_context_is_361001():
         acl.rt.reset_device(1)
 
 
+def test_stream_destroyed_by_another_thread_while_the_launch_is_queued_is_361001(monkeypatch):
+    """Another thread destroys the stream after the second phase checked it and before the work is queued
+    (made deterministic here by destroying it inside that window): the runtime's 107017, as 361001."""
+    from emulator import interface
+    with npu() as device:
+        stream, _ = acl.rt.create_stream()
+        checked = interface.work_stream
+
+        def destroyed_once_checked(handle):
+            found = checked(handle)
+            assert acl.rt.destroy_stream(stream) == 0
+            return found
+        monkeypatch.setattr(interface, "work_stream", destroyed_once_checked)
+        executor = lsb_executor(device)
+        message = assert_rejected(nn.aclnnLogSigmoidBackward(None, 0, executor, stream), nn.ACLNN_ERR_RUNTIME_ERROR,
+                                  "stream", "destroyed", "107017")
+        assert "stream: stream:" not in message
+        monkeypatch.undo()
+        assert nn.aclnnLogSigmoidBackward(None, 0, executor, device.stream) == 0, "the executor survives"
+        assert acl.rt.synchronize_stream(device.stream) == 0
+
+
 def test_executor_of_another_operator_is_rejected():
     with npu() as device:
         lsb = lsb_executor(device)

@@ -2,6 +2,7 @@
 thread, 2-D copies, version, synchronisation with a timeout, streams with a configuration, forced stream
 destruction, event timestamps and wait status, events made with the Ex form, aligned and cached
 allocation, the thread's last error, and the float16 helpers. Each with its error codes."""
+import _thread
 import threading
 import time
 
@@ -441,7 +442,6 @@ def test_blocking_callback_runs_on_the_report_thread_before_later_work(device):
     assert acl.rt.memset_async(address, 64, 1, 64, device.stream) == 0
     assert acl.rt.launch_callback(callback, "first", acl.ACL_CALLBACK_BLOCK, device.stream) == 0
     assert acl.rt.memset_async(address, 64, 2, 64, device.stream) == 0
-    assert seen == [], "nothing runs before the synchronisation"
     assert acl.rt.synchronize_stream(device.stream) == 0, last_error()
     assert seen == [("first", reporter.thread.ident, 64)], "the callback saw the work before it, not after"
     assert acl.rt.unsubscribe_report(reporter.thread.ident, device.stream) == 0
@@ -459,6 +459,35 @@ def test_non_blocking_callback_is_handed_to_the_report_thread(device):
     assert done.wait(5)
     assert acl.rt.unsubscribe_report(reporter.thread.ident, device.stream) == 0
     reporter.join()
+
+
+@pytest.mark.parametrize("block", [acl.ACL_CALLBACK_NO_BLOCK, acl.ACL_CALLBACK_BLOCK])
+def test_a_callback_reaches_its_report_thread_while_the_host_only_waits_for_it(device, block):
+    """On the card the stream reaches the callback by itself, and the callback is the host's signal: the
+    report thread's aclrtProcessReport runs the stream up to it (the work before it included) and then
+    runs it, with no synchronisation or query. Nothing ran the stream before: the callback never came."""
+    context, _ = acl.rt.get_context()
+    reporter = ReportThread(context)
+    assert acl.rt.subscribe_report(reporter.thread.ident, device.stream) == 0
+    address = device.malloc(64)
+    assert acl.rt.memset(address, 64, 0, 64) == 0
+    seen, ran = [], threading.Event()
+
+    def signal_the_host(_):
+        host = np.zeros(64, np.uint8)
+        assert acl.rt.memcpy(host.ctypes.data, 64, address, 64, D2H) == 0
+        seen.append(int(host.sum()))
+        ran.set()
+    try:
+        assert acl.rt.memset_async(address, 64, 1, 64, device.stream) == 0
+        assert acl.rt.launch_callback(signal_the_host, None, block, device.stream) == 0
+        assert ran.wait(5), "the callback never reached its report thread"
+        assert seen == [64], "the callback ran before the work ahead of it"
+        assert acl.rt.synchronize_stream(device.stream) == 0, last_error()
+        assert acl.rt.unsubscribe_report(reporter.thread.ident, device.stream) == 0
+    finally:
+        reporter.join()
+    assert reporter.codes == []
 
 
 def test_callback_errors(device):
@@ -708,6 +737,121 @@ def test_a_callback_whose_stream_lost_its_thread_before_reaching_it_is_a_task_ti
     assert_rejected(acl.rt.synchronize_stream(device.stream), acl.ACL_ERROR_RT_TASK_TIMEOUT, "aclrtLaunchCallback",
                     "aclrtUnSubscribeReport")
     assert seen == []
+
+
+@pytest.fixture
+def timeout_5s():
+    """The task timeout at 5 s (set before the device): a wait for it takes seconds, not a minute."""
+    emulator.configure(task_timeout=5)
+
+
+class IdleSubscriber:
+    """A thread subscribed to `stream` that runs no callback until `serve()`, and a blocking callback
+    queued on the stream which a query has handed to it."""
+
+    def __init__(self, stream):
+        self.go, self.seen, self.codes = threading.Event(), [], []
+        self.thread = threading.Thread(target=self._serve)
+        self.thread.start()
+        assert acl.rt.subscribe_report(self.thread.ident, stream) == 0
+        assert acl.rt.launch_callback(self.seen.append, "ran", acl.ACL_CALLBACK_BLOCK, stream) == 0
+        assert acl.rt.stream_query(stream) == (acl.ACL_STREAM_STATUS_NOT_READY, 0)  # hands it over
+
+    def _serve(self) -> None:
+        self.go.wait(10)
+        self.codes.append(acl.rt.process_report(100))
+
+    def serve(self) -> None:
+        self.go.set()
+        self.thread.join()
+
+
+@pytest.mark.parametrize("when", ["before", "while"])
+def test_a_callback_handed_over_and_then_unsubscribed_is_a_task_timeout_at_once(timeout_5s, device, when):
+    """A query handed the blocking callback to its thread, which then unsubscribed ("before" the
+    synchronisation, or "while" it waits for the callback): it takes the callback back, so, as without the
+    query, no thread can ever run it: 107020 at once, naming the unsubscribe (it waited for the whole
+    task timeout, then blamed the thread)."""
+    idle = IdleSubscriber(device.stream)
+    context, _ = acl.rt.get_context()
+
+    def unsubscribe():
+        assert acl.rt.set_context(context) == 0
+        assert acl.rt.unsubscribe_report(idle.thread.ident, device.stream) == 0
+    try:
+        if when == "before":
+            unsubscribe()
+        else:
+            threading.Timer(0.2, unsubscribe).start()
+        start = time.perf_counter()
+        assert_rejected(acl.rt.synchronize_stream(device.stream), acl.ACL_ERROR_RT_TASK_TIMEOUT, "aclrtLaunchCallback",
+                        "aclrtUnSubscribeReport")
+        assert time.perf_counter() - start < 2, "the synchronisation waited for the task timeout"
+    finally:
+        idle.serve()
+    assert idle.seen == [] and idle.codes == [acl.ACL_ERROR_THREAD_NOT_SUBSCRIBE]
+
+
+@pytest.mark.sanitizer_reports("pending work destroyed")
+def test_a_synchronisation_waiting_for_a_callback_whose_stream_another_thread_force_destroys_returns(timeout_5s,
+                                                                                                      device):
+    """aclrtDestroyStreamForce drops the stream's work, and with it the callback its thread has not
+    started: the synchronisation waiting for it returns at once (it waited for the task timeout)."""
+    stream, _ = acl.rt.create_stream()
+    idle = IdleSubscriber(stream)
+    context, _ = acl.rt.get_context()
+    results = []
+    destroyer = threading.Timer(0.2, lambda: results.append((acl.rt.set_context(context),
+                                                             acl.rt.destroy_stream_force(stream))))
+    destroyer.start()
+    try:
+        start = time.perf_counter()
+        assert acl.rt.synchronize_stream(stream) == 0, last_error()
+        assert time.perf_counter() - start < 2, "the synchronisation waited for the task timeout"
+    finally:
+        destroyer.join()
+        idle.serve()
+    assert results == [(0, 0)]
+    assert idle.seen == [], "a callback of the dropped work ran"
+
+
+def test_ctrl_c_while_a_synchronisation_waits_for_a_blocking_callback_keeps_it_ahead_of_the_later_work(device):
+    """Ctrl-C stops the synchronisation; the callback still holds the stream: the next synchronisation
+    waits for it, and the memset queued behind it runs after it (the callback reads the value from
+    before). The task had been taken off the queue: the next synchronisation ran the memset at once."""
+    address = device.malloc(16)
+    assert acl.rt.memset(address, 16, 1, 16) == 0
+    ctx, _ = acl.rt.get_context()
+    go, stop, seen = threading.Event(), threading.Event(), []
+
+    def serve():
+        acl.rt.set_context(ctx)
+        go.wait(10)
+        while not stop.is_set():
+            acl.rt.process_report(20)
+
+    def read_back(_):
+        host = np.zeros(16, np.uint8)
+        assert acl.rt.memcpy(host.ctypes.data, 16, address, 16, D2H) == 0
+        seen.append(int(host[0]))
+
+    server = threading.Thread(target=serve)
+    server.start()
+    try:
+        assert acl.rt.subscribe_report(server.ident, device.stream) == 0
+        assert acl.rt.launch_callback(read_back, None, acl.ACL_CALLBACK_BLOCK, device.stream) == 0
+        assert acl.rt.memset_async(address, 16, 7, 16, device.stream) == 0
+        threading.Timer(0.2, _thread.interrupt_main).start()
+        with pytest.raises(KeyboardInterrupt):
+            acl.rt.synchronize_stream(device.stream)
+        go.set()
+        assert acl.rt.synchronize_stream(device.stream) == 0, last_error()
+        assert acl.rt.unsubscribe_report(server.ident, device.stream) == 0
+    finally:
+        go.set()
+        stop.set()
+        server.join()
+    assert seen == [1], "the memset behind the blocking callback ran before it"
 
 
 def test_a_blocking_callback_nobody_processes_times_out_with_the_task_timeout():

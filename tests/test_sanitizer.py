@@ -998,12 +998,15 @@ def test_an_in_place_output_never_written_is_read_uninitialised_whatever_the_ker
 
 def run_with_a_callback(program: Program, callback, block: int = acl.ACL_CALLBACK_BLOCK, then=None) -> None:
     """`callback` queued (blocking by default) on s1 behind a kernel that writes `program.result`, then
-    `then(program)` queued behind it, all run by a report thread, then s1 synchronised."""
+    `then(program)` queued behind it, all run by a report thread, then s1 synchronised. The thread
+    serves once everything is queued: its aclrtProcessReport runs s1 up to the callback by itself, and
+    what `then` does must come before the callback starts, whenever the thread gets there."""
     ctx, _ = acl.rt.get_context()
-    stop = threading.Event()
+    stop, go = threading.Event(), threading.Event()
 
     def serve():
         acl.rt.set_context(ctx)
+        go.wait(10)
         while not stop.is_set():
             acl.rt.process_report(20)
     thread = threading.Thread(target=serve)
@@ -1016,9 +1019,11 @@ def run_with_a_callback(program: Program, callback, block: int = acl.ACL_CALLBAC
         assert acl.rt.launch_callback(callback, None, block, program.s1) == 0
         if then is not None:
             then(program)
+        go.set()
         assert acl.rt.synchronize_stream(program.s1) == 0
         assert acl.rt.unsubscribe_report(thread.ident, program.s1) == 0
     finally:
+        go.set()
         stop.set()
         thread.join()
 
