@@ -1746,9 +1746,11 @@ def test_memory_freed_before_the_stream_ran_fails_the_synchronisation_naming_the
                                                   at(path, line_of(source, "freed-free"))), text), text
 
 
-def symbol_range(executable: str, symbol: str) -> tuple:
-    """[start, end) of a symbol of an executable (nm -S), as offsets from its load address."""
-    done = subprocess.run(["nm", "-S", "--defined-only", executable], capture_output=True, text=True, timeout=60)
+def symbol_range(executable: str, symbol: str, table: str = "--defined-only") -> tuple:
+    """[start, end) of a symbol of an executable (nm -S; `table` "-D" for the dynamic symbols of a
+    stripped module), as offsets from its load address."""
+    done = subprocess.run(["nm", "-S", "--defined-only", table, executable], capture_output=True, text=True,
+                          timeout=60)
     assert done.returncode == 0, done.stderr
     for line in done.stdout.splitlines():
         words = line.split()
@@ -1768,6 +1770,55 @@ def test_without_debug_information_the_sites_are_the_executable_and_an_offset_in
         for offset in offsets:
             assert start < int(offset, 16) <= end, (hex(start), hex(end), offset)
         assert ".cpp:" not in text, text
+
+
+STRIPPED_LIBRARY = r"""#include "acl/acl.h"
+__attribute__((visibility("hidden"), noinline)) void make_stream_unexported();
+
+// Exported, and placed just before the function that makes the stream: the nearest dynamic symbol below
+// that function's code, though its code ends before it.
+extern "C" void make_leaked_stream() { make_stream_unexported(); }
+
+void make_stream_unexported() {
+  aclrtStream stream;
+  aclrtCreateStream(&stream);
+}
+"""
+
+STRIPPED_LIBRARY_CALLER = r"""#include "acl/acl.h"
+extern "C" void make_leaked_stream();
+int main() {
+  aclrtSetDevice(0);
+  make_leaked_stream();  // @call
+  return 0;
+}
+"""
+
+
+def test_a_frame_past_the_end_of_the_nearest_exported_symbol_is_named_by_its_offset_only(tmp_path):
+    """A stripped library keeps only its dynamic symbols: a frame inside one of its non-exported
+    functions is `library+0xoffset`, not named after the exported function just below it (which dladdr
+    and addr2line would give, though that function ends before the address); a frame inside the
+    exported function keeps its name."""
+    library = str(tmp_path / "libstripped.so")
+    root = ctoolkit.toolkit_root()
+    built = subprocess.run(["g++", "-std=c++11", "-O0", "-shared", "-fPIC", "-s", "-x", "c++", "-",
+                            "-I", os.path.join(root, "include"), "-L", os.path.join(root, "lib64"), "-lascendcl",
+                            "-o", library], input=STRIPPED_LIBRARY, capture_output=True, text=True, timeout=300)
+    assert built.returncode == 0, built.stderr
+    executable = ctoolkit.compile_program(STRIPPED_LIBRARY_CALLER, tmp_path, flags=(
+        "-g", "-L", str(tmp_path), "-Wl,-rpath," + str(tmp_path)), libraries=(":libstripped.so", "ascendcl"))
+    done = run(executable)
+    assert done.returncode == 0, done.stderr
+    leak = re.search(r"^npuemu: leak: stream 0x[0-9a-f]+ of device 0, made at (.*)$", done.stderr, re.M)
+    assert leak is not None, done.stderr
+    inner, outer, caller = leak.group(1).split(" <- ")
+    assert re.fullmatch(r"%s\+0x[0-9a-f]+" % re.escape(library), inner), leak.group(1)
+    assert re.fullmatch(r"%s\+0x[0-9a-f]+ in make_leaked_stream" % re.escape(library), outer), leak.group(1)
+    assert re.fullmatch(at(executable + ".cpp", line_of(STRIPPED_LIBRARY_CALLER, "call")), caller), leak.group(1)
+    start, end = symbol_range(library, "make_leaked_stream", "-D")
+    offsets = [int(re.search(r"\+(0x[0-9a-f]+)", frame).group(1), 16) for frame in (inner, outer)]
+    assert offsets[0] > end >= offsets[1] > start, (hex(start), hex(end), leak.group(1))
 
 
 def test_faults_from_c_and_from_python_have_the_same_codes_and_messages(fault_runs):
