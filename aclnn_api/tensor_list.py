@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Type
 
+from emulator import cargs
 from emulator.errors import AclError
 from emulator.resource import Resource, live
 from emulator.sites import user_site
@@ -57,6 +58,9 @@ class aclScalarList(ResourceList):
 
 
 def _elements(cls: Type[ResourceList], values: Any) -> tuple:
+    if values is cargs.C_NULL:
+        raise AclError(status.ACLNN_ERR_PARAM_NULLPTR,
+                       "value: expected an array of %s pointers, found null" % cls.element.kind)
     items = tuple(live(cls.element, "value[%d]" % index, value)
                   for index, value in enumerate(sequence(cls.element.kind, values)))
     for index, item in enumerate(items):

@@ -447,7 +447,7 @@ def bad_call(id: str, needs: str, c: str, expect: object = None):
     return register
 
 
-def c_only(id: str, needs: str, c: str, code: int, message: str) -> None:
+def c_only(id: str, needs: str, c: str, code: object, message: str) -> None:
     BAD_CALLS.append(BadCall(id, needs, c, None, code, message))
 
 
@@ -1041,6 +1041,50 @@ def _(ctx):
     size, ret = nn.aclGetIntArraySize(a)
     nn.aclDestroyIntArray(a)
     return "%s %d %d" % ("null" if a is None else "non-null", ret, size)
+
+
+@bad_call("aclCreate-Int-Float-Bool-Array(nullptr, 3)-and-lists(nullptr, 0)-are-empty", "device", """
+  aclIntArray *ints = aclCreateIntArray(nullptr, 3);
+  aclFloatArray *floats = aclCreateFloatArray(nullptr, 3);
+  aclBoolArray *bools = aclCreateBoolArray(nullptr, 3);
+  aclTensorList *tensors = aclCreateTensorList(nullptr, 0);
+  aclScalarList *scalars = aclCreateScalarList(nullptr, 0);
+  uint64_t sizes[5] = {99, 99, 99, 99, 99};
+  aclGetIntArraySize(ints, &sizes[0]);
+  aclGetFloatArraySize(floats, &sizes[1]);
+  aclGetBoolArraySize(bools, &sizes[2]);
+  aclGetTensorListSize(tensors, &sizes[3]);
+  aclGetScalarListSize(scalars, &sizes[4]);
+  char text[64];
+  std::snprintf(text, sizeof(text), "%llu %llu %llu %llu %llu", (unsigned long long)sizes[0], (unsigned long long)sizes[1],
+                (unsigned long long)sizes[2], (unsigned long long)sizes[3], (unsigned long long)sizes[4]);
+  report(ID, text);
+  aclDestroyIntArray(ints);
+  aclDestroyFloatArray(floats);
+  aclDestroyBoolArray(bools);
+  aclDestroyTensorList(tensors);
+  aclDestroyScalarList(scalars);""", "0 0 0 0 0")
+def _(ctx):
+    # C's NULL with a count arrives as None for the arrays (RUNTIME.md: a valid empty array); NULL with 0 as []
+    made = [nn.aclCreateIntArray(None), nn.aclCreateFloatArray(None), nn.aclCreateBoolArray(None),
+            nn.aclCreateTensorList([]), nn.aclCreateScalarList([])]
+    sizes = [size for size, _ in (nn.aclGetIntArraySize(made[0]), nn.aclGetFloatArraySize(made[1]),
+                                  nn.aclGetBoolArraySize(made[2]), nn.aclGetTensorListSize(made[3]),
+                                  nn.aclGetScalarListSize(made[4]))]
+    message = rt.aclGetRecentErrMsg()
+    for destroy, made_one in zip((nn.aclDestroyIntArray, nn.aclDestroyFloatArray, nn.aclDestroyBoolArray,
+                                  nn.aclDestroyTensorList, nn.aclDestroyScalarList), made):
+        destroy(made_one)
+    return Read(" ".join(str(size) for size in sizes), message)
+
+
+# A tensor or scalar list of NULL with a count: the card's constructor would read the pointers from NULL.
+c_only("aclCreateTensorList(nullptr, 2)", "device", "report_pointer(ID, aclCreateTensorList(nullptr, 2));", "null",
+       "AclNN_Parameter_Error(EZ1001): aclCreateTensorList: value: expected an array of aclTensor pointers, "
+       "found null")
+c_only("aclCreateScalarList(nullptr, 3)", "device", "report_pointer(ID, aclCreateScalarList(nullptr, 3));", "null",
+       "AclNN_Parameter_Error(EZ1001): aclCreateScalarList: value: expected an array of aclScalar pointers, "
+       "found null")
 
 
 @bad_call("aclGetTensorListSize-and-aclGetScalarListSize", "device", """Lsb lsb;
