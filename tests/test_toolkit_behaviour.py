@@ -493,6 +493,12 @@ c_only("aclrtMallocHost-null-hostPtr", "device", "report_status(ID, aclrtMallocH
        "ACL_ERROR_INVALID_PARAM(100000): aclrtMallocHost: hostPtr: expected a non-null pointer, found null")
 
 
+@bad_call("aclrtMallocHost-beyond-what-the-host-can-pin", "device", """void *p = nullptr;
+  report_status(ID, aclrtMallocHost(&p, (size_t)1 << 45));""", 207001)
+def _(ctx):
+    return rt.aclrtMallocHost(1 << 45)
+
+
 @bad_call("aclrtFree-null", "device", "report_status(ID, aclrtFree(nullptr));", 100000)
 def _(ctx):
     return rt.aclrtFree(None)
