@@ -391,6 +391,20 @@ def test_query_event_wait_status(device):
     assert_rejected(acl.rt.query_event_wait_status(event)[1], acl.ACL_ERROR_RT_INVALID_HANDLE, "event")
 
 
+@pytest.mark.parametrize("query,not_ready", [
+    (acl.rt.stream_query, acl.ACL_STREAM_STATUS_NOT_READY), (acl.rt.query_event, acl.ACL_EVENT_STATUS_NOT_READY),
+    (acl.rt.query_event_status, acl.ACL_EVENT_RECORDED_STATUS_NOT_READY),
+    (acl.rt.query_event_wait_status, acl.ACL_EVENT_WAIT_STATUS_NOT_READY),
+])
+def test_a_failed_query_answers_not_ready_never_complete(device, query, not_ready):
+    """docs/runtime.md, "Calling conventions": a failed call's outputs are 0, but a query's status is its
+    NOT_READY value (0 is COMPLETE for most of them): a poll that skips `ret` never sees work done."""
+    status, ret = query(12345)
+    assert status == not_ready
+    assert_rejected(ret, acl.ACL_ERROR_RT_INVALID_HANDLE, "12345")
+    assert acl.rt.malloc(0, 0) == (0, acl.ACL_ERROR_INVALID_PARAM), "the other calls' outputs are 0"
+
+
 def test_create_event_ex_with_flag_needs_a_context_and_an_integer_flag():
     assert_rejected(acl.rt.create_event_ex_with_flag(0)[1], acl.ACL_ERROR_RT_CONTEXT_NULL, "context")
     assert_rejected(acl.rt.create_event_ex_with_flag(-1)[1], acl.ACL_ERROR_INVALID_PARAM, "flag")
