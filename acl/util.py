@@ -1,15 +1,18 @@
-"""acl.util: host pointer helpers. Host pointers are real host addresses; device pointers are not
-dereferenceable, so these helpers refuse them with a message instead of crashing."""
+"""acl.util: host pointer helpers, and start_thread for the report threads of callbacks. Host pointers
+are real host addresses; device pointers are not dereferenceable, so these helpers refuse them with a
+message instead of crashing."""
 from __future__ import annotations
 
 import ctypes
 import sys
-from typing import Any, Optional
+import threading
+from typing import Any, Callable, Optional
 
 import numpy as np
 
 from emulator import errors, interface, status
-from emulator.cargs import is_integer
+from emulator.cargs import is_integer, shown
+from emulator.errors import AclError
 
 # NumPy C type numbers used by pyACL's ptr_to_numpy (NPY_BOOL=0 ... NPY_HALF=23).
 NPY_TYPES = {0: np.bool_, 1: np.int8, 2: np.uint8, 3: np.int16, 4: np.uint16, 5: np.int32, 6: np.uint32,
@@ -112,3 +115,25 @@ def ptr_to_numpy(ptr: int, shape: tuple, np_type: int) -> Optional[np.ndarray]:
         return None
     buffer = (ctypes.c_char * nbytes).from_address(int(ptr))
     return np.frombuffer(buffer, dtype=dtype).reshape(dims)
+
+
+@errors.api("acl.util.start_thread", failure=(0,))
+def start_thread(fn: Callable[[Any], Any], args: list) -> int:
+    """-> (threadId, ret): a new host thread running fn(args), as pyACL starts the thread that calls
+    acl.rt.process_report; threadId is what acl.rt.subscribe_report takes (the thread's
+    threading.get_ident()). The thread does not hold the process at exit, as pyACL's native thread
+    does not. 100000 for an `fn` that is not callable or `args` that are not a list (or tuple)."""
+    if not callable(fn):
+        raise AclError(status.ACL_ERROR_INVALID_PARAM, "fn: expected a callable, found %s"
+                       % ("null" if fn is None else shown(fn)))
+    if not isinstance(args, (list, tuple)):
+        raise AclError(status.ACL_ERROR_INVALID_PARAM, "args: expected a list of the arguments fn takes, found %s"
+                       % ("null" if args is None else shown(args)))
+    thread = threading.Thread(target=fn, args=(args,), daemon=True,
+                              name="acl.util.start_thread(%s)" % getattr(fn, "__name__", "fn"))
+    try:
+        thread.start()
+    except RuntimeError as error:  # the host has no thread left for the process
+        raise AclError(status.ACL_ERROR_RT_RESOURCE_ALLOC_FAIL, "fn: expected a thread the host can start, "
+                       "found %s" % error) from None
+    return thread.ident

@@ -14,6 +14,7 @@ from typing import Optional
 from emulator import cargs, interface
 from emulator.cargs import ACLNN
 from emulator.errors import AclError, api
+from emulator.resource import article
 
 from . import status
 
@@ -29,8 +30,8 @@ def _check_config(path: str) -> None:
         raise AclError(status.ACLNN_ERR_PARAM_INVALID, "configPath: expected a JSON file, found %r, which is not "
                        "(%s)" % (path, error)) from None
     if not isinstance(content, dict):
-        raise AclError(status.ACLNN_ERR_PARAM_INVALID, "configPath: expected a JSON object in %r, found a %s"
-                       % (path, type(content).__name__))
+        raise AclError(status.ACLNN_ERR_PARAM_INVALID, "configPath: expected a JSON object in %r, found %s %s"
+                       % (path, article(type(content).__name__), type(content).__name__))
 
 
 @api("aclnnInit", internal_code=status.ACLNN_ERR_INNER)

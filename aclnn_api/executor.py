@@ -17,7 +17,7 @@ from typing import Any, Optional, Union
 from emulator import cargs
 from emulator.cargs import ACLNN
 from emulator.errors import AclError, api
-from emulator.resource import Resource, live
+from emulator.resource import Resource, article, live
 from emulator.sites import Site
 
 from . import status
@@ -103,14 +103,14 @@ class aclOpExecutor(Resource):
         slots = self.slots(role)
         index = cargs.size("index", index, ACLNN)
         if index >= len(slots):
-            raise AclError(status.ACLNN_ERR_PARAM_INVALID, "index: expected an %s index below %d (%s of %s: %s), "
-                           "found %d" % (role, len(slots), "the %s parameters" % role, self.op,
+            raise AclError(status.ACLNN_ERR_PARAM_INVALID, "index: expected %s %s index below %d (%s of %s: %s), "
+                           "found %d" % (article(role), role, len(slots), "the %s parameters" % role, self.op,
                                          ", ".join(name for name, _ in slots) or "none", index))
         name, value = slots[index]
         if not isinstance(value, holds):
-            found = "null" if value is None else "an %s" % value.kind
-            raise AclError(status.ACLNN_ERR_PARAM_INVALID, "index: expected the index of an %s %s of %s, found %d: "
-                           "%s, which is %s" % (holds.kind, role, self.op, index, name, found))
+            found = "null" if value is None else "%s %s" % (article(value.kind), value.kind)
+            raise AclError(status.ACLNN_ERR_PARAM_INVALID, "index: expected the index of %s %s %s of %s, found %d: "
+                           "%s, which is %s" % (article(holds.kind), holds.kind, role, self.op, index, name, found))
         return name, value
 
     def set_tensor_addr(self, role: str, index: Any, tensor: Any, addr: Any) -> None:

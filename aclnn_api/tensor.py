@@ -287,10 +287,6 @@ def contiguous_strides(dims: Sequence[int]) -> tuple:
     return tuple(reversed(strides))
 
 
-# The storage dims of a C caller's NULL array with a count (Python's None stands for the view dims).
-NULL_DIMS = type("NullDims", (), {"__repr__": lambda self: "NULL"})()
-
-
 def _description(view_dims: Any, data_type: Any, strides: Any, offset: Any, format: Any, storage_dims: Any,
                  tensor_data: Any) -> tuple:
     """The checked arguments of aclCreateTensor / aclInitTensor, in their order. Dims may be negative,
@@ -306,7 +302,7 @@ def _description(view_dims: Any, data_type: Any, strides: Any, offset: Any, form
                        "stride: expected %d strides (one per view dim), found %d" % (len(dims), len(steps)))
     offset = cargs.integer("offset", offset, NON_NEGATIVE, ACLNN)
     format = cargs.enum("format", format, FORMAT_NAMES, "aclFormat", ACLNN, excluded=(ACL_FORMAT_UNDEFINED,))
-    if storage_dims is NULL_DIMS:
+    if storage_dims is cargs.C_NULL:
         raise AclError(status.ACLNN_ERR_PARAM_NULLPTR, "storageDims: expected a list of dims, found null")
     storage = dims if storage_dims is None else cargs.integer_list("storageDims", storage_dims, NON_NEGATIVE, ACLNN)
     data = cargs.integer("tensorData", tensor_data, NON_NEGATIVE, ACLNN) if tensor_data is not None else 0

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from typing import Any, Type
 
+from emulator import cargs
 from emulator.errors import AclError
-from emulator.resource import Resource, live
+from emulator.resource import Resource, article, live
 from emulator.sites import user_site
 
 from . import status
@@ -57,12 +58,16 @@ class aclScalarList(ResourceList):
 
 
 def _elements(cls: Type[ResourceList], values: Any) -> tuple:
+    if values is cargs.C_NULL:
+        raise AclError(status.ACLNN_ERR_PARAM_NULLPTR,
+                       "value: expected an array of %s pointers, found null" % cls.element.kind)
     items = tuple(live(cls.element, "value[%d]" % index, value)
                   for index, value in enumerate(sequence(cls.element.kind, values)))
     for index, item in enumerate(items):
         if items.index(item) != index:  # destroying the list would destroy it twice
-            raise AclError(status.ACLNN_ERR_PARAM_INVALID, "value[%d]: expected a %s not already in the list, "
-                           "found the one of value[%d]" % (index, cls.element.kind, items.index(item)))
+            raise AclError(status.ACLNN_ERR_PARAM_INVALID, "value[%d]: expected %s %s not already in the list, "
+                           "found the one of value[%d]" % (index, article(cls.element.kind), cls.element.kind,
+                                                           items.index(item)))
     return items
 
 

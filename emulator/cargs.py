@@ -57,6 +57,11 @@ def is_integer(value: Any) -> bool:
     return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
 
 
+# A C caller's NULL array with a count above 0, where Python's None means something else (storage dims:
+# the view dims; a tensor or scalar list: an empty one): the toolkit's adapters pass it for that NULL.
+C_NULL = type("CNull", (), {"__repr__": lambda self: "NULL"})()
+
+
 def is_null(value: Any) -> bool:
     """None or the integer 0: what a C null pointer arrives as."""
     return value is None or (is_integer(value) and int(value) == 0)

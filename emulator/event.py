@@ -15,6 +15,9 @@ NO_TIMING = status.ACL_EVENT_EXTERNAL | status.ACL_EVENT_IPC   # events with the
 _CLOCK_ORIGIN = time.perf_counter()  # device timestamps count microseconds from here
 
 
+NEVER_RECORDED = "one never passed to aclrtRecordEvent"
+
+
 class Event(Resource):
     kind = "event"
 
@@ -22,7 +25,7 @@ class Event(Resource):
         self.context = context
         self.flags = flags
         self.last_record: Optional[RecordTask] = None  # the latest aclrtRecordEvent
-        self.lost_record = False  # whether it has no record because aclrtDestroyStreamForce dropped it
+        self.unrecorded = NEVER_RECORDED  # why it has no record, while it has none (messages say)
         super().__init__(site)
 
     def describe(self) -> str:
@@ -35,13 +38,16 @@ class Event(Resource):
 
     def record(self, stream: Stream, eager: bool = False) -> None:
         record = RecordTask(self, self.last_record)
-        self.last_record, self.lost_record = record, False
+        self.last_record = record
         stream.enqueue(record, eager)
         if TRACKER.hazards:
             TRACKER.recorded(self, stream, record)
 
-    def reset(self) -> None:
-        self.last_record, self.lost_record = None, False
+    def reset(self, site: Site) -> None:
+        """aclrtResetEvent at `site`: the event is as never recorded."""
+        if self.last_record is not None or self.unrecorded is not NEVER_RECORDED:  # recorded before
+            self.unrecorded = "one reset by aclrtResetEvent at %s since its last aclrtRecordEvent" % site
+        self.last_record = None
         TRACKER.reset_event(self)
 
     def record_dropped(self, record: RecordTask) -> None:
@@ -51,7 +57,8 @@ class Event(Resource):
         if not self.alive or self.last_record is not record:
             return
         self.last_record = record.standing()
-        self.lost_record = self.last_record is None
+        if self.last_record is None:
+            self.unrecorded = "one whose record was dropped with its stream by aclrtDestroyStreamForce"
         TRACKER.fell_back(self, self.last_record)
 
     def make_wait(self, stream: Stream, eager: bool = False) -> None:
@@ -91,9 +98,8 @@ class Event(Resource):
 
     def _completed_record(self, name: str) -> RecordTask:
         if self.last_record is None:
-            found = ("one whose record was dropped with its stream by aclrtDestroyStreamForce" if self.lost_record
-                     else "one never passed to aclrtRecordEvent")
-            raise AclError(status.ACL_ERROR_RT_PARAM_INVALID, "%s: expected a recorded event, found %s" % (name, found))
+            raise AclError(status.ACL_ERROR_RT_PARAM_INVALID,
+                           "%s: expected a recorded event, found %s" % (name, self.unrecorded))
         if not self.last_record.done:
             raise AclError(status.ACL_ERROR_RT_EVENT_NOT_COMPLETE,
                            "%s: expected a completed event, found its record still queued (synchronise first)" % name)

@@ -315,6 +315,7 @@ class AddressSpace:
 
     def allocate_host(self, size: int, site: Site) -> HostAllocation:
         rounded = (size + PAGE - 1) // PAGE * PAGE
+        self._check_pinnable(size, rounded)
         address = _map(rounded, PROT_READ | PROT_WRITE)
         if not address:
             raise AclError(status.ACL_ERROR_RT_MEMORY_ALLOCATION,
@@ -322,6 +323,18 @@ class AddressSpace:
         host = HostAllocation(address, size, site)
         self.host[address] = host
         return host
+
+    def _check_pinnable(self, size: int, rounded: int) -> None:
+        """The card's driver pins aclrtMallocHost memory: a request beyond the host's physical memory
+        less what is pinned already fails at once (207001), where the lazily committed mapping would
+        succeed and the program be killed when it fills the buffer."""
+        physical = os.sysconf("SC_PHYS_PAGES") * PAGE
+        pinned = sum((host.size + PAGE - 1) // PAGE * PAGE for host in self.host.values())
+        if rounded > physical - pinned:
+            raise AclError(status.ACL_ERROR_RT_MEMORY_ALLOCATION,
+                           "size: expected at most %d bytes, what the host can pin (its %d bytes of physical "
+                           "memory less %d bytes aclrtMallocHost allocations pin already), found %d bytes"
+                           % (max(physical - pinned, 0), physical, pinned, size))
 
     def find_host(self, address: int, nbytes: int) -> Optional[HostAllocation]:
         """The aclrtMallocHost allocation holding all of [address, address+nbytes), if any."""

@@ -126,8 +126,9 @@ HANDLES = HandleTable()
 leaks.add_source(HANDLES.unreleased, HANDLES.forget_unreleased)
 
 
-def _article(kind: str) -> str:
-    return "an" if kind[:1].lower() in "aeio" else "a"
+def article(word: str) -> str:
+    """The indefinite article a message puts before `word` ("an aclTensor", "a tensor index")."""
+    return "an" if word[:1].lower() in "aeio" else "a"
 
 
 def _stale(kind: Type[Resource], name: str, value: Any, found: Resource, null_code: Optional[int]) -> AclError:
@@ -148,7 +149,7 @@ def live(kind: Type[R], name: str, value: Any, null_code: Optional[int] = None) 
             return found
     if is_null(value):
         raise AclError(kind.layer.null_code if null_code is None else null_code,
-                       "%s: expected %s %s, found null" % (name, _article(kind.kind), kind.kind))
+                       "%s: expected %s %s, found null" % (name, article(kind.kind), kind.kind))
     if isinstance(value, Resource):
         found: Optional[Resource] = value
     elif is_integer(value):
@@ -157,13 +158,13 @@ def live(kind: Type[R], name: str, value: Any, null_code: Optional[int] = None) 
             found = HANDLES.retired(int(value))
     else:
         raise AclError(kind.layer.invalid_code, "%s: expected %s %s, found %s"
-                       % (name, _article(kind.kind), kind.kind, shown(value)))
+                       % (name, article(kind.kind), kind.kind, shown(value)))
     if found is None:
         raise AclError(kind.layer.stale_code, "%s: expected a live %s, found %s, which no call made (a garbage or "
                        "long-destroyed handle)" % (name, kind.kind, shown(value)))
     if not isinstance(found, kind):
         raise AclError(kind.layer.stale_code, "%s: expected %s %s, found %s %s"
-                       % (name, _article(kind.kind), kind.kind, _article(found.kind), found.kind))
+                       % (name, article(kind.kind), kind.kind, article(found.kind), found.kind))
     if not found.alive:
         raise _stale(kind, name, value, found, null_code)
     return found

@@ -512,7 +512,7 @@ def aclrtResetEvent(event: int, stream: Optional[int] = None) -> None:
     with _P.lock:
         marker = live(Event, "event", event)
         stream_of(stream)
-        marker.reset()
+        marker.reset(user_site())
 
 
 @api("aclrtQueryEventStatus", failure=(status.ACL_EVENT_RECORDED_STATUS_NOT_READY,))

@@ -10,7 +10,9 @@ frame to skip, and a site taken again at the same three frames is the one made b
 from __future__ import annotations
 
 import ctypes
+import functools
 import os
+import struct
 import subprocess
 import sys
 from typing import Callable, Optional
@@ -206,6 +208,13 @@ class _DlInfo(ctypes.Structure):
                 ("dli_sname", ctypes.c_char_p), ("dli_saddr", ctypes.c_void_p)]
 
 
+class _Elf64Symbol(ctypes.Structure):  # Elf64_Sym, which dladdr1(..., RTLD_DL_SYMENT) points at
+    _fields_ = [("st_name", ctypes.c_uint32), ("st_info", ctypes.c_uint8), ("st_other", ctypes.c_uint8),
+                ("st_shndx", ctypes.c_uint16), ("st_value", ctypes.c_uint64), ("st_size", ctypes.c_uint64)]
+
+
+_RTLD_DL_SYMENT = 1  # dladdr1's flag for the symbol's table entry
+_SHT_SYMTAB = 2      # the ELF section type of the full symbol table
 _RUNTIME_LIBRARIES = ("libc.so", "ld-linux")
 
 
@@ -213,8 +222,9 @@ def _resolve(address: int) -> tuple:
     """(module, (file, line, function)) of the instruction that made the call returning to `address`:
     the source line when the module has debug information, else (module+0xoffset, 0, symbol or "")."""
     info = _DlInfo()
+    symbol_entry = ctypes.POINTER(_Elf64Symbol)()
     libc = ctypes.CDLL(None)
-    if not libc.dladdr(ctypes.c_void_p(address), ctypes.byref(info)):
+    if not libc.dladdr1(ctypes.c_void_p(address), ctypes.byref(info), ctypes.byref(symbol_entry), _RTLD_DL_SYMENT):
         return "", ("0x%x" % address, 0, "")
     module = os.fsdecode(info.dli_fname or b"")
     if not os.path.isabs(module):  # the main program, named as it was started ("" or argv[0])
@@ -223,8 +233,41 @@ def _resolve(address: int) -> tuple:
     function, filename, line = _addr2line(module, offset - 1)  # the call instruction ends before the return address
     if line:
         return module, (filename, line, function)
+    # Without a full symbol table addr2line, as dladdr, names the nearest exported function below the
+    # address, even past that function's end (inside a non-exported one): named only when it holds it.
+    if not _symbol_holds(info, symbol_entry, address - 1):
+        if not _has_symbol_table(module):
+            function = ""
+        info.dli_sname = None
     symbol = function or (os.fsdecode(info.dli_sname) if info.dli_sname else "")
     return module, ("%s+0x%x" % (module, offset), 0, symbol)
+
+
+def _symbol_holds(info: _DlInfo, symbol_entry, address: int) -> bool:
+    """Whether the dynamic symbol dladdr1 found spans `address` (a symbol of unknown size holds none)."""
+    if not info.dli_sname or not info.dli_saddr or not symbol_entry or ctypes.sizeof(ctypes.c_void_p) != 8:
+        return False
+    return info.dli_saddr <= address < info.dli_saddr + symbol_entry.contents.st_size
+
+
+@functools.lru_cache(maxsize=None)
+def _has_symbol_table(module: str) -> bool:
+    """Whether the 64-bit ELF `module` keeps its full symbol table (.symtab, a section of type
+    SHT_SYMTAB: static functions too), not only the dynamic one. Unknown (not ELF-64, unreadable): no."""
+    try:
+        with open(module, "rb") as file:
+            header = file.read(64)
+            if len(header) < 64 or header[:4] != b"\x7fELF" or header[4] != 2:
+                return False
+            section_headers, = struct.unpack_from("<Q", header, 0x28)   # e_shoff
+            entry_size, count = struct.unpack_from("<HH", header, 0x3A)  # e_shentsize, e_shnum
+            file.seek(section_headers)
+            table = file.read(entry_size * count)
+    except OSError:
+        return False
+    return any(struct.unpack_from("<I", table, index * entry_size + 4)[0] == _SHT_SYMTAB
+               for index in range(len(table) // entry_size if entry_size else 0))
+
 
 
 def _is_relocatable(module: str) -> bool:

@@ -254,7 +254,8 @@ def test_lists_of_nothing_and_lists_that_cannot_be():
     assert nn.aclDestroyTensorList(empty) == 0
     tensor = nn.aclCreateTensor([1], FLOAT, None, 0, nn.ACL_FORMAT_ND, None, 0)
     scalar = nn.aclCreateScalar(1, nn.ACL_INT32)
-    cases = [([tensor, None], ("value[1]", "null")), ([tensor, tensor], ("value[1]", "value[0]")),
+    cases = [([tensor, None], ("value[1]", "null")),
+             ([tensor, tensor], ("value[1]", "expected an aclTensor not already in the list", "value[0]")),
              ([tensor, scalar], ("value[1]", "aclScalar")), (5, ("value", "5"))]
     for value, words in cases:
         assert nn.aclCreateTensorList(value) is None
@@ -328,7 +329,9 @@ def test_the_setters_name_what_they_cannot_use():
         stranger = device.empty((1,), FLOAT).tensor
         cases = [
             (lambda: nn.aclSetInputTensorAddr(executor, 3, g.tensor, 64), nn.ACLNN_ERR_PARAM_INVALID,
-             ("index", "below 3", "gradOutput, self, buffer")),
+             ("index", "expected an input index below 3", "gradOutput, self, buffer")),
+            (lambda: nn.AclSetTensorAddr(executor, 4, g.tensor, 64), nn.ACLNN_ERR_PARAM_INVALID,
+             ("index", "expected a tensor index below 4", "gradOutput, self, buffer, gradInput")),
             (lambda: nn.aclSetOutputTensorAddr(executor, 1, out.tensor, 64), nn.ACLNN_ERR_PARAM_INVALID, ("index", "gradInput")),
             (lambda: nn.aclSetInputTensorAddr(executor, 1, stranger, 64), nn.ACLNN_ERR_PARAM_INVALID,
              ("tensor", "aclnnLogSigmoidBackward self (input 1)", "another one")),
@@ -338,7 +341,7 @@ def test_the_setters_name_what_they_cannot_use():
             (lambda: nn.aclSetInputTensorAddr(None, 0, g.tensor, 64), nn.ACLNN_ERR_PARAM_NULLPTR, ("executor", "null")),
             (lambda: nn.aclSetInputTensorAddr(executor, 0, None, 64), nn.ACLNN_ERR_PARAM_NULLPTR, ("tensor", "null")),
             (lambda: nn.aclSetDynamicInputTensorAddr(executor, 0, 0, None, 64), nn.ACLNN_ERR_PARAM_INVALID,
-             ("index", "aclTensorList", "gradOutput")),
+             ("index", "expected the index of an aclTensorList input", "gradOutput, which is an aclTensor")),
         ]
         for call, code, words in cases:
             assert_rejected(call(), code, *words)
@@ -405,7 +408,8 @@ def test_aclnn_init_and_finalize_never_fail_together_with_acl_init(tmp_path):
 
 
 @pytest.mark.parametrize("content,words", [(None, ("readable",)), (b"{not json", ("JSON",)),
-                                           (b"\xff\xfe\x00", ("JSON",)), (b"[1, 2]", ("JSON object",))])
+                                           (b"\xff\xfe\x00", ("JSON",)), (b"[1, 2]", ("JSON object", "found a list")),
+                                           (b"7", ("JSON object", "found an int"))])
 def test_aclnn_init_rejects_a_config_it_cannot_use(tmp_path, content, words):
     path = tmp_path / "config.json"
     if content is not None:

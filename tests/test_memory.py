@@ -142,6 +142,31 @@ def test_host_memory_is_real_and_free_host_checks_its_pointer():
     assert_rejected(acl.rt.free_host(host), acl.ACL_ERROR_RT_PARAM_INVALID, "hostPtr")
 
 
+def test_host_memory_beyond_what_the_host_can_pin_is_207001_naming_the_sizes():
+    """The card's driver pins aclrtMallocHost memory: a request beyond the host's physical memory less what
+    npuemu's host allocations pin already fails at once, rather than later when the program fills it.
+    (The pages of a granted allocation are committed only when touched: this test uses no memory.)"""
+    physical = os.sysconf("SC_PHYS_PAGES") * PAGE
+    message = assert_rejected(acl.rt.malloc_host(1 << 45)[1], acl.ACL_ERROR_RT_MEMORY_ALLOCATION, "size")
+    assert message.endswith("size: expected at most %d bytes, what the host can pin (its %d bytes of physical memory "
+                            "less 0 bytes aclrtMallocHost allocations pin already), found %d bytes"
+                            % (physical, physical, 1 << 45)), message
+    half = physical // 2 // PAGE * PAGE + PAGE
+    first, ret = acl.rt.malloc_host(half)
+    assert ret == 0, last_error()
+    try:
+        address, ret = acl.rt.malloc_host(half)
+        assert address == 0
+        message = assert_rejected(ret, acl.ACL_ERROR_RT_MEMORY_ALLOCATION, "size")
+        assert "expected at most %d bytes" % (physical - half) in message, message
+        assert "less %d bytes aclrtMallocHost allocations pin already), found %d bytes" % (half, half) in message
+    finally:
+        assert acl.rt.free_host(first) == 0
+    second, ret = acl.rt.malloc_host(half)  # freed memory is pinnable again
+    assert ret == 0, last_error()
+    assert acl.rt.free_host(second) == 0
+
+
 # ---------------------------------------------------------------------------------------------
 # aclrtGetMemInfo
 

@@ -3,6 +3,7 @@ thread, 2-D copies, version, synchronisation with a timeout, streams with a conf
 destruction, event timestamps and wait status, events made with the Ex form, aligned and cached
 allocation, the thread's last error, and the float16 helpers. Each with its error codes."""
 import _thread
+import sys
 import threading
 import time
 
@@ -295,6 +296,33 @@ def test_an_event_whose_only_record_was_dropped_is_as_never_recorded(device):
     assert acl.rt.destroy_event(event) == 0
 
 
+def test_an_event_reset_after_its_record_is_named_reset_where_a_record_is_needed(device):
+    """aclrtResetEvent makes the event as never recorded; the calls that need a record say it was reset,
+    and where, not that it was never recorded (which the same calls say of a fresh event)."""
+    event, _ = acl.rt.create_event()
+    assert_rejected(acl.rt.event_elapsed_time(event, event)[1], acl.ACL_ERROR_RT_PARAM_INVALID, "startEvent",
+                    "never passed to aclrtRecordEvent")
+    assert acl.rt.reset_event(event, device.stream) == 0
+    assert_rejected(acl.rt.event_elapsed_time(event, event)[1], acl.ACL_ERROR_RT_PARAM_INVALID, "startEvent",
+                    "never passed to aclrtRecordEvent")  # a fresh event reset is still never recorded
+    assert acl.rt.record_event(event, device.stream) == 0
+    assert acl.rt.synchronize_stream(device.stream) == 0
+    assert acl.rt.event_elapsed_time(event, event) == (0.0, 0)
+    reset_line = sys._getframe().f_lineno + 1
+    assert acl.rt.reset_event(event, device.stream) == 0
+    reset_at = "reset by aclrtResetEvent at %s:%d" % (__file__, reset_line)
+    for message in (assert_rejected(acl.rt.event_elapsed_time(event, event)[1], acl.ACL_ERROR_RT_PARAM_INVALID,
+                                    "startEvent", "expected a recorded event"),
+                    assert_rejected(acl.rt.event_get_timestamp(event)[1], acl.ACL_ERROR_RT_PARAM_INVALID, "event")):
+        assert reset_at in message and "since its last aclrtRecordEvent" in message, message
+        assert "never passed" not in message, message
+    assert acl.rt.query_event_status(event) == (acl.ACL_EVENT_RECORDED_STATUS_COMPLETE, 0), "as never recorded"
+    assert acl.rt.record_event(event, device.stream) == 0
+    assert acl.rt.synchronize_event(event) == 0
+    assert acl.rt.event_get_timestamp(event)[1] == 0, last_error()
+    assert acl.rt.destroy_event(event) == 0
+
+
 @pytest.mark.sanitizer_reports("pending work destroyed")
 def test_a_dropped_record_leaves_the_event_with_the_record_before_it(device):
     event, _ = acl.rt.create_event()
@@ -390,6 +418,20 @@ def test_query_event_wait_status(device):
     assert acl.rt.query_event_wait_status(event) == (acl.ACL_EVENT_WAIT_STATUS_COMPLETE, 0), "the device progressed"
     assert acl.rt.destroy_event(event) == 0
     assert_rejected(acl.rt.query_event_wait_status(event)[1], acl.ACL_ERROR_RT_INVALID_HANDLE, "event")
+
+
+@pytest.mark.parametrize("query,not_ready", [
+    (acl.rt.stream_query, acl.ACL_STREAM_STATUS_NOT_READY), (acl.rt.query_event, acl.ACL_EVENT_STATUS_NOT_READY),
+    (acl.rt.query_event_status, acl.ACL_EVENT_RECORDED_STATUS_NOT_READY),
+    (acl.rt.query_event_wait_status, acl.ACL_EVENT_WAIT_STATUS_NOT_READY),
+])
+def test_a_failed_query_answers_not_ready_never_complete(device, query, not_ready):
+    """docs/runtime.md, "Calling conventions": a failed call's outputs are 0, but a query's status is its
+    NOT_READY value (0 is COMPLETE for most of them): a poll that skips `ret` never sees work done."""
+    status, ret = query(12345)
+    assert status == not_ready
+    assert_rejected(ret, acl.ACL_ERROR_RT_INVALID_HANDLE, "12345")
+    assert acl.rt.malloc(0, 0) == (0, acl.ACL_ERROR_INVALID_PARAM), "the other calls' outputs are 0"
 
 
 def test_create_event_ex_with_flag_needs_a_context_and_an_integer_flag():

@@ -72,7 +72,7 @@ def world():
         "workspaceSize": lambda: 0, "executor": executor, "scalar": lambda: nn.aclCreateScalar(1.0, nn.ACL_FLOAT),
         "timeout": lambda: 10, "fn": lambda: (lambda data: None), "userData": lambda: None, "blockType": lambda: 0,
         "threadId": threading.get_ident, "priority": lambda: 0, "dpitch": lambda: 64, "spitch": lambda: 64,
-        "width": lambda: 64, "height": lambda: 1, "level": lambda: 0,
+        "width": lambda: 64, "height": lambda: 1, "level": lambda: 0, "args": lambda: [],
     }
     w.tensor = tensor
     yield w
@@ -180,7 +180,8 @@ def test_the_generated_tests_cover_the_whole_api():
         "synchronize_device", "create_event", "destroy_event", "record_event", "stream_wait_event",
         "synchronize_event", "query_event_status", "event_elapsed_time", "malloc", "free", "malloc_host",
         "free_host", "memcpy", "memcpy_async", "memset", "memset_async", "get_mem_info")]
-    expected += ["acl.util." + n for n in ("bytes_to_ptr", "ptr_to_bytes", "numpy_to_ptr", "ptr_to_numpy")]
+    expected += ["acl.util." + n for n in ("bytes_to_ptr", "ptr_to_bytes", "numpy_to_ptr", "ptr_to_numpy",
+                                           "start_thread")]
     expected += ["aclnn_api." + n for n in (
         "aclCreateTensor", "aclDestroyTensor", "aclCreateIntArray", "aclDestroyIntArray", "aclCreateFloatArray",
         "aclCreateBoolArray", "aclCreateScalar", "aclSetAclOpExecutorRepeatable", "aclDestroyAclOpExecutor",

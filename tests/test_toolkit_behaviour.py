@@ -447,7 +447,7 @@ def bad_call(id: str, needs: str, c: str, expect: object = None):
     return register
 
 
-def c_only(id: str, needs: str, c: str, code: int, message: str) -> None:
+def c_only(id: str, needs: str, c: str, code: object, message: str) -> None:
     BAD_CALLS.append(BadCall(id, needs, c, None, code, message))
 
 
@@ -491,6 +491,12 @@ def _(ctx):
 
 c_only("aclrtMallocHost-null-hostPtr", "device", "report_status(ID, aclrtMallocHost(nullptr, 64));", 100000,
        "ACL_ERROR_INVALID_PARAM(100000): aclrtMallocHost: hostPtr: expected a non-null pointer, found null")
+
+
+@bad_call("aclrtMallocHost-beyond-what-the-host-can-pin", "device", """void *p = nullptr;
+  report_status(ID, aclrtMallocHost(&p, (size_t)1 << 45));""", 207001)
+def _(ctx):
+    return rt.aclrtMallocHost(1 << 45)
 
 
 @bad_call("aclrtFree-null", "device", "report_status(ID, aclrtFree(nullptr));", 100000)
@@ -1041,6 +1047,50 @@ def _(ctx):
     size, ret = nn.aclGetIntArraySize(a)
     nn.aclDestroyIntArray(a)
     return "%s %d %d" % ("null" if a is None else "non-null", ret, size)
+
+
+@bad_call("aclCreate-Int-Float-Bool-Array(nullptr, 3)-and-lists(nullptr, 0)-are-empty", "device", """
+  aclIntArray *ints = aclCreateIntArray(nullptr, 3);
+  aclFloatArray *floats = aclCreateFloatArray(nullptr, 3);
+  aclBoolArray *bools = aclCreateBoolArray(nullptr, 3);
+  aclTensorList *tensors = aclCreateTensorList(nullptr, 0);
+  aclScalarList *scalars = aclCreateScalarList(nullptr, 0);
+  uint64_t sizes[5] = {99, 99, 99, 99, 99};
+  aclGetIntArraySize(ints, &sizes[0]);
+  aclGetFloatArraySize(floats, &sizes[1]);
+  aclGetBoolArraySize(bools, &sizes[2]);
+  aclGetTensorListSize(tensors, &sizes[3]);
+  aclGetScalarListSize(scalars, &sizes[4]);
+  char text[64];
+  std::snprintf(text, sizeof(text), "%llu %llu %llu %llu %llu", (unsigned long long)sizes[0], (unsigned long long)sizes[1],
+                (unsigned long long)sizes[2], (unsigned long long)sizes[3], (unsigned long long)sizes[4]);
+  report(ID, text);
+  aclDestroyIntArray(ints);
+  aclDestroyFloatArray(floats);
+  aclDestroyBoolArray(bools);
+  aclDestroyTensorList(tensors);
+  aclDestroyScalarList(scalars);""", "0 0 0 0 0")
+def _(ctx):
+    # C's NULL with a count arrives as None for the arrays (RUNTIME.md: a valid empty array); NULL with 0 as []
+    made = [nn.aclCreateIntArray(None), nn.aclCreateFloatArray(None), nn.aclCreateBoolArray(None),
+            nn.aclCreateTensorList([]), nn.aclCreateScalarList([])]
+    sizes = [size for size, _ in (nn.aclGetIntArraySize(made[0]), nn.aclGetFloatArraySize(made[1]),
+                                  nn.aclGetBoolArraySize(made[2]), nn.aclGetTensorListSize(made[3]),
+                                  nn.aclGetScalarListSize(made[4]))]
+    message = rt.aclGetRecentErrMsg()
+    for destroy, made_one in zip((nn.aclDestroyIntArray, nn.aclDestroyFloatArray, nn.aclDestroyBoolArray,
+                                  nn.aclDestroyTensorList, nn.aclDestroyScalarList), made):
+        destroy(made_one)
+    return Read(" ".join(str(size) for size in sizes), message)
+
+
+# A tensor or scalar list of NULL with a count: the card's constructor would read the pointers from NULL.
+c_only("aclCreateTensorList(nullptr, 2)", "device", "report_pointer(ID, aclCreateTensorList(nullptr, 2));", "null",
+       "AclNN_Parameter_Error(EZ1001): aclCreateTensorList: value: expected an array of aclTensor pointers, "
+       "found null")
+c_only("aclCreateScalarList(nullptr, 3)", "device", "report_pointer(ID, aclCreateScalarList(nullptr, 3));", "null",
+       "AclNN_Parameter_Error(EZ1001): aclCreateScalarList: value: expected an array of aclScalar pointers, "
+       "found null")
 
 
 @bad_call("aclGetTensorListSize-and-aclGetScalarListSize", "device", """Lsb lsb;
@@ -1745,9 +1795,11 @@ def test_memory_freed_before_the_stream_ran_fails_the_synchronisation_naming_the
                                                   at(path, line_of(source, "freed-free"))), text), text
 
 
-def symbol_range(executable: str, symbol: str) -> tuple:
-    """[start, end) of a symbol of an executable (nm -S), as offsets from its load address."""
-    done = subprocess.run(["nm", "-S", "--defined-only", executable], capture_output=True, text=True, timeout=60)
+def symbol_range(executable: str, symbol: str, table: str = "--defined-only") -> tuple:
+    """[start, end) of a symbol of an executable (nm -S; `table` "-D" for the dynamic symbols of a
+    stripped module), as offsets from its load address."""
+    done = subprocess.run(["nm", "-S", "--defined-only", table, executable], capture_output=True, text=True,
+                          timeout=60)
     assert done.returncode == 0, done.stderr
     for line in done.stdout.splitlines():
         words = line.split()
@@ -1767,6 +1819,55 @@ def test_without_debug_information_the_sites_are_the_executable_and_an_offset_in
         for offset in offsets:
             assert start < int(offset, 16) <= end, (hex(start), hex(end), offset)
         assert ".cpp:" not in text, text
+
+
+STRIPPED_LIBRARY = r"""#include "acl/acl.h"
+__attribute__((visibility("hidden"), noinline)) void make_stream_unexported();
+
+// Exported, and placed just before the function that makes the stream: the nearest dynamic symbol below
+// that function's code, though its code ends before it.
+extern "C" void make_leaked_stream() { make_stream_unexported(); }
+
+void make_stream_unexported() {
+  aclrtStream stream;
+  aclrtCreateStream(&stream);
+}
+"""
+
+STRIPPED_LIBRARY_CALLER = r"""#include "acl/acl.h"
+extern "C" void make_leaked_stream();
+int main() {
+  aclrtSetDevice(0);
+  make_leaked_stream();  // @call
+  return 0;
+}
+"""
+
+
+def test_a_frame_past_the_end_of_the_nearest_exported_symbol_is_named_by_its_offset_only(tmp_path):
+    """A stripped library keeps only its dynamic symbols: a frame inside one of its non-exported
+    functions is `library+0xoffset`, not named after the exported function just below it (which dladdr
+    and addr2line would give, though that function ends before the address); a frame inside the
+    exported function keeps its name."""
+    library = str(tmp_path / "libstripped.so")
+    root = ctoolkit.toolkit_root()
+    built = subprocess.run(["g++", "-std=c++11", "-O0", "-shared", "-fPIC", "-s", "-x", "c++", "-",
+                            "-I", os.path.join(root, "include"), "-L", os.path.join(root, "lib64"), "-lascendcl",
+                            "-o", library], input=STRIPPED_LIBRARY, capture_output=True, text=True, timeout=300)
+    assert built.returncode == 0, built.stderr
+    executable = ctoolkit.compile_program(STRIPPED_LIBRARY_CALLER, tmp_path, flags=(
+        "-g", "-L", str(tmp_path), "-Wl,-rpath," + str(tmp_path)), libraries=(":libstripped.so", "ascendcl"))
+    done = run(executable)
+    assert done.returncode == 0, done.stderr
+    leak = re.search(r"^npuemu: leak: stream 0x[0-9a-f]+ of device 0, made at (.*)$", done.stderr, re.M)
+    assert leak is not None, done.stderr
+    inner, outer, caller = leak.group(1).split(" <- ")
+    assert re.fullmatch(r"%s\+0x[0-9a-f]+" % re.escape(library), inner), leak.group(1)
+    assert re.fullmatch(r"%s\+0x[0-9a-f]+ in make_leaked_stream" % re.escape(library), outer), leak.group(1)
+    assert re.fullmatch(at(executable + ".cpp", line_of(STRIPPED_LIBRARY_CALLER, "call")), caller), leak.group(1)
+    start, end = symbol_range(library, "make_leaked_stream", "-D")
+    offsets = [int(re.search(r"\+(0x[0-9a-f]+)", frame).group(1), 16) for frame in (inner, outer)]
+    assert offsets[0] > end >= offsets[1] > start, (hex(start), hex(end), leak.group(1))
 
 
 def test_faults_from_c_and_from_python_have_the_same_codes_and_messages(fault_runs):

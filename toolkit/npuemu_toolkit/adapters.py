@@ -13,8 +13,8 @@ import numpy as np
 
 import _npuemu_c  # made by the bridge (toolkit/src/core.cpp) before it imports this module
 import aclnn_api
-from aclnn_api.tensor import NULL_DIMS
 from emulator import errors, runtime, sites
+from emulator.cargs import C_NULL
 from emulator.dtypes import ACL_BF16, NUMPY_TYPES, aclDataTypeSize
 from emulator.memory import host_range_readable
 
@@ -72,15 +72,27 @@ def aclCreateScalar(value: Optional[int], dataType: int) -> Optional[aclnn_api.a
 def aclCreateTensor(viewDims: Optional[list], dataType: int, stride: Optional[list], offset: int, format: int,
                     storageDims: Optional[list], tensorData: Optional[int]) -> Optional[aclnn_api.aclTensor]:
     """aclCreateTensor as C has it: NULL `storageDims` with a count is NULL, as NULL `viewDims` is."""
-    storage = NULL_DIMS if storageDims is None else storageDims
+    storage = C_NULL if storageDims is None else storageDims
     return aclnn_api.aclCreateTensor(viewDims, dataType, stride, offset, format, storage, tensorData)
 
 
 def aclInitTensor(tensor: Any, viewDims: Optional[list], dataType: int, stride: Optional[list], offset: int,
                   format: int, storageDims: Optional[list], tensorDataAddr: Optional[int]) -> int:
     """aclInitTensor as C has it: NULL `storageDims` with a count is 161001, the tensor left as it was."""
-    storage = NULL_DIMS if storageDims is None else storageDims
+    storage = C_NULL if storageDims is None else storageDims
     return aclnn_api.aclInitTensor(tensor, viewDims, dataType, stride, offset, format, storage, tensorDataAddr)
+
+
+# Python's None tensor or scalar list is an empty list; a C NULL with a count is NULL (the card's
+# constructor would read the count's pointers from NULL). With a count of 0 it is an empty list.
+def aclCreateTensorList(value: Optional[list]) -> Optional[aclnn_api.aclTensorList]:
+    """aclCreateTensorList as C has it: NULL `value` with a count is NULL with a message."""
+    return aclnn_api.aclCreateTensorList(C_NULL if value is None else value)
+
+
+def aclCreateScalarList(value: Optional[list]) -> Optional[aclnn_api.aclScalarList]:
+    """aclCreateScalarList as C has it: NULL `value` with a count is NULL with a message."""
+    return aclnn_api.aclCreateScalarList(C_NULL if value is None else value)
 
 
 class CFunction:
