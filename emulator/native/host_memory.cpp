@@ -4,15 +4,14 @@
 //
 // One native call instead of ctypes: the whole check (an msync and one or two futex probes) costs less
 // than ctypes' msync alone did (0.8 us), and copies of a few bytes are where this is paid.
-#include <errno.h>
-#include <linux/futex.h>
 #include <sys/mman.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cstdint>
 
 #include <pybind11/pybind11.h>
+
+#include "page_probe.h"
 
 namespace {
 
@@ -28,29 +27,6 @@ bool mapped(uintptr_t first, uintptr_t last) {
   return msync(reinterpret_cast<void *>(start), last + 1 - start, MS_ASYNC) == 0;
 }
 
-// The probes: 1 if the page holding `address` allows the access, 0 if not (EFAULT where a load or store
-// would fault), -1 if the kernel would not say (no futexes here: then the caller is trusted).
-int futex_probe(int operation, uint32_t *word, uint32_t *other, uint32_t value3) {
-  const long done = syscall(SYS_futex, word, operation | FUTEX_PRIVATE_FLAG, 0, 0, other, value3);
-  if (done >= 0 || errno == EAGAIN) return 1;
-  return errno == EFAULT ? 0 : -1;
-}
-
-uint32_t *word_at(uintptr_t address) { return reinterpret_cast<uint32_t *>(address & ~uintptr_t(3)); }
-
-// FUTEX_CMP_REQUEUE loads the word and compares it (EAGAIN when it differs), waking and moving no one.
-int readable(uintptr_t address) {
-  static uint32_t nobody = 0;
-  return futex_probe(FUTEX_CMP_REQUEUE, word_at(address), &nobody, 0x5a5a5a5a);
-}
-
-// FUTEX_WAKE_OP adds 0 to the word in one atomic operation (a store of another thread to it cannot be
-// lost, as it could if the bytes were copied onto themselves) and wakes no one.
-int writable(uintptr_t address) {
-  static uint32_t nobody = 0;
-  return futex_probe(FUTEX_WAKE_OP, &nobody, word_at(address), FUTEX_OP(FUTEX_OP_ADD, 0, FUTEX_OP_CMP_EQ, 0));
-}
-
 // [address, address + size) (one byte when size is 0): mapped throughout, and readable (or writable, with
 // `write`) at its first and last page. Pages between them are not probed: a probe a page would cost as
 // much as a large copy itself, and a buffer's protection is nearly always one for the whole of it.
@@ -59,13 +35,13 @@ int check(uintptr_t address, uint64_t size, bool write) {
   if (address == 0 || span > UINT64_MAX / 2 || address > (uintptr_t(1) << 63) - span) return kUnmapped;
   const uintptr_t first = address, last = address + span - 1;
   if (!mapped(first, last)) return kUnmapped;
-  int (*probe)(uintptr_t) = write ? writable : readable;
+  int (*probe)(uintptr_t) = write ? npuemu::page_writable : npuemu::page_readable;
   uintptr_t refused = 0;  // the end found refusing the access
   const int at_first = probe(first);
   if (at_first == 0) refused = first;
   else if (at_first == 1 && first / kPage != last / kPage && probe(last) == 0) refused = last;
   if (!refused) return kUsable;
-  return write && readable(refused) == 1 ? kReadOnly : kUnreadable;
+  return write && npuemu::page_readable(refused) == 1 ? kReadOnly : kUnreadable;
 }
 
 }  // namespace

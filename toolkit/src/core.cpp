@@ -14,9 +14,7 @@
 #include <cxxabi.h>
 #include <dlfcn.h>
 #include <execinfo.h>
-#include <linux/futex.h>
 #include <pthread.h>
-#include <sys/syscall.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -31,6 +29,7 @@
 #include <vector>
 
 #include "forward.h"
+#include "page_probe.h"
 
 namespace {
 
@@ -220,27 +219,12 @@ bool on_live_stack(const void *address, size_t size) {
          size <= stack_range.high - start;
 }
 
-// Whether the page holding `address` is writable (1), not (0), or the kernel would not say (-1), without
-// changing it: FUTEX_WAKE_OP adds 0 to the aligned 32-bit word at `address` in one atomic operation and
-// wakes no one, and is EFAULT where a store would fault. Atomic, so a store of another thread to that
-// word cannot be lost (copying the bytes onto themselves could lose one); a third of the cost of a
-// process_vm_readv, which pins the pages (0.3 µs against 0.9 µs here); and sandboxes that forbid
-// process_vm_readv allow futexes.
-int page_writable(uintptr_t address) {
-  int nobody = 0;  // the futex woken (no one waits on it)
-  const long done = syscall(SYS_futex, &nobody, FUTEX_WAKE_OP | FUTEX_PRIVATE_FLAG, 0, 0,
-                            reinterpret_cast<uint32_t *>(address & ~uintptr_t(3)),
-                            FUTEX_OP(FUTEX_OP_ADD, 0, FUTEX_OP_CMP_EQ, 0));
-  if (done >= 0) return 1;
-  return errno == EFAULT ? 0 : -1;
-}
-
 bool writable_memory(const void *address, size_t size) {
   if (on_live_stack(address, size)) return true;
   static const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
   const uintptr_t first = reinterpret_cast<uintptr_t>(address), last = first + size - 1;
-  int writable = page_writable(first);
-  if (writable == 1 && first / page != last / page) writable = page_writable(last);  // it straddles two pages
+  int writable = npuemu::page_writable(first);
+  if (writable == 1 && first / page != last / page) writable = npuemu::page_writable(last);  // it straddles two pages
   if (writable >= 0) return writable == 1;
   // No futex operation here (an architecture without it): copy the bytes onto themselves, the kernel
   // reading them (mapped) and writing them back (writable).
