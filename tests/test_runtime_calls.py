@@ -661,6 +661,34 @@ def test_a_synchronisation_with_a_timeout_waits_for_a_blocking_callback_only_unt
         busy.close()
 
 
+def first_byte_reader(address: int, seen: list):
+    """A callback that copies the byte at device `address` back and appends it to `seen`."""
+    def read_back(_):
+        host = np.zeros(16, np.uint8)
+        assert acl.rt.memcpy(host.ctypes.data, 16, address, 16, D2H) == 0
+        seen.append(int(host[0]))
+    return read_back
+
+
+def held_report_thread(ctx, go: threading.Event, stop: threading.Event, hold: float) -> threading.Thread:
+    """A report thread (not started) that serves its streams in `ctx` from `go` (or after `hold` seconds)
+    until `stop`."""
+    def serve():
+        acl.rt.set_context(ctx)
+        go.wait(hold)
+        while not stop.is_set():
+            acl.rt.process_report(20)
+    return threading.Thread(target=serve)
+
+
+def queue_blocking_callback_then_memset(device, server: threading.Thread, callback, address: int) -> None:
+    """`server` subscribed to the device's stream, the blocking `callback` queued on it, and a memset of 7
+    into the 16 bytes at `address` behind it."""
+    assert acl.rt.subscribe_report(server.ident, device.stream) == 0
+    assert acl.rt.launch_callback(callback, None, acl.ACL_CALLBACK_BLOCK, device.stream) == 0
+    assert acl.rt.memset_async(address, 16, 7, 16, device.stream) == 0
+
+
 @pytest.mark.parametrize("other", ["query", "synchronise"])
 def test_work_behind_a_blocking_callback_waits_for_it_whichever_thread_drains_the_stream(device, other):
     """One thread synchronises and waits for the callback (its report thread is held back); meanwhile
@@ -671,27 +699,15 @@ def test_work_behind_a_blocking_callback_waits_for_it_whichever_thread_drains_th
     assert acl.rt.memset(address, 16, 1, 16) == 0
     ctx, _ = acl.rt.get_context()
     go, stop, seen, results = threading.Event(), threading.Event(), [], []
-
-    def serve():
-        acl.rt.set_context(ctx)
-        go.wait(5.0)
-        while not stop.is_set():
-            acl.rt.process_report(20)
-
-    def read_back(_):
-        host = np.zeros(16, np.uint8)
-        assert acl.rt.memcpy(host.ctypes.data, 16, address, 16, D2H) == 0
-        seen.append(int(host[0]))
+    read_back = first_byte_reader(address, seen)
 
     def in_context(call):
         return threading.Thread(target=lambda: (acl.rt.set_context(ctx), results.append(call())))
 
-    server = threading.Thread(target=serve)
+    server = held_report_thread(ctx, go, stop, 5.0)
     server.start()
     try:
-        assert acl.rt.subscribe_report(server.ident, device.stream) == 0
-        assert acl.rt.launch_callback(read_back, None, acl.ACL_CALLBACK_BLOCK, device.stream) == 0
-        assert acl.rt.memset_async(address, 16, 7, 16, device.stream) == 0
+        queue_blocking_callback_then_memset(device, server, read_back, address)
         first = in_context(lambda: acl.rt.synchronize_stream(device.stream))
         first.start()
         time.sleep(0.1)  # the first thread is waiting for the callback by now
@@ -865,24 +881,11 @@ def test_ctrl_c_while_a_synchronisation_waits_for_a_blocking_callback_keeps_it_a
     assert acl.rt.memset(address, 16, 1, 16) == 0
     ctx, _ = acl.rt.get_context()
     go, stop, seen = threading.Event(), threading.Event(), []
-
-    def serve():
-        acl.rt.set_context(ctx)
-        go.wait(10)
-        while not stop.is_set():
-            acl.rt.process_report(20)
-
-    def read_back(_):
-        host = np.zeros(16, np.uint8)
-        assert acl.rt.memcpy(host.ctypes.data, 16, address, 16, D2H) == 0
-        seen.append(int(host[0]))
-
-    server = threading.Thread(target=serve)
+    read_back = first_byte_reader(address, seen)
+    server = held_report_thread(ctx, go, stop, 10.0)
     server.start()
     try:
-        assert acl.rt.subscribe_report(server.ident, device.stream) == 0
-        assert acl.rt.launch_callback(read_back, None, acl.ACL_CALLBACK_BLOCK, device.stream) == 0
-        assert acl.rt.memset_async(address, 16, 7, 16, device.stream) == 0
+        queue_blocking_callback_then_memset(device, server, read_back, address)
         threading.Timer(0.2, _thread.interrupt_main).start()
         with pytest.raises(KeyboardInterrupt):
             acl.rt.synchronize_stream(device.stream)
