@@ -203,6 +203,16 @@ class HandOver:
                 return False
         return True
 
+    @property
+    def holder(self) -> Optional[int]:
+        """The thread this blocking callback was handed to, while it has not run: that thread waiting for the
+        stream (or for work behind it) would wait for itself, whether it runs the callback now or would
+        only take it at its next aclrtProcessReport (Stream._run)."""
+        call = self.call
+        if self.block and call is not None and call.taken_back is None and not call.done.is_set():
+            return self.thread_id
+        return None
+
     def _over(self) -> bool:
         """Whether the handed callback has run, or never will (dropped with its stream's work)."""
         return self.call.done.is_set() or self.call.taken_back == DROPPED

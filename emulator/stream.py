@@ -113,6 +113,15 @@ class WaitTask(Task):
         return record if record is not None and not record.done else None
 
 
+def _waits_for_itself(stream: "Stream", task: Task) -> AclError:
+    """107020 for a thread that would wait for `task`, a blocking callback handed to it: it is running it
+    (or is to run it, at its next aclrtProcessReport), so the stream never gets past it."""
+    return AclError(status.ACL_ERROR_RT_TASK_TIMEOUT,
+                    "stream: expected a stream this thread does not hold, found stream %s held by %s, whose callback "
+                    "this thread is running: waiting for the stream from inside its own blocking callback never "
+                    "ends (the card would hang)" % (stream.describe(), task.name))
+
+
 def wait_unlocked(lock, done: Callable[[], bool], stop: Optional[float]) -> None:
     """Until done() (another thread's doing) or time.perf_counter() passes `stop` (None: no end), looking
     every POLL seconds, with the runtime `lock` released meanwhile however deeply this thread holds it
@@ -205,6 +214,8 @@ class Stream(Resource):
                     return None  # the other thread ran it meanwhile
                 continue  # and perhaps more: look at the queue again
             task = queue[0]  # left in the queue until it runs: a wait stays at the head while its record runs
+            if wait and getattr(task.run, "holder", None) == threading.get_ident():
+                raise _waits_for_itself(self, task)  # it stays queued: the work behind it still waits
             if task.run is None:
                 if task.__class__ is WaitTask:
                     record = task.awaited()
@@ -230,10 +241,7 @@ class Stream(Resource):
         if not wait:
             return False
         if getattr(busy.run, "thread_id", None) == threading.get_ident():
-            raise AclError(status.ACL_ERROR_RT_TASK_TIMEOUT,
-                           "stream: expected a stream this thread does not hold, found stream %s held by %s, whose "
-                           "callback this thread is running: waiting for the stream from inside its own blocking "
-                           "callback never ends (the card would hang)" % (self.describe(), busy.name))
+            raise _waits_for_itself(self, busy)
         wait_unlocked(busy.run.lock, lambda: self.busy is not busy, deadline)
         return self.busy is not busy
 

@@ -728,32 +728,57 @@ def test_work_behind_a_blocking_callback_waits_for_it_whichever_thread_drains_th
     assert acl.rt.unsubscribe_report(server.ident, device.stream) == 0
 
 
-def test_a_blocking_callback_synchronising_its_own_stream_is_told_it_would_wait_for_itself(device):
-    """The card would hang: the stream waits for the callback, which waits for the stream."""
+@pytest.mark.parametrize("first", ["report thread", "synchronisation"])
+@pytest.mark.parametrize("waits_for", ["its own stream", "a stream behind it"])
+def test_a_blocking_callback_waiting_for_its_stream_is_told_it_would_wait_for_itself(device, first, waits_for):
+    """The card would hang: the stream waits for the callback, which waits for the stream (its own, or one
+    that waits for an event recorded behind the callback). Whoever reaches the callback first, its report
+    thread (which runs its streams up to their callbacks) or the host's synchronisation, that wait is
+    107020 and the work behind the callback still waits for it: the memset of 7 behind it has not run when
+    the callback reads the byte."""
+    address = device.malloc(16)
+    assert acl.rt.memset(address, 16, 1, 16) == 0
     ctx, _ = acl.rt.get_context()
-    stop, inside = threading.Event(), []
+    behind, _ = acl.rt.create_stream()
+    event, _ = acl.rt.create_event()
+    go, stop, inside, seen = threading.Event(), threading.Event(), [], []
+    read_back = first_byte_reader(address, seen)
+    waited = device.stream if waits_for == "its own stream" else behind
 
-    def serve():
-        acl.rt.set_context(ctx)
-        while not stop.is_set():
-            acl.rt.process_report(20)
-
-    def synchronise_own_stream(_):
-        inside.append(acl.rt.synchronize_stream(device.stream))
+    def wait_for_the_stream(_):
+        inside.append(acl.rt.synchronize_stream(waited))
         inside.append(last_error())
+        read_back(None)
 
-    server = threading.Thread(target=serve)
+    server = held_report_thread(ctx, go, stop, 10.0)
     server.start()
     try:
         assert acl.rt.subscribe_report(server.ident, device.stream) == 0
-        assert acl.rt.launch_callback(synchronise_own_stream, None, acl.ACL_CALLBACK_BLOCK, device.stream) == 0
-        assert acl.rt.synchronize_stream(device.stream) == 0, last_error()
+        assert acl.rt.launch_callback(wait_for_the_stream, None, acl.ACL_CALLBACK_BLOCK, device.stream) == 0
+        assert acl.rt.record_event(event, device.stream) == 0
+        assert acl.rt.stream_wait_event(behind, event) == 0
+        assert acl.rt.memset_async(address, 16, 7, 16, waited) == 0
+        if first == "report thread":
+            go.set()
+            deadline = time.monotonic() + 10
+            while not seen and time.monotonic() < deadline:
+                time.sleep(0.01)
+        else:
+            threading.Timer(0.2, go.set).start()
+        for stream in (waited, device.stream, behind):
+            assert acl.rt.synchronize_stream(stream) == 0, last_error()
         assert acl.rt.unsubscribe_report(server.ident, device.stream) == 0
     finally:
+        go.set()
         stop.set()
         server.join()
+        acl.rt.destroy_event(event)
+        acl.rt.destroy_stream(behind)
     assert inside[0] == acl.ACL_ERROR_RT_TASK_TIMEOUT, inside
     assert "from inside its own blocking callback" in inside[1], inside[1]
+    assert seen == [1], "the work behind the blocking callback ran before it ended"
+    first_byte_reader(address, seen)(None)
+    assert seen == [1, 7]
 
 
 @pytest.mark.sanitizer_reports("missing synchronisation")
