@@ -134,6 +134,6 @@ def start_thread(fn: Callable[[Any], Any], args: list) -> int:
     try:
         thread.start()
     except RuntimeError as error:  # the host has no thread left for the process
-        raise AclError(status.ACL_ERROR_RT_RESOURCE_ALLOC_FAIL, "fn: expected a thread the host can start, "
-                       "found %s" % error) from None
+        raise AclError(status.ACL_ERROR_RT_RESOURCE_ALLOC_FAIL, "thread: expected a thread the host can start "
+                       "for fn, found %s" % error) from None
     return thread.ident

@@ -333,7 +333,7 @@ def _drive(targets: list, deadline: Optional[float]) -> bool:
     try:
         for task in targets:
             if task.stream.alive and not task.done:
-                task.stream.drain(upto=task, wait=False)
+                task.stream.drain(upto=task, deadline=deadline, wait=False)  # within aclrtProcessReport's timeout
     finally:
         lock.release()
     return True

@@ -63,6 +63,26 @@ def _unmap(address: int, size: int) -> None:
     _libc.munmap(address, size)
 
 
+# Where a cgroup (v2, then v1) says how much memory the process's group may have.
+CGROUP_LIMITS = ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes")
+
+
+def _memory_the_process_may_have() -> Optional[int]:
+    """The host's physical memory, or its cgroup's limit when lower (a container); None if unknown."""
+    pages = os.sysconf("SC_PHYS_PAGES")
+    found = [pages * PAGE] if pages > 0 else []
+    for path in CGROUP_LIMITS:
+        try:
+            with open(path) as limit:
+                text = limit.read().strip()
+        except OSError:
+            continue
+        if text.isdigit():  # "max" (v2) or a huge number (v1) when there is no limit
+            found.append(int(text))
+        break
+    return min(found) if found else None
+
+
 def padded_size(size: int, padding: int = 32, extra: bool = True) -> int:
     """What aclrtMalloc really reserves: (size + 32 + pad - 1) / 32 * 32, `pad` being the chip's padding
     size (32 by default). aclrtMallocAlign32 (`extra=False`) only rounds up to a multiple of 32."""
@@ -325,15 +345,18 @@ class AddressSpace:
         return host
 
     def _check_pinnable(self, size: int, rounded: int) -> None:
-        """The card's driver pins aclrtMallocHost memory: a request beyond the host's physical memory
-        less what is pinned already fails at once (207001), where the lazily committed mapping would
-        succeed and the program be killed when it fills the buffer."""
-        physical = os.sysconf("SC_PHYS_PAGES") * PAGE
+        """The card's driver pins aclrtMallocHost memory: a request beyond the memory the process may
+        have (the host's physical memory, or its cgroup's limit if lower) less what is pinned already
+        fails at once (207001), where the lazily committed mapping would succeed and the program be
+        killed when it fills the buffer."""
+        physical = _memory_the_process_may_have()
+        if physical is None:
+            return  # the host does not say: the mapping's own failure is the only bound
         pinned = sum((host.size + PAGE - 1) // PAGE * PAGE for host in self.host.values())
         if rounded > physical - pinned:
             raise AclError(status.ACL_ERROR_RT_MEMORY_ALLOCATION,
-                           "size: expected at most %d bytes, what the host can pin (its %d bytes of physical "
-                           "memory less %d bytes aclrtMallocHost allocations pin already), found %d bytes"
+                           "size: expected at most %d bytes, what the host can pin (its %d bytes of memory less "
+                           "%d bytes aclrtMallocHost allocations pin already), found %d bytes"
                            % (max(physical - pinned, 0), physical, pinned, size))
 
     def find_host(self, address: int, nbytes: int) -> Optional[HostAllocation]:

@@ -224,7 +224,12 @@ def _resolve(address: int) -> tuple:
     info = _DlInfo()
     symbol_entry = ctypes.POINTER(_Elf64Symbol)()
     libc = ctypes.CDLL(None)
-    if not libc.dladdr1(ctypes.c_void_p(address), ctypes.byref(info), ctypes.byref(symbol_entry), _RTLD_DL_SYMENT):
+    if not hasattr(libc, "dladdr1"):  # not glibc: dladdr, without the symbol's size
+        symbol_entry = None
+        found = libc.dladdr(ctypes.c_void_p(address), ctypes.byref(info))
+    else:
+        found = libc.dladdr1(ctypes.c_void_p(address), ctypes.byref(info), ctypes.byref(symbol_entry), _RTLD_DL_SYMENT)
+    if not found:
         return "", ("0x%x" % address, 0, "")
     module = os.fsdecode(info.dli_fname or b"")
     if not os.path.isabs(module):  # the main program, named as it was started ("" or argv[0])

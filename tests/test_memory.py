@@ -143,12 +143,13 @@ def test_host_memory_is_real_and_free_host_checks_its_pointer():
 
 
 def test_host_memory_beyond_what_the_host_can_pin_is_207001_naming_the_sizes():
-    """The card's driver pins aclrtMallocHost memory: a request beyond the host's physical memory less what
-    npuemu's host allocations pin already fails at once, rather than later when the program fills it.
-    (The pages of a granted allocation are committed only when touched: this test uses no memory.)"""
-    physical = os.sysconf("SC_PHYS_PAGES") * PAGE
+    """The card's driver pins aclrtMallocHost memory: a request beyond the memory the process may have (the
+    host's physical memory, or its cgroup's limit if lower) less what npuemu's host allocations pin already
+    fails at once, rather than later when the program fills it. (The pages of a granted allocation are
+    committed only when touched: this test uses no memory.)"""
+    physical = emulator.memory._memory_the_process_may_have()
     message = assert_rejected(acl.rt.malloc_host(1 << 45)[1], acl.ACL_ERROR_RT_MEMORY_ALLOCATION, "size")
-    assert message.endswith("size: expected at most %d bytes, what the host can pin (its %d bytes of physical memory "
+    assert message.endswith("size: expected at most %d bytes, what the host can pin (its %d bytes of memory "
                             "less 0 bytes aclrtMallocHost allocations pin already), found %d bytes"
                             % (physical, physical, 1 << 45)), message
     half = physical // 2 // PAGE * PAGE + PAGE
@@ -165,6 +166,16 @@ def test_host_memory_beyond_what_the_host_can_pin_is_207001_naming_the_sizes():
     second, ret = acl.rt.malloc_host(half)  # freed memory is pinnable again
     assert ret == 0, last_error()
     assert acl.rt.free_host(second) == 0
+
+
+@pytest.mark.parametrize("limit,bound", [("max\n", "physical"), ("1073741824\n", 1 << 30), ("garbage", "physical")])
+def test_a_cgroup_limit_below_physical_memory_bounds_what_the_host_can_pin(tmp_path, monkeypatch, limit, bound):
+    """In a container the group's memory.max, not the machine's memory, is what the process may have."""
+    path = tmp_path / "memory.max"
+    path.write_text(limit)
+    monkeypatch.setattr(emulator.memory, "CGROUP_LIMITS", (str(path),))
+    physical = os.sysconf("SC_PHYS_PAGES") * PAGE
+    assert emulator.memory._memory_the_process_may_have() == (physical if bound == "physical" else min(bound, physical))
 
 
 # ---------------------------------------------------------------------------------------------
