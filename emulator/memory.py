@@ -26,13 +26,13 @@ _libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
 _libc.mmap.restype = ctypes.c_void_p
 _libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
 _libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
-_libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
 _libc.msync.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+_libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
 
 PROT_NONE, PROT_READ, PROT_WRITE = 0, 1, 2
 MAP_PRIVATE, MAP_ANONYMOUS, MAP_NORESERVE = 0x02, 0x20, 0x4000
-MADV_HUGEPAGE = 14
 MS_ASYNC = 1
+MADV_HUGEPAGE = 14
 HUGE_PAGE = 2 << 20
 MAP_FAILED = ctypes.c_void_p(-1).value
 PAGE = os.sysconf("SC_PAGE_SIZE")
