@@ -5,7 +5,7 @@ import argparse
 import os
 import signal
 import sys
-from importlib import metadata
+from .entry_points import entry_points
 
 from . import __version__, trace
 from .config import ConfigError, from_environment
@@ -25,7 +25,7 @@ def _main(argv: list[str]) -> int:
     if argv and argv[0] == "run":  # `npuemu run [OPTIONS] [--] PROGRAM [ARGS...]` (emulator/launcher.py)
         from .launcher import main as run
         return run(argv[1:])
-    commands = {entry.name: entry for entry in metadata.entry_points(group="npuemu.commands")}
+    commands = {entry.name: entry for entry in entry_points("npuemu.commands")}
     if argv and argv[0] in commands:  # a command of a package built on the runtime (`npuemu toolkit ...`)
         return commands[argv[0]].load()(argv[1:])
     parser = argparse.ArgumentParser(prog="npuemu", description="npuemu, a simulated Ascend NPU runtime")
@@ -70,7 +70,7 @@ def kernels_line(config) -> str:
     """What the installed kernel packages say of themselves (entry point group `npuemu.kernels`):
     the runtime does not import the layers built on it."""
     lines = []
-    for entry in metadata.entry_points(group="npuemu.kernels"):
+    for entry in entry_points("npuemu.kernels"):
         try:
             lines.append(entry.load()(config))
         except ImportError as error:

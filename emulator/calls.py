@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import inspect
 import sys
-from importlib import metadata
+from .entry_points import entry_points
 from typing import Callable, Optional
 
 from . import status
@@ -39,7 +39,7 @@ def runtime_calls() -> dict:
 def _layer(load: bool):
     """The aclnn layer's module (entry point `npuemu.layers` `aclnn`), or None: not installed, not built,
     or (with `load` False) not imported yet."""
-    for entry in metadata.entry_points(group="npuemu.layers", name="aclnn"):
+    for entry in entry_points("npuemu.layers", "aclnn"):
         module = sys.modules.get(entry.value)
         if module is None and load:
             try:

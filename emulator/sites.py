@@ -10,6 +10,7 @@ frame to skip, and a site taken again at the same three frames is the one made b
 from __future__ import annotations
 
 import ctypes
+import dis
 import functools
 import os
 import struct
@@ -308,6 +309,12 @@ def _line_of(code, offset: int) -> int:
     """The source line of the instruction at byte `offset` of `code` (what frame.f_lineno computes, done
     only when a site is shown)."""
     line = code.co_firstlineno
+    if not hasattr(code, "co_lines"):  # Python 3.9: the table of line starts
+        for start, number in dis.findlinestarts(code):
+            if start > offset:
+                break
+            line = number
+        return line
     for start, end, number in code.co_lines():
         if start <= offset < end:
             return number if number is not None else line

@@ -7,9 +7,10 @@ from __future__ import annotations
 import os
 import re
 import textwrap
-from importlib import metadata
 
 import pytest
+
+from emulator.entry_points import entry_points
 
 pytest_plugins = ["pytester"]
 
@@ -21,10 +22,7 @@ def plugin_args() -> list:
     installed): the same module registered twice is an error."""
     if os.environ.get("PYTEST_DISABLE_PLUGIN_AUTOLOAD"):
         return ["-p", PLUGIN]
-    try:
-        entries = metadata.entry_points(group="pytest11")
-    except TypeError:  # Python 3.9: a dict of groups
-        entries = metadata.entry_points().get("pytest11", [])
+    entries = entry_points("pytest11")
     return [] if any(entry.value.split(":")[0] == PLUGIN for entry in entries) else ["-p", PLUGIN]
 
 

@@ -3,9 +3,12 @@
 namespace npuemu {
 namespace {
 
-// A Python integer (or an object with __index__) as an int64; false, the error cleared, otherwise.
+// A Python integer (or an object with __index__, never a float: Python 3.9's PyLong_AsLongLong would
+// truncate one) as an int64; false, the error cleared, otherwise.
 bool read_int(PyObject* object, int64_t& value) {
-  const long long v = PyLong_AsLongLong(object);
+  PyObject* index = PyLong_CheckExact(object) ? (Py_INCREF(object), object) : PyNumber_Index(object);
+  const long long v = index ? PyLong_AsLongLong(index) : -1;
+  Py_XDECREF(index);
   if (v == -1 && PyErr_Occurred()) {
     PyErr_Clear();
     return false;
