@@ -20,6 +20,7 @@ import re
 import shutil
 import subprocess
 import sys
+import sysconfig
 import textwrap
 from typing import Optional, Sequence
 
@@ -562,7 +563,9 @@ def test_toolkit_install_copies_the_tree(installed_copy, root):
     for done in (first, second):
         assert done.returncode == 0, done.stdout + done.stderr
         assert done.stdout.strip() == target
-    assert file_set(target) == file_set(root)
+    assert file_set(target) == file_set(root) | {"npuemu.python"}
+    with open(os.path.join(target, "npuemu.python")) as record:
+        assert record.read() == sys.executable + "\n"  # the interpreter that installed it (the venv's)
 
 
 def test_program_built_against_a_copy_runs_from_the_copy(installed_copy, tmp_path):
@@ -590,6 +593,34 @@ def test_program_built_against_a_copy_runs_from_the_copy(installed_copy, tmp_pat
     assert done.returncode == 0, done.stdout + done.stderr
     values = re.findall(r"result\[\d+\] is: (\S+)", done.stdout)
     assert values == LOG_SIGMOID_BACKWARD_VALUES, done.stdout
+
+
+@pytest.mark.parametrize("place", ["a copy", "an environment"])
+def test_a_tree_runs_npuemu_in_the_interpreter_of_where_it_is(bad_setup_program, installed_copy, tmp_path, place):
+    """Without NPUEMU_PYTHON, a copy made by `npuemu toolkit install` runs the interpreter it recorded, and a
+    tree in an environment's site-packages (a wheel installed there, wherever it was built) that
+    environment's python: each named, with where it came from, when it cannot run."""
+    if place == "a copy":
+        tree = tmp_path / "cann"
+        shutil.copytree(installed_copy[0], str(tree), symlinks=True)
+        (tree / "npuemu.python").write_text("/nonexistent/bin/python\n")
+        named = "/nonexistent/bin/python (recorded in %s/npuemu.python by `npuemu toolkit install`)" % tree
+    else:
+        environment = tmp_path / "env"
+        tree = environment / "lib" / ("python" + sysconfig.get_config_var("VERSION")) / "site-packages" / "npuemu_toolkit" / "cann"
+        shutil.copytree(installed_copy[0], str(tree), symlinks=True)
+        (tree / "npuemu.python").unlink()
+        python = environment / "bin" / ("python" + sysconfig.get_config_var("VERSION"))
+        python.parent.mkdir()
+        python.write_text("#!/bin/sh\n")
+        python.chmod(0o755)
+        named = "%s (the environment the toolkit is installed in) is no Python" % python
+    env = ctoolkit.toolkit_environment(NPUEMU_PYTHON=None)
+    env["LD_LIBRARY_PATH"] = "%s/lib64:%s" % (tree, env.get("LD_LIBRARY_PATH", ""))
+    done = ctoolkit.run_program(bad_setup_program, env=env)
+    lines = dict(line.split("=", 1) for line in done.stdout.splitlines() if "=" in line)
+    assert lines.get("aclInit") == "100001", done.stdout + done.stderr
+    assert named in lines.get("aclGetRecentErrMsg", ""), done.stdout
 
 
 def test_toolkit_install_refuses_a_directory_that_is_no_copy_of_it(tmp_path):
@@ -637,7 +668,7 @@ def test_toolkit_install_onto_its_own_source_keeps_the_tree(tmp_path, root, spel
         target = str(tmp_path / "latest")
         os.symlink(source, target)
     done = run([sys.executable, "-c", INSTALL_FROM, source, target])
-    assert os.path.isdir(source) and file_set(source) == file_set(root), (
+    assert os.path.isdir(source) and file_set(source) == file_set(root) | {"npuemu.python"}, (
         "installing onto its own source removed it: exit %d\n%s%s" % (done.returncode, done.stdout, done.stderr))
     assert "Traceback" not in done.stderr, done.stderr
     if done.returncode != 0:

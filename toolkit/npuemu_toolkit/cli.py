@@ -11,6 +11,7 @@ from typing import Optional
 from . import ToolkitMissing, root
 
 MARKER = "npuemu.info"  # in every tree of npuemu's (toolkit/CMakeLists.txt): an install replaces only those
+INTERPRETER = "npuemu.python"  # the interpreter a copied tree runs npuemu in (toolkit/src/bridge.cpp)
 
 
 def main(argv: Optional[list] = None) -> int:
@@ -54,6 +55,9 @@ def install_copy(source: str, target: str) -> int:
         if os.path.exists(target):
             shutil.rmtree(target)
         shutil.copytree(source, target, symlinks=True)
+        # The copy is outside any environment: it runs npuemu in the interpreter that installed it.
+        with open(os.path.join(target, INTERPRETER), "w") as record:
+            record.write(sys.executable + "\n")
     except OSError as error:
         print("npuemu: cannot install the toolkit to %s: %s" % (target, error), file=sys.stderr)
         return 1

@@ -1,8 +1,8 @@
 // libnpuemu_bridge.so: what every public library of the toolkit calls (npuemu_forward).
 //
 // It has no link-time dependency on Python, so a program always loads, and a bad set-up is reported,
-// never a loader error or an abort. On the first call of any function it finds the interpreter npuemu
-// was installed with (NPUEMU_PYTHON, else the one baked in at build time), loads its shared libpython
+// never a loader error or an abort. On the first call of any function it finds the interpreter of the
+// environment npuemu is installed in (`interpreter()`), loads its shared libpython
 // into the global scope (so that Python's own extension modules resolve their symbols even when the
 // host dlopen()ed us with RTLD_LOCAL), then loads the core (libnpuemu_python.so), which starts the
 // interpreter and forwards every call. If any step fails, every call returns ACL_ERROR_UNINITIALIZE
@@ -85,6 +85,48 @@ std::string own_directory() {
   return directory_of(info.dli_fname);
 }
 
+std::string base_name(const std::string &path) { return path.substr(path.rfind('/') + 1); }
+
+// The interpreter `npuemu toolkit install DIR` recorded in DIR/npuemu.python: the one that ran it.
+std::string recorded_interpreter(const std::string &root) {
+  std::ifstream file(root + "/npuemu.python");
+  std::string line;
+  std::getline(file, line);
+  return line.substr(0, line.find_last_not_of(" \t\r") + 1);
+}
+
+// The python of the environment whose site-packages holds the tree (<prefix>/lib/pythonX.Y/site-packages/
+// npuemu_toolkit/cann, or dist-packages): a wheel runs in the environment it is installed in, wherever it
+// was built. "" for a tree elsewhere.
+std::string environment_interpreter(const std::string &root) {
+  const std::string site = directory_of(directory_of(root));
+  if (base_name(site) != "site-packages" && base_name(site) != "dist-packages") return "";
+  std::string lib = directory_of(site);
+  if (base_name(lib).compare(0, 6, "python") == 0) lib = directory_of(lib);
+  const std::string bin = directory_of(lib) + "/bin/";
+  for (const char *name : {"python" NPUEMU_PYTHON_VERSION, "python3", "python"}) {
+    if (access((bin + name).c_str(), X_OK) == 0) return bin + name;
+  }
+  return "";
+}
+
+// The interpreter that runs npuemu's runtime, and where the choice came from (for the messages):
+// NPUEMU_PYTHON; the one recorded beside a copied tree; the one of the environment the tree is
+// installed in; the one of the build.
+struct Interpreter {
+  std::string executable, origin;
+};
+
+Interpreter interpreter() {
+  if (const char *chosen = std::getenv("NPUEMU_PYTHON")) return {chosen, "NPUEMU_PYTHON"};
+  const std::string root = directory_of(own_directory());
+  std::string found = recorded_interpreter(root);
+  if (!found.empty()) return {found, "recorded in " + root + "/npuemu.python by `npuemu toolkit install`"};
+  found = environment_interpreter(root);
+  if (!found.empty()) return {found, "the environment the toolkit is installed in"};
+  return {NPUEMU_PYTHON_EXECUTABLE, "the one npuemu was built with"};
+}
+
 // A Python process that loads the toolkit (ctypes, a Python extension) already runs an interpreter.
 bool host_runs_python(std::string *error) {
   auto is_initialized = reinterpret_cast<int (*)()>(dlsym(RTLD_DEFAULT, "Py_IsInitialized"));
@@ -116,24 +158,27 @@ std::string load_libpython(const std::string &executable) {
   return "";
 }
 
-// Why `executable` cannot be embedded, or "" once its libpython is loaded.
-std::string embeddable(const std::string &executable) {
+// Why `python` cannot be embedded, or "" once its libpython is loaded.
+std::string embeddable(const Interpreter &python) {
+  const std::string &executable = python.executable;
   if (access(executable.c_str(), X_OK) != 0) {
-    return "the Python interpreter npuemu was installed with, " + executable +
-           ", does not exist (a moved or deleted virtual environment?): " + advice();
+    return "the Python interpreter " + executable + " (" + python.origin +
+           ") does not exist (a moved or deleted virtual environment?): " + advice();
   }
   const std::string standard_library = standard_library_of(executable);
   if (!is_file(standard_library)) {
-    return executable + " is no Python " NPUEMU_PYTHON_VERSION " installation (no " + standard_library + "): " + advice();
+    return executable + " (" + python.origin + ") is no Python " NPUEMU_PYTHON_VERSION " installation (no " +
+           standard_library + "): " + advice();
   }
   return load_libpython(executable);
 }
 
 void boot() {
-  const std::string executable = setting("NPUEMU_PYTHON", NPUEMU_PYTHON_EXECUTABLE);
+  const Interpreter python = interpreter();
+  const std::string &executable = python.executable;
   std::string error;
   const bool hosted = host_runs_python(&error);
-  if (error.empty() && !hosted) error = embeddable(executable);
+  if (error.empty() && !hosted) error = embeddable(python);
   void *core = nullptr;
   if (error.empty()) {
     const std::string path = own_directory() + "/libnpuemu_python.so";
