@@ -910,6 +910,23 @@ def test_a_destroyed_stream_leaves_every_clock():
     assert emulator.reports() == []
 
 
+def test_an_event_released_by_a_device_reset_leaves_the_tracker():
+    """Events never destroyed, released by aclrtResetDevice (a leak, reported): the tracker forgets their
+    records' clocks as it does a destroyed event's (kept, each init/reset cycle added one, and every
+    stream destroyed afterwards walked them all)."""
+    from emulator import sanitizer
+    for _ in range(5):
+        assert acl.init() == 0 and acl.rt.set_device(0) == 0
+        stream, _ = acl.rt.create_stream()
+        event, _ = acl.rt.create_event()
+        assert acl.rt.record_event(event, stream) == 0 and acl.rt.synchronize_stream(stream) == 0
+        assert acl.rt.destroy_stream(stream) == 0
+        assert acl.rt.reset_device(0) == 0
+        assert event not in sanitizer.TRACKER.events
+        assert acl.finalize() == 0
+    assert sanitizer.TRACKER.events == {}
+
+
 class _Watched(list):
     """A stream's pending tasks that count how many of them are looked at."""
     looked_at = 0
