@@ -114,6 +114,21 @@ def drop(stream: Stream) -> None:
         _launched.pop(stream, None)
 
 
+def forget(stream: Stream) -> None:
+    """The stream is gone (destroyed, or released by a reset or a context destroyed): its thread serves it
+    no longer, so that a thread serving stream after stream, each destroyed while subscribed, keeps none of
+    them. A thread left with no stream and no callback handed to it serves nothing: aclrtProcessReport is
+    100035 (its callbacks of a gone stream, if any, are taken back there, _serving)."""
+    with _lock:
+        _launched.pop(stream, None)
+        reports = _threads.get(stream.subscriber)
+        if reports is not None:
+            reports.streams.discard(stream)
+            if not reports.streams and not reports.calls:
+                del _threads[stream.subscriber]
+        _changed.notify_all()
+
+
 def _take_back(reports: Reports, stream: Stream, why: str) -> None:
     """The callbacks of `stream` waiting for the thread of `reports` never run there (under _lock)."""
     kept = collections.deque()
@@ -298,8 +313,8 @@ def _serving(thread_id: int) -> Reports:
     """What the thread serves (under _lock); 100035 if it subscribed to no live stream."""
     reports = _threads.get(thread_id)
     if reports is not None and not any(stream.alive for stream in reports.streams):
-        for stream in reports.streams:  # its streams were destroyed meanwhile: their callbacks never run
-            _take_back(reports, stream, DROPPED)
+        for call in reports.calls:  # its streams were destroyed meanwhile: their callbacks never run
+            call.taken_back = DROPPED
         del _threads[thread_id]
         reports = None
     if reports is None:

@@ -128,3 +128,9 @@ class Event(Resource):
         TRACKER.reset_event(self)
         self.release(site)
         self.context.events.remove(self)
+
+    def orphan(self, how: str) -> None:
+        """Released by a reset or a context destroyed: the sanitizer forgets its record's clock too (kept,
+        every stream destroyed afterwards walked the clocks of all such events, _forget)."""
+        TRACKER.reset_event(self)
+        super().orphan(how)

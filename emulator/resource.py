@@ -80,6 +80,9 @@ class HandleTable:
 
     def __init__(self) -> None:
         self._live: dict[int, Resource] = {}
+        # the live ones not reported (nor forgotten) yet: a leak report lists these, not every leak of every
+        # earlier init/finalize cycle again (a suite's leaked tensors made each aclFinalize walk all of them)
+        self._unreported: dict[int, Resource] = {}
         self._retired: dict[int, Resource] = {}
         self._retired_order: collections.deque[int] = collections.deque()  # oldest first, to forget them
         self._handles = itertools.count(HANDLE_BASE + HANDLE_STEP, HANDLE_STEP)
@@ -87,11 +90,12 @@ class HandleTable:
 
     def add(self, resource: Resource) -> int:
         handle = next(self._handles)
-        self._live[handle] = resource
+        self._live[handle] = self._unreported[handle] = resource
         return handle
 
     def retire(self, resource: Resource) -> None:
         handle = resource.handle
+        self._unreported.pop(handle, None)
         if self._live.pop(handle, None) is not None:
             self._retired[handle] = resource
             order = self._retired_order
@@ -105,12 +109,13 @@ class HandleTable:
 
     def unreleased(self) -> list:
         """(kind, description, site) of every live resource the program must still release, oldest first."""
-        return [(r.kind, r.describe, r.site) for handle, r in list(self._live.items())
-                if r.leak_checked and handle >= self._reported_below]
+        return [(r.kind, r.describe, r.site) for r in list(self._unreported.values()) if r.leak_checked]
 
     def forget_unreleased(self) -> None:
-        """The leak report has listed them: report each leak once (at aclFinalize, not again at exit)."""
+        """The leak report has listed them: report each leak once (at aclFinalize, not again at exit). They
+        stay live: a leaked tensor destroyed later is released as any other."""
         self._reported_below = next(self._handles)
+        self._unreported = {}
 
     def get(self, handle: int) -> Optional[Resource]:
         return self._live.get(handle)

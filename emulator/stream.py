@@ -319,7 +319,19 @@ class Stream(Resource):
             self.drain()
         self.release(site)
         self.context.streams.remove(self)
+        self._leave_subscriber()
         faults_module.raise_faults(self.take_faults())
+
+    def orphan(self, how: str) -> None:
+        """Released by a reset or a context destroyed (a leak): gone for its report thread too."""
+        super().orphan(how)
+        self._leave_subscriber()
+
+    def _leave_subscriber(self) -> None:
+        """The stream is gone: the thread subscribed to it serves it no longer (docs/runtime.md)."""
+        if self.subscriber is not None:
+            from . import callback  # which imports this module
+            callback.forget(self)
 
     def _drop_queue(self) -> None:
         """aclrtDestroyStreamForce: the queued work never runs. An event whose latest record is among it

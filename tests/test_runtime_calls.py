@@ -822,6 +822,78 @@ def test_a_callback_whose_stream_lost_its_thread_before_reaching_it_is_a_task_ti
     assert seen == []
 
 
+@pytest.mark.sanitizer_reports("pending work destroyed")
+@pytest.mark.parametrize("destroy", [acl.rt.destroy_stream, acl.rt.destroy_stream_force])
+def test_a_report_thread_keeps_no_stream_destroyed_while_it_was_subscribed(device, destroy):
+    """A report thread serves one stream throughout and, round after round, a new stream destroyed while
+    still subscribed: it serves the streams alive, not every one it ever served (one more each round, as
+    a pipeline that makes a stream a step kept them all); its callbacks all run. With its last stream
+    unsubscribed it serves none: aclrtProcessReport is 100035."""
+    from emulator import callback
+    context, _ = acl.rt.get_context()
+    reporter = ReportThread(context)
+    assert acl.rt.subscribe_report(reporter.thread.ident, device.stream) == 0
+    ran = []
+    try:
+        for step in range(5):
+            stream, _ = acl.rt.create_stream()
+            assert acl.rt.subscribe_report(reporter.thread.ident, stream) == 0
+            assert acl.rt.launch_callback(ran.append, step, acl.ACL_CALLBACK_BLOCK, stream) == 0
+            assert acl.rt.synchronize_stream(stream) == 0, last_error()
+            assert destroy(stream) == 0, last_error()
+        assert ran == list(range(5))
+        served = callback._threads[reporter.thread.ident].streams
+        assert [stream.handle for stream in served] == [device.stream]
+        assert acl.rt.unsubscribe_report(reporter.thread.ident, device.stream) == 0
+        assert reporter.thread.ident not in callback._threads
+    finally:
+        reporter.join()
+    assert reporter.codes == []
+
+
+def test_a_stream_released_with_its_context_or_by_a_reset_leaves_its_report_thread(capsys):
+    """Streams never destroyed, released by aclrtDestroyContext and by aclrtResetDevice (leaks, reported):
+    their thread serves them no longer either, and when none is left it serves nothing (100035)."""
+    from emulator import callback
+    me = threading.get_ident()
+    assert acl.init() == 0 and acl.rt.set_device(0) == 0
+    device_context, _ = acl.rt.get_context()
+    kept, _ = acl.rt.create_stream()
+    created, _ = acl.rt.create_context(0)
+    in_created, _ = acl.rt.create_stream()
+    assert acl.rt.subscribe_report(me, kept) == 0 and acl.rt.subscribe_report(me, in_created) == 0
+    assert acl.rt.destroy_context(created) == 0
+    assert acl.rt.set_context(device_context) == 0
+    assert [stream.handle for stream in callback._threads[me].streams] == [kept]
+    assert_rejected(acl.rt.process_report(1), acl.ACL_ERROR_WAIT_CALLBACK_TIMEOUT, "timeout")
+    assert acl.rt.reset_device(0) == 0
+    assert me not in callback._threads
+    assert acl.finalize() == 0
+    err = capsys.readouterr().err
+    assert "(released only by aclrtDestroyContext" in err and "(released only by aclrtResetDevice" in err, err
+
+
+def test_a_thread_waiting_for_a_callback_while_its_only_stream_is_destroyed_gets_100035(device):
+    """aclrtProcessReport waits for a callback; meanwhile the only stream its thread serves is destroyed:
+    it serves none, and returns 100035 (docs/runtime.md), not its timeout."""
+    stream, _ = acl.rt.create_stream()
+    context, _ = acl.rt.get_context()
+    subscribed, codes = threading.Event(), []
+
+    def wait_for_a_callback():
+        acl.rt.set_context(context)
+        subscribed.wait(5)
+        codes.append(acl.rt.process_report(10000))
+    waiter = threading.Thread(target=wait_for_a_callback)
+    waiter.start()
+    assert acl.rt.subscribe_report(waiter.ident, stream) == 0
+    subscribed.set()
+    time.sleep(0.05)  # inside aclrtProcessReport (otherwise it finds no stream at once: 100035 too)
+    assert acl.rt.destroy_stream(stream) == 0
+    waiter.join(5)
+    assert codes == [acl.ACL_ERROR_THREAD_NOT_SUBSCRIBE]
+
+
 @pytest.fixture
 def timeout_5s():
     """The task timeout at 5 s (set before the device): a wait for it takes seconds, not a minute."""
