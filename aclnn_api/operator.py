@@ -49,7 +49,8 @@ class TensorView:
     nbytes) that it touches (nbytes 0 when it touches nothing). The address is the aclTensor's when the
     work is queued (`at`), so an address set between two launches of a repeatable executor counts."""
 
-    __slots__ = ("name", "tensor", "data", "data_type", "shape", "strides", "offset", "start", "nbytes", "_runs")
+    __slots__ = ("name", "tensor", "data", "data_type", "shape", "strides", "offset", "start", "nbytes", "gappy",
+                 "_runs")
 
     def __init__(self, name: str, tensor: aclTensor, data_type: int, shape: tuple, strides: tuple, offset: int,
                  nbytes: Optional[int] = None, data: Optional[int] = None):
@@ -59,6 +60,9 @@ class TensorView:
         self.data = tensor.data if data is None else data
         self.start = self.data + offset * itemsize
         self.nbytes = view_nbytes(shape, strides, itemsize) if nbytes is None else nbytes
+        # whether it may have gaps (byte_runs tells): not when it is its tensor's own view without any,
+        # the usual case, which the sanitizer then asks nothing more (a launch writes such a view each time)
+        self.gappy = strides is not tensor.strides or not tensor.dense
         self._runs: Optional[tuple] = None
 
     def at(self, data: int) -> "TensorView":
@@ -76,9 +80,9 @@ class TensorView:
         of its whole range. A tensor's own view without gaps (the usual case) is told at once; the runs
         of others are worked out once, as offsets from the view's start, and kept by the tensor for its
         own view (launch after launch) or by this view."""
-        own = self.strides is self.tensor.strides
-        if own and self.tensor.dense:
+        if not self.gappy:
             return None
+        own = self.strides is self.tensor.strides
         if (self.tensor.runs if own else self._runs) is None:
             runs = (byte_runs(0, ITEM_SIZES.get(self.data_type, 8), self.shape, self.strides),)
             if own:

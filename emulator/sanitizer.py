@@ -561,7 +561,8 @@ class Tracker:
         resolves each tensor as it runs: the check costs no lookup of its own). What it writes counts as
         written once it has run (task_ran): an output that is also an input (in place) is read first."""
         if write:  # a view with gaps writes its runs, not the bytes between them
-            self.written_by_running.append((allocation, start, nbytes, _runs(what)))
+            self.written_by_running.append((allocation, start, nbytes,
+                                            _runs(what) if getattr(what, "gappy", False) else None))
             return
         bounds = allocation.written.bounds
         if len(bounds) == 2 and bounds[0] <= start and start + nbytes <= bounds[1]:

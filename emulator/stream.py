@@ -214,7 +214,8 @@ class Stream(Resource):
                     return None  # the other thread ran it meanwhile
                 continue  # and perhaps more: look at the queue again
             task = queue[0]  # left in the queue until it runs: a wait stays at the head while its record runs
-            if wait and getattr(task.run, "holder", None) == threading.get_ident():
+            holder = getattr(task.run, "holder", None)  # a blocking callback's thread, while it holds the stream
+            if holder is not None and wait and holder == threading.get_ident():
                 raise _waits_for_itself(self, task)  # it stays queued: the work behind it still waits
             if task.run is None:
                 if task.__class__ is WaitTask:
