@@ -62,7 +62,7 @@ class TensorView:
         self.nbytes = view_nbytes(shape, strides, itemsize) if nbytes is None else nbytes
         # whether it may have gaps (byte_runs tells): not when it is its tensor's own view without any,
         # the usual case, which the sanitizer then asks nothing more (a launch writes such a view each time)
-        self.gappy = strides is not tensor.strides or not tensor.dense
+        self.gappy = tensor is None or strides is not tensor.strides or not tensor.dense
         self._runs: Optional[tuple] = None
 
     def at(self, data: int) -> "TensorView":
@@ -82,7 +82,7 @@ class TensorView:
         own view (launch after launch) or by this view."""
         if not self.gappy:
             return None
-        own = self.strides is self.tensor.strides
+        own = self.tensor is not None and self.strides is self.tensor.strides
         if (self.tensor.runs if own else self._runs) is None:
             runs = (byte_runs(0, ITEM_SIZES.get(self.data_type, 8), self.shape, self.strides),)
             if own:
