@@ -11,6 +11,7 @@ from __future__ import annotations
 import bisect
 import ctypes
 import ctypes.util
+import functools
 import os
 import platform
 from dataclasses import dataclass, field
@@ -67,8 +68,10 @@ def _unmap(address: int, size: int) -> None:
 CGROUP_LIMITS = ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes")
 
 
+@functools.lru_cache(maxsize=1)
 def _memory_the_process_may_have() -> Optional[int]:
-    """The host's physical memory, or its cgroup's limit when lower (a container); None if unknown."""
+    """The host's physical memory, or its cgroup's limit when lower (a container); None if unknown.
+    Read once: reading it took 16 us of an aclrtMallocHost + aclrtFreeHost pair of 26 us."""
     pages = os.sysconf("SC_PHYS_PAGES")
     found = [pages * PAGE] if pages > 0 else []
     for path in CGROUP_LIMITS:

@@ -175,7 +175,11 @@ def test_a_cgroup_limit_below_physical_memory_bounds_what_the_host_can_pin(tmp_p
     path.write_text(limit)
     monkeypatch.setattr(emulator.memory, "CGROUP_LIMITS", (str(path),))
     physical = os.sysconf("SC_PHYS_PAGES") * PAGE
-    assert emulator.memory._memory_the_process_may_have() == (physical if bound == "physical" else min(bound, physical))
+    emulator.memory._memory_the_process_may_have.cache_clear()  # read once a process: read these files
+    try:
+        assert emulator.memory._memory_the_process_may_have() == (physical if bound == "physical" else min(bound, physical))
+    finally:
+        emulator.memory._memory_the_process_may_have.cache_clear()
 
 
 # ---------------------------------------------------------------------------------------------
