@@ -453,9 +453,7 @@ class Tracker:
         """A stream goes (aclrtDestroyStream, a reset, aclFinalize) with work never synchronised."""
         state = self.clocks.pop(stream.handle, None)
         # its work runs now (or is dropped, with Force): afterwards none of it needs host memory any more
-        self.host_copies = [copy for copy in self.host_copies if copy.task.stream is not stream]
-        self.host_copies_of = {key: kept for key, copies in self.host_copies_of.items()
-                               if (kept := [copy for copy in copies if copy.task.stream is not stream])}
+        self._keep_host_copies([copy for copy in self.host_copies if copy.task.stream is not stream])
         if state is None:
             return
         unseen = state.count - self.host.pop(state.handle, 0)
@@ -542,6 +540,10 @@ class Tracker:
                 kept.append(copy)
             else:
                 self._check_host_copy(copy, "by the synchronisation", user_site())
+        self._keep_host_copies(kept)
+
+    def _keep_host_copies(self, kept: list) -> None:
+        """Only the copies of `kept` are watched from now on (in queued order, each found by its task)."""
         self.host_copies = kept
         self.host_copies_of = {}
         for copy in kept:
