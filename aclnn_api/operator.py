@@ -50,7 +50,7 @@ class TensorView:
     work is queued (`at`), so an address set between two launches of a repeatable executor counts."""
 
     __slots__ = ("name", "tensor", "data", "data_type", "shape", "strides", "offset", "start", "nbytes", "gappy",
-                 "_runs")
+                 "runs")
 
     def __init__(self, name: str, tensor: aclTensor, data_type: int, shape: tuple, strides: tuple, offset: int,
                  nbytes: Optional[int] = None, data: Optional[int] = None):
@@ -63,7 +63,7 @@ class TensorView:
         # whether it may have gaps (byte_runs tells): not when it is its tensor's own view without any,
         # the usual case, which the sanitizer then asks nothing more (a launch writes such a view each time)
         self.gappy = tensor is None or strides is not tensor.strides or not tensor.dense
-        self._runs: Optional[tuple] = None
+        self.runs: Optional[tuple] = None  # (byte_runs of a view not its tensor's own,) once asked
 
     def at(self, data: int) -> "TensorView":
         """The same view over another address."""
@@ -82,14 +82,10 @@ class TensorView:
         own view (launch after launch) or by this view."""
         if not self.gappy:
             return None
-        own = self.tensor is not None and self.strides is self.tensor.strides
-        if (self.tensor.runs if own else self._runs) is None:
-            runs = (byte_runs(0, ITEM_SIZES.get(self.data_type, 8), self.shape, self.strides),)
-            if own:
-                self.tensor.runs = runs
-            else:
-                self._runs = runs
-        runs = (self.tensor.runs if own else self._runs)[0]
+        keeper = self.tensor if self.tensor is not None and self.strides is self.tensor.strides else self
+        if keeper.runs is None:
+            keeper.runs = (byte_runs(0, ITEM_SIZES.get(self.data_type, 8), self.shape, self.strides),)
+        runs = keeper.runs[0]
         return None if runs is None else (self.start + runs[0], self.start + runs[1])
 
     def describe(self) -> str:
