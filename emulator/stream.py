@@ -241,7 +241,7 @@ class Stream(Resource):
         busy = self.busy
         if not wait:
             return False
-        if getattr(busy.run, "thread_id", None) == threading.get_ident():
+        if getattr(busy.run, "holder", None) == threading.get_ident():
             raise _waits_for_itself(self, busy)
         wait_unlocked(busy.run.lock, lambda: self.busy is not busy, deadline)
         return self.busy is not busy
