@@ -43,7 +43,7 @@ const int kCallerFrames = 3;  // the program's frames a site keeps, as for Pytho
 const npuemu_signature *signatures = nullptr;
 std::vector<PyObject *> targets;   // the Python callable of each function, by number
 PyObject *record = nullptr;        // emulator.errors.record(code, api_name, message)
-PyObject *rejected = nullptr;      // emulator.errors.c_rejected(code, api_name, message): the status
+PyObject *rejected = nullptr;      // emulator.errors.c_rejected(code, api_name, message, arguments): the status
 PyObject *live_handles = nullptr;  // emulator.resource.HANDLES._live: handle -> live resource
 std::vector<PyObject *> object_classes;  // the aclnn classes of NK_OBJECT parameters, by number
 bool traceback_shown = false;
@@ -94,9 +94,6 @@ void leave_message(const npuemu_signature &sig, const Failure &failure) {
   Py_XDECREF(result);
 }
 
-// A call rejected here, before its Python function ran: emulator.errors.c_rejected shows it to the call
-// observers as the Python layer does its own rejections (fault injection counts it and may fail it with
-// an injected code instead, the trace and the logs show it) and leaves the message.
 // The C arguments of a call as they were given, by parameter name, for the observers of a rejected call:
 // numbers as numbers, anything behind a pointer as its address (None for null), never read.
 PyObject *given_arguments(const npuemu_signature &sig, const npuemu_value *args) {
@@ -118,6 +115,9 @@ PyObject *given_arguments(const npuemu_signature &sig, const npuemu_value *args)
   return given;
 }
 
+// A call rejected here, before its Python function ran: emulator.errors.c_rejected shows it to the call
+// observers as the Python layer does its own rejections (fault injection counts it and may fail it with
+// an injected code instead, the trace and the logs show it) and leaves the message.
 void reject(const npuemu_signature &sig, const npuemu_value *args, Failure *failure) {
   PyObject *given = given_arguments(sig, args);
   PyObject *result = given == nullptr ? nullptr : PyObject_CallFunction(rejected, "issO", failure->code, sig.name,
