@@ -1,15 +1,31 @@
 """Shared fixtures: every test starts with no device open and must release what it made."""
 import dataclasses
+import os
 
 import pytest
 
 import emulator
 from emulator import leaks, report
 from emulator.pytest_plugin import close_everything
+from support import TESTS_THE_CHECKOUT
 
 # Findings a test meets without saying so: a fault of queued work is also the status the test checks,
 # and leaks are checked below on their own.
 UNDECLARED_KINDS = {"invalid device access", "leak"}
+
+
+@pytest.fixture(autouse=True, scope="session")
+def subprocesses_import_the_package_under_test(tmp_path_factory):
+    """A `python -c` or `python -m` child puts its working directory first on its path: run from the
+    checkout, it would import the checkout's sources, which hold no built kernels when the package
+    under test was installed elsewhere. Such a session runs from an empty directory instead."""
+    if TESTS_THE_CHECKOUT:
+        yield
+        return
+    before = os.getcwd()
+    os.chdir(tmp_path_factory.mktemp("cwd"))
+    yield
+    os.chdir(before)
 
 
 def pytest_configure(config):

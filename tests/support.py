@@ -26,6 +26,9 @@ ALL_SOCS = ("Ascend910", "Ascend910B", "Ascend910_93", "Ascend950", "Ascend310P"
 FLOAT_DTYPES = (nn.ACL_FLOAT, nn.ACL_FLOAT16, nn.ACL_BF16)
 TOLERANCE = {nn.ACL_FLOAT: 1e-4, nn.ACL_FLOAT16: 1e-3, nn.ACL_BF16: 4e-3, nn.ACL_DOUBLE: 1e-10}
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# Whether the package under test is this checkout (the Makefile's editable install) or a copy
+# installed elsewhere (`pip install .`, a wheel).
+TESTS_THE_CHECKOUT = os.path.dirname(os.path.dirname(os.path.abspath(emulator.__file__))) == REPO
 
 
 def bf16_bits(values: np.ndarray) -> np.ndarray:

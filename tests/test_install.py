@@ -7,6 +7,9 @@ import subprocess
 import sys
 
 import numpy
+import pytest
+
+from support import TESTS_THE_CHECKOUT
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 
@@ -16,6 +19,8 @@ def run_python(code: str, cwd, env=None, flags=()) -> subprocess.CompletedProces
                           capture_output=True, text=True, timeout=120)
 
 
+@pytest.mark.skipif(not TESTS_THE_CHECKOUT, reason="the package under test is installed elsewhere, not "
+                    "editable from this checkout: the checkout's sources hold no kernels")
 def test_import_from_the_repository_root_finds_the_kernels():
     result = run_python("import acl, aclnn_api; from aclnn_api import _kernels; print(aclnn_api.__file__)", ROOT)
     assert result.returncode == 0, result.stderr
@@ -44,7 +49,7 @@ def test_the_runtime_package_imports_none_of_the_layers_built_on_it():
 
 
 def test_npuemu_info_names_the_kernels_through_their_entry_point():
-    result = subprocess.run([sys.executable, "-m", "emulator"], cwd=ROOT, capture_output=True, text=True, timeout=120,
+    result = subprocess.run([sys.executable, "-m", "emulator"], capture_output=True, text=True, timeout=120,
                             env=dict(os.environ, NPUEMU_THREADS="1", NPUEMU_VECTOR_ISA="avx2"))
     assert result.returncode == 0, result.stderr
     line = [l for l in result.stdout.splitlines() if l.startswith("kernels")][0]
