@@ -124,12 +124,19 @@ def _toolkit_root() -> str:
         raise LaunchError(str(error), CANNOT_EXECUTE) from None
 
 
+def program_path(program: str, env: dict) -> Optional[str]:
+    """The file `program` names, or None: a path (with a `/`) as given; a bare name, a file of the
+    current directory first, else PATH's."""
+    if os.sep in program:
+        return program if os.path.exists(program) else None
+    if os.path.isfile(program):
+        return program
+    return shutil.which(program, path=env.get("PATH"))
+
+
 def command_line(program: str, args: list, env: dict) -> tuple[list, dict]:
     """(argv, environment) that run `program`; LaunchError if it cannot run."""
-    if os.sep in program or os.path.exists(program):  # a path (a bare name: the current directory first)
-        path: Optional[str] = program if os.path.exists(program) else None
-    else:
-        path = shutil.which(program, path=env.get("PATH"))
+    path = program_path(program, env)
     if path is None:
         raise LaunchError("%s: no such file or program" % program, NOT_FOUND)
     if os.path.isdir(path):
@@ -138,7 +145,9 @@ def command_line(program: str, args: list, env: dict) -> tuple[list, dict]:
         return [sys.executable, path, *args], env
     if not os.access(path, os.X_OK):
         raise LaunchError("%s: not executable (and not a Python script)" % program, CANNOT_EXECUTE)
-    return [path, *args], toolkit_environment(env)
+    # executed by a bare name, PATH is searched again: `npuemu run test` ran /usr/bin/test, not ./test
+    executable = path if os.sep in path else os.path.join(os.curdir, path)
+    return [executable, *args], toolkit_environment(env)
 
 
 def run(argv: list, env: dict) -> int:

@@ -122,6 +122,18 @@ def test_missing_programs_signals_and_files_that_cannot_run(tmp_path):
     assert done.returncode == 128 + 15, done.stderr
 
 
+def test_a_bare_name_of_a_file_in_the_current_directory_runs_that_file(tmp_path):
+    """As run.md says, not the program of that name in PATH (`test` is /usr/bin/test), nor "No such file"."""
+    for name in ("test", "my-program"):
+        path = tmp_path / name
+        path.write_text("#!/bin/sh\necho \"this is ./%s $1\"\nexit 4\n" % name)
+        path.chmod(0o755)
+        done = npuemu_run(name, "arg", cwd=tmp_path)
+        assert (done.returncode, done.stdout) == (4, "this is ./%s arg\n" % name), done.stderr
+    done = npuemu_run("sh", "-c", "exit 6", cwd=tmp_path)  # a bare name found nowhere here: PATH's
+    assert done.returncode == 6, done.stderr
+
+
 def test_a_c_program_runs_without_sourcing_set_env(tmp_path):
     ctoolkit.require_compilers()
     program = ctoolkit.compile_program(r"""
