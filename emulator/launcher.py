@@ -71,6 +71,9 @@ def settings_environment(args: argparse.Namespace, base: dict) -> dict:
             value = os.path.abspath(os.path.expanduser(value))  # as NPUEMU_TRACE's own: the program may change directory
             if not os.path.isdir(os.path.dirname(value)):
                 raise ConfigError("NPUEMU_TRACE: expected a file in an existing directory, found %r" % value)
+            if os.path.isdir(value):  # else the program runs, and its trace is lost at its exit
+                raise ConfigError("NPUEMU_TRACE: expected a file in an existing directory, found %r, a directory"
+                                  % value)
         env[variable] = value
     from_environment(env)  # the settings' own reading and validation (NPUEMU_FAULTS' parser included)
     return env

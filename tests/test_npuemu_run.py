@@ -101,7 +101,9 @@ def test_bad_options_stop_before_the_program_starts(tmp_path):
             ("--soc", "Ascend123", "npuemu run: NPUEMU_SOC: "),
             ("--error-exitcode", "300", "npuemu run: NPUEMU_SANITIZE_EXITCODE: expected an exit code in [0, 255]"),
             ("--devices", "two", "npuemu run: NPUEMU_DEVICE_COUNT: expected an integer, found 'two'"),
-            ("--faults", "aclrtMaloc#1=207001", "npuemu run: NPUEMU_FAULTS: ")):
+            ("--faults", "aclrtMaloc#1=207001", "npuemu run: NPUEMU_FAULTS: "),
+            ("--trace", str(tmp_path), "npuemu run: NPUEMU_TRACE: expected a file in an existing directory, found "
+                                       "%r, a directory" % str(tmp_path))):
         done = npuemu_run(option, value, path)
         assert done.returncode == 2 and done.stderr.startswith(message), (option, done.stderr)
         assert not marker.exists()
