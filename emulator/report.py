@@ -32,6 +32,10 @@ from typing import Optional, Sequence
 from . import hooks
 
 PREFIX = "========= "
+# Set by `npuemu run --error-exitcode` to a directory: while this process holds reports, a file named by
+# its pid is there, so that the launcher knows of them even when the program skips its exit work
+# (os._exit, _exit), which is where NPUEMU_SANITIZE_EXITCODE ends the process.
+REPORTED_VARIABLE = "NPUEMU_RUN_REPORTED"
 TOOLS = ("memcheck", "racecheck", "synccheck", "initcheck", "leakcheck")
 
 
@@ -89,6 +93,9 @@ def publish(kind: str, tool: str, message: str, sites: Sequence[tuple] = (), res
         report = Report(kind, tool, message, tuple(sites), tuple(resources), 1, len(_reports) + 1, key)
         _reports.append(report)
         _by_key[key] = report
+        first = len(_reports) == 1
+    if first:
+        _mark_held(True)
     if show:
         _write(report.text())
     for observer in hooks.REPORTS:
@@ -120,9 +127,27 @@ def clear() -> None:
     """Forget the findings (a test harness that checked them)."""
     global _total
     with _lock:
+        held = bool(_reports)
         _reports.clear()
         _by_key.clear()
         _total = 0
+    if held:
+        _mark_held(False)
+
+
+def _mark_held(held: bool) -> None:
+    """Whether this process holds reports, for `npuemu run` (REPORTED_VARIABLE); nothing without it."""
+    directory = os.environ.get(REPORTED_VARIABLE)
+    if not directory:
+        return
+    path = os.path.join(directory, str(os.getpid()))
+    try:
+        if held:
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o600))
+        else:
+            os.unlink(path)
+    except OSError:  # the launcher is gone (its directory with it): nobody to tell
+        pass
 
 
 def summary() -> Optional[str]:
