@@ -3,7 +3,6 @@ stack) that made it; what is left at aclFinalize (or interpreter exit) is report
 `emulator.resource.Resource` tracks itself; device and host allocations are tracked by the runtime."""
 from __future__ import annotations
 
-import sys
 import threading
 from typing import Callable, Union
 
@@ -76,13 +75,16 @@ def report(when: str) -> list[str]:
     if lines and enabled:
         for line in lines:
             report_channel.publish("leak", "leakcheck", line, show=False)
-        sys.stderr.write("npuemu: %d resource(s) never released at %s:\n" % (len(lines), when))
-        for line in lines[:SHOWN]:
-            sys.stderr.write("npuemu: leak: %s\n" % line)
-        if len(lines) > SHOWN:  # a leak in a loop: the first ones say where
-            sys.stderr.write("npuemu: ... and %d more\n" % (len(lines) - SHOWN))
-        sys.stderr.flush()
+        report_channel.write_stderr(_report_text(lines, when))
     return lines
+
+
+def _report_text(lines: list, when: str) -> str:
+    text = ["npuemu: %d resource(s) never released at %s:" % (len(lines), when)]
+    text += ["npuemu: leak: %s" % line for line in lines[:SHOWN]]
+    if len(lines) > SHOWN:  # a leak in a loop: the first ones say where
+        text.append("npuemu: ... and %d more" % (len(lines) - SHOWN))
+    return "\n".join(text)
 
 
 def forget() -> None:

@@ -97,14 +97,16 @@ def publish(kind: str, tool: str, message: str, sites: Sequence[tuple] = (), res
     if first:
         _mark_held(True)
     if show:
-        _write(report.text())
+        write_stderr(report.text())
     for observer in hooks.REPORTS:
         observer.reported(report)
     return report
 
 
-def _write(text: str) -> None:
-    """To stderr; a program that closed it loses the text, never its call."""
+def write_stderr(text: str) -> None:
+    """`text` and a newline to stderr: the one way npuemu writes its reports and notes there (the
+    sanitizer's, the leak report, the trace's and the logs' notes). A program that closed stderr, or
+    whose stderr is full, loses the text, never its call: no exception, no internal-error code."""
     try:
         sys.stderr.write(text + "\n")
         sys.stderr.flush()
@@ -174,7 +176,7 @@ def _at_exit() -> None:
     line = summary()
     if line is None:
         return
-    _write(line)
+    write_stderr(line)
     code = _exit_code[0]
     if code is not None:
         sys.stdout.flush()

@@ -34,6 +34,7 @@ import time
 from typing import Any, Optional
 
 from . import calls, hooks
+from .report import write_stderr
 
 LIMIT = 1_000_000       # events kept (calls, tasks, flow ends); later ones are dropped and counted
 REPORT_LIMIT = 10_000   # sanitizer reports kept, besides LIMIT (they are few: repeats only count)
@@ -205,9 +206,8 @@ class Trace:
     def _internal_error(self, where: str, error: BaseException) -> None:
         if not self.broken:
             self.broken = True
-            sys.stderr.write("npuemu: trace: internal error in %s (please report): %s: %s\n"
-                             % (where, type(error).__name__, error))
-            sys.stderr.flush()
+            write_stderr("npuemu: trace: internal error in %s (please report): %s: %s"
+                         % (where, type(error).__name__, error))
 
     # call observer ---------------------------------------------------------------------------------
 
@@ -396,8 +396,7 @@ class Trace:
             except OSError:
                 pass
             reason = error.strerror if isinstance(error, OSError) and error.strerror else str(error)
-            sys.stderr.write("npuemu: trace: cannot write %s: %s\n" % (self.path, reason))
-            sys.stderr.flush()
+            write_stderr("npuemu: trace: cannot write %s: %s" % (self.path, reason))
 
     def _write_to(self, file) -> None:
         with self.lock:
