@@ -382,6 +382,11 @@ class Trace:
         with self.lock:
             self.closed = True
 
+    def is_empty(self) -> bool:
+        """Whether nothing happened: no call, no task, no report (kept or dropped)."""
+        with self.lock:
+            return not self.events and not self.dropped and not self.dropped_reports
+
     def write(self) -> None:
         """Write the file (atomically: a temporary file beside it, then renamed); a path that cannot be
         written is one line on stderr."""
@@ -568,11 +573,17 @@ def current() -> Optional[Trace]:
 def _at_exit() -> None:
     """Registered when emulator is imported, after emulator.report's exit work and before the
     runtime's: so it runs after the leak report (whose findings it records) and before the summary
-    (which may end the process with NPUEMU_SANITIZE_EXITCODE)."""
+    (which may end the process with NPUEMU_SANITIZE_EXITCODE). A trace that recorded nothing is not
+    written: the process never used npuemu (pytest, which imports it to load the plugin, a forked
+    child that does not call it), and its empty file would replace the trace of the program it ran."""
     global _trace
     with _lock:
         trace, _trace = _trace, None
-    if trace is not None:
+    if trace is None:
+        return
+    if trace.is_empty():
+        _detach(trace)
+    else:
         _stop(trace)
 
 

@@ -386,3 +386,15 @@ def test_percent_p_in_the_path_is_the_process_id(tmp_path):
     acl.rt.get_device_count()
     emulator.configure(trace="")
     assert os.listdir(str(tmp_path)) == ["trace-%d.json" % os.getpid()]
+
+
+def test_a_process_that_never_used_npuemu_writes_no_trace_nor_anything_else_at_exit(tmp_path):
+    """pytest imports emulator to load its plugin: with NPUEMU_TRACE set for the program a test runs, its
+    exit wrote an empty trace over the program's. (Nor is any setting read at exit: no plog line.)"""
+    path = tmp_path / "trace.json"
+    path.write_text("the program's trace\n")
+    logs = tmp_path / "logs"
+    done = run_python("import acl\nimport emulator\nimport emulator.pytest_plugin\n", tmp_path, NPUEMU_TRACE=str(path),
+                      NPUEMU_SANITIZE_EXITCODE="9", ASCEND_GLOBAL_LOG_LEVEL="0", ASCEND_PROCESS_LOG_PATH=str(logs))
+    assert (done.returncode, done.stdout, done.stderr) == (0, "", "")
+    assert path.read_text() == "the program's trace\n" and not logs.exists()
