@@ -3,6 +3,7 @@ stack) that made it; what is left at aclFinalize (or interpreter exit) is report
 `emulator.resource.Resource` tracks itself; device and host allocations are tracked by the runtime."""
 from __future__ import annotations
 
+import os
 import threading
 from typing import Callable, Union
 
@@ -94,3 +95,14 @@ def forget() -> None:
         _orphans.clear()
         for _, forget_source in _sources:
             forget_source()
+
+
+def _forked() -> None:
+    """In a child made by fork: what the parent made is the parent's to release, not a leak of the
+    child (whose exit reported the parent's allocations as its own)."""
+    global _lock
+    _lock = threading.Lock()  # a thread of the parent may have held it at the fork
+    forget()
+
+
+os.register_at_fork(after_in_child=_forked)

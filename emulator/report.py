@@ -185,3 +185,16 @@ def _at_exit() -> None:
 
 
 atexit.register(_at_exit)
+
+
+def _forked() -> None:
+    """In a child made by fork: the parent's reports are the parent's (its summary, its exit status);
+    a child that reports nothing itself does nothing at exit, even with NPUEMU_SANITIZE_EXITCODE."""
+    global _lock, _total
+    _lock = threading.RLock()  # a thread of the parent may have held it at the fork
+    _reports.clear()
+    _by_key.clear()
+    _total = 0
+
+
+os.register_at_fork(after_in_child=_forked)

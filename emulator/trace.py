@@ -537,10 +537,14 @@ def _follow(setting: str, soc: Optional[str], execution: Optional[str]) -> None:
         _trace = None
     if setting:
         _trace = Trace(_absolute(setting), setting, soc, execution)
-        hooks.attach("CALLS", _trace, first=True)
-        hooks.attach("MESSAGES", _trace)
-        hooks.attach("TASKS", _trace)
-        hooks.attach("REPORTS", _trace)
+        _attach(_trace)
+
+
+def _attach(trace: Trace) -> None:
+    hooks.attach("CALLS", trace, first=True)
+    hooks.attach("MESSAGES", trace)
+    hooks.attach("TASKS", trace)
+    hooks.attach("REPORTS", trace)
 
 
 def _stop(trace: Trace) -> None:
@@ -587,7 +591,24 @@ def _at_exit() -> None:
         _stop(trace)
 
 
+def _forked() -> None:
+    """In a child made by fork: the parent's trace (its events, its file) is the parent's. The child
+    records its own, for the same setting (`%p`: its own file), written at its exit if it recorded
+    anything: the child's exit wrote the parent's events to the parent's file, which the parent then
+    overwrote."""
+    global _trace, _lock
+    _lock = threading.Lock()  # a thread of the parent may have held it at the fork: it never releases it here
+    parent = _trace
+    if parent is None:
+        return
+    _detach(parent)
+    path = _absolute(parent.setting) if "%p" in parent.setting else parent.path
+    _trace = Trace(path, parent.setting, parent.soc, parent.execution)
+    _attach(_trace)
+
+
 atexit.register(_at_exit)
+os.register_at_fork(after_in_child=_forked)
 
 # NPUEMU_TRACE is followed from the start, before the settings are first read (when a device is
 # first set): aclInit and the first calls are in the trace too. The settings confirm it (or, with
