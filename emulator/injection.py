@@ -132,18 +132,19 @@ def _check_name(name: str, task: bool, where: str) -> None:
         known = calls.task_names()
         if name not in known:
             raise ConfigError("%s: expected a task name (%s), found %r%s"
-                              % (where, ", ".join(known), name, _suggestion(name, known)))
+                              % (where, ", ".join(known), name, suggestion(name, known)))
         return
     if calls.find(name) is None:
         known = calls.all_names()
         raise ConfigError("%s: expected the C name of a public call that returns a status or a pointer (%d of "
                           "them, e.g. aclrtMalloc, aclnnKlDivBackward), found %r%s"
-                          % (where, len(known), name, _suggestion(name, known)))
+                          % (where, len(known), name, suggestion(name, known)))
 
 
-def _suggestion(name: str, known: list) -> str:
-    close = difflib.get_close_matches(name, known, n=1)
-    return ": did you mean %s?" % close[0] if close else ": no such call"
+def suggestion(name: str, known, otherwise: str = ": no such call") -> str:
+    """`: did you mean X?` with the known name closest to a misspelt `name`, else `otherwise`."""
+    close = difflib.get_close_matches(name, list(known), n=1)
+    return ": did you mean %s?" % close[0] if close else otherwise
 
 
 def _code(text: str, where: str) -> int:

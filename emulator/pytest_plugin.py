@@ -103,12 +103,30 @@ def _marker_settings(item: pytest.Item) -> tuple[dict, tuple]:
     if not isinstance(expected, (tuple, list, set, frozenset)) or not all(isinstance(kind, str) for kind in expected):
         raise ConfigError("expect_reports: expected a kind of report or a tuple of them (e.g. ('race', 'leak')), "
                           "found %r" % (expected,))
+    for kind in expected:
+        _check_kind("expect_reports", kind, ConfigError)
     if "devices" in merged:
         merged["device_count"] = merged.pop("devices")
     for field in ("execution", "sanitize"):
         if isinstance(merged.get(field), str):
             merged[field] = merged[field].strip().lower()
     return merged, tuple(expected)
+
+
+def known_kinds() -> tuple:
+    """Every kind of finding a test can expect or take: the sanitizer's, and the fixture's own."""
+    from .report import KINDS
+    return tuple(KINDS) + (DEVICE_FAULT,)
+
+
+def _check_kind(where: str, kind: str, error: type) -> None:
+    """`error` naming the known kinds (and the closest one) for a kind no finding has: a typo would
+    otherwise fail later as "missing rase", or take nothing, silently."""
+    known = known_kinds()
+    if kind not in known:
+        from .injection import suggestion
+        raise error("%s: expected a kind of report (%s), found %r%s"
+                    % (where, ", ".join(known), kind, suggestion(kind, known, otherwise="")))
 
 
 def _uses_plugin(item: pytest.Item) -> bool:
@@ -202,9 +220,16 @@ class Npu:
         return device
 
     def reports(self, *kinds: str) -> list:
+        """The reports made during the test so far and not taken (of these kinds); ValueError for a kind
+        no report has."""
+        for kind in kinds:
+            _check_kind("npu.reports", kind, ValueError)
         return [r for r in self._new_reports() if id(r) not in self._taken and (not kinds or r.kind in kinds)]
 
     def take_reports(self, *kinds: str) -> list:
+        """reports(*kinds), which then no longer fail the test (it checked them)."""
+        for kind in kinds:
+            _check_kind("npu.take_reports", kind, ValueError)
         found = self.reports(*kinds)
         self._taken.update((id(r), r) for r in found)
         return found

@@ -37,6 +37,16 @@ PREFIX = "========= "
 # (os._exit, _exit), which is where NPUEMU_SANITIZE_EXITCODE ends the process.
 REPORTED_VARIABLE = "NPUEMU_RUN_REPORTED"
 TOOLS = ("memcheck", "racecheck", "synccheck", "initcheck", "leakcheck")
+# Every kind of finding, and the tool that makes it (docs/sanitizer.md): the names a test may expect.
+KINDS = {
+    "invalid device access": "memcheck", "padding overrun": "memcheck", "misaligned tensor": "memcheck",
+    "destroyed tensor": "memcheck", "overlapping output": "memcheck",
+    "race": "racecheck",
+    "missing synchronisation": "synccheck", "host memory in flight": "synccheck",
+    "pending work destroyed": "synccheck", "memory freed while in use": "synccheck",
+    "uninitialised read": "initcheck",
+    "leak": "leakcheck",
+}
 
 
 @dataclass(eq=False)
@@ -81,7 +91,7 @@ def publish(kind: str, tool: str, message: str, sites: Sequence[tuple] = (), res
     """Record a finding; print it unless it was found before (or `show` is False: leaks print their own
     lines). Returns the record (the earlier one, counted once more, for a repeated finding)."""
     global _total
-    assert tool in TOOLS, tool
+    assert KINDS.get(kind) == tool, (kind, tool)
     shown = message if kind == "leak" else _ADDRESSES.sub("#", message)  # each leaked resource is one
     key = (kind, tool, shown, tuple((role, site) for role, site in sites))
     with _lock:

@@ -523,6 +523,29 @@ def test_a_fault_spec_applies_to_the_test_s_calls_only_and_ends_with_the_test(cl
     assert "Traceback" not in result.stdout.str() and "expected no open device" not in result.stdout.str()
 
 
+def test_an_unknown_kind_of_report_is_named_with_the_known_ones(client):
+    """A typo failed later as "missing rase", or took nothing, silently."""
+    result = client("""
+        @pytest.mark.npuemu(expect_reports=("rase",))
+        def test_expects_a_typo(npu):
+            pass
+
+        def test_takes_a_typo(npu):
+            npu.take_reports("missing synchronization")
+
+        def test_asks_for_a_typo(npu):
+            npu.reports("leaks")
+    """)
+    result.assert_outcomes(errors=1, failed=2)
+    [line] = failure_of(result, "ERROR at setup of test_expects_a_typo").strip().splitlines()
+    assert line.startswith("npuemu fixture: expect_reports: expected a kind of report (invalid device access, "), line
+    assert ", leak, device fault), found 'rase': did you mean race?" in line, line
+    assert ("ValueError: npu.take_reports: expected a kind of report (" in failure_of(result, "test_takes_a_typo")
+            and "found 'missing synchronization': did you mean missing synchronisation?"
+            in failure_of(result, "test_takes_a_typo"))
+    assert "found 'leaks': did you mean leak?" in failure_of(result, "test_asks_for_a_typo")
+
+
 def test_each_test_counts_its_own_calls_for_npuemu_faults(client, monkeypatch):
     """The same NPUEMU_FAULTS spec stayed in force from test to test, counting on: only the first test's
     2nd aclrtMalloc failed."""
