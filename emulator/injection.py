@@ -28,12 +28,13 @@ attached to the hooks: injection costs nothing.
 """
 from __future__ import annotations
 
+import contextlib
 import difflib
 import os
 import re
 import threading
 from dataclasses import dataclass
-from typing import Optional
+from typing import Iterator, Optional
 
 from . import calls, hooks
 from .config import ConfigError
@@ -131,18 +132,19 @@ def _check_name(name: str, task: bool, where: str) -> None:
         known = calls.task_names()
         if name not in known:
             raise ConfigError("%s: expected a task name (%s), found %r%s"
-                              % (where, ", ".join(known), name, _suggestion(name, known)))
+                              % (where, ", ".join(known), name, suggestion(name, known)))
         return
     if calls.find(name) is None:
         known = calls.all_names()
         raise ConfigError("%s: expected the C name of a public call that returns a status or a pointer (%d of "
                           "them, e.g. aclrtMalloc, aclnnKlDivBackward), found %r%s"
-                          % (where, len(known), name, _suggestion(name, known)))
+                          % (where, len(known), name, suggestion(name, known)))
 
 
-def _suggestion(name: str, known: list) -> str:
-    close = difflib.get_close_matches(name, known, n=1)
-    return ": did you mean %s?" % close[0] if close else ": no such call"
+def suggestion(name: str, known, otherwise: str = ": no such call") -> str:
+    """`: did you mean X?` with the known name closest to a misspelt `name`, else `otherwise`."""
+    close = difflib.get_close_matches(name, list(known), n=1)
+    return ": did you mean %s?" % close[0] if close else otherwise
 
 
 def _code(text: str, where: str) -> int:
@@ -215,11 +217,15 @@ class inject_faults:
     # -- in force ----------------------------------------------------------------------------------
 
     def start(self) -> "inject_faults":
+        self.start_counting()
+        _push(self)
+        return self
+
+    def start_counting(self) -> None:
+        """Count from 0 again, with nothing injected yet."""
         with self._lock:
             self._counts.clear()
             self.injected = []
-        _push(self)
-        return self
 
     def stop(self) -> None:
         _remove(self)
@@ -239,6 +245,7 @@ _plans: tuple = ()              # the context managers' plans in force, innermos
 _setting: Optional[inject_faults] = None   # NPUEMU_FAULTS's plan
 _call_index: dict = {}          # name -> plans (innermost first) that watch calls of that name ("*": all)
 _task_index: dict = {}
+_thread = threading.local()     # .exempt: this thread's calls are a harness's own (not_counted)
 
 
 def _push(plan: inject_faults) -> None:
@@ -255,6 +262,46 @@ def _remove(plan: inject_faults) -> None:
     with _lock:
         _plans = tuple(p for p in _plans if p is not plan)  # by identity: blocks of two threads may end in any order
         _reindex()
+
+
+def blocks() -> tuple:
+    """The specs of `inject_faults` in force (started and not stopped), outermost first."""
+    return _plans
+
+
+def stop_blocks_since(before: tuple) -> list:
+    """Stop every `inject_faults` spec in force that is not in `before` (what `blocks()` gave earlier);
+    returns them. The pytest fixture clears so the specs a test started and never stopped (it failed
+    before its `stop()`): they would make the next tests' calls fail."""
+    left = [plan for plan in _plans if plan not in before]
+    for plan in left:
+        plan.stop()
+    return left
+
+
+def restart_setting() -> None:
+    """NPUEMU_FAULTS' spec (that of the settings in force) counts from now, as a new one does: each test
+    of the pytest fixture counts its own calls from 1, whatever the tests before it did."""
+    with _lock:
+        if _setting is not None:
+            _setting.start_counting()
+
+
+@contextlib.contextmanager
+def not_counted() -> Iterator[None]:
+    """Inside the block, this thread's calls and the tasks it queues are not counted by any spec and
+    never fail by one: the pytest fixture's own setup and teardown calls are not the test's (a spec
+    of the marker applies to the test's calls only). Other threads are counted as usual."""
+    outer = getattr(_thread, "exempt", False)
+    _thread.exempt = True
+    try:
+        yield
+    finally:
+        _thread.exempt = outer
+
+
+def _exempt() -> bool:
+    return getattr(_thread, "exempt", False)
 
 
 def _in_force() -> list:
@@ -317,6 +364,8 @@ class _Observer:
     def before(self, name: str, args: tuple, kwargs: dict):
         if _awaiting_settings:
             _read_settings()  # a malformed NPUEMU_FAULTS: ConfigError, the call fails as with any bad setting
+        if _exempt():
+            return None
         fired = _fire(_call_index, name, task=False)
         if fired is not None:
             plan, entry, ordinal = fired
@@ -327,7 +376,7 @@ class _Observer:
         return None
 
     def enqueued(self, stream, task) -> None:
-        if task.run is None:  # event records and waits: not work that can fail
+        if task.run is None or _exempt():  # event records and waits: not work that can fail
             return
         name = calls.task_kind(task.name)
         fired = _fire(_task_index, name, task=True)

@@ -19,9 +19,11 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 from typing import Optional
 
 from .config import ConfigError, from_environment
+from .report import REPORTED_VARIABLE
 
 USAGE_ERROR, CANNOT_EXECUTE, NOT_FOUND = 2, 126, 127
 
@@ -60,8 +62,9 @@ def parser() -> argparse.ArgumentParser:
     return result
 
 
-def settings_environment(args: argparse.Namespace, base: dict) -> dict:
-    """`base` with the options' NPUEMU_* variables; ConfigError if the settings they make are not usable."""
+def settings_environment(args: argparse.Namespace, base: dict) -> tuple[dict, Optional[int]]:
+    """`base` with the options' NPUEMU_* variables, and the NPUEMU_SANITIZE_EXITCODE they give; ConfigError
+    if the settings they make are not usable."""
     env = dict(base)
     for name, (variable, _) in SETTINGS.items():
         value = getattr(args, name)
@@ -71,9 +74,12 @@ def settings_environment(args: argparse.Namespace, base: dict) -> dict:
             value = os.path.abspath(os.path.expanduser(value))  # as NPUEMU_TRACE's own: the program may change directory
             if not os.path.isdir(os.path.dirname(value)):
                 raise ConfigError("NPUEMU_TRACE: expected a file in an existing directory, found %r" % value)
+            if os.path.isdir(value):  # else the program runs, and its trace is lost at its exit
+                raise ConfigError("NPUEMU_TRACE: expected a file in an existing directory, found %r, a directory"
+                                  % value)
         env[variable] = value
-    from_environment(env)  # the settings' own reading and validation (NPUEMU_FAULTS' parser included)
-    return env
+    settings = from_environment(env)  # the settings' own reading and validation (NPUEMU_FAULTS' parser included)
+    return env, settings.sanitize_exitcode
 
 
 def is_python_script(path: str) -> bool:
@@ -124,12 +130,19 @@ def _toolkit_root() -> str:
         raise LaunchError(str(error), CANNOT_EXECUTE) from None
 
 
+def program_path(program: str, env: dict) -> Optional[str]:
+    """The file `program` names, or None: a path (with a `/`) as given; a bare name, a file of the
+    current directory first, else PATH's."""
+    if os.sep in program:
+        return program if os.path.exists(program) else None
+    if os.path.isfile(program):
+        return program
+    return shutil.which(program, path=env.get("PATH"))
+
+
 def command_line(program: str, args: list, env: dict) -> tuple[list, dict]:
     """(argv, environment) that run `program`; LaunchError if it cannot run."""
-    if os.sep in program or os.path.exists(program):  # a path (a bare name: the current directory first)
-        path: Optional[str] = program if os.path.exists(program) else None
-    else:
-        path = shutil.which(program, path=env.get("PATH"))
+    path = program_path(program, env)
     if path is None:
         raise LaunchError("%s: no such file or program" % program, NOT_FOUND)
     if os.path.isdir(path):
@@ -138,11 +151,35 @@ def command_line(program: str, args: list, env: dict) -> tuple[list, dict]:
         return [sys.executable, path, *args], env
     if not os.access(path, os.X_OK):
         raise LaunchError("%s: not executable (and not a Python script)" % program, CANNOT_EXECUTE)
-    return [path, *args], toolkit_environment(env)
+    # executed by a bare name, PATH is searched again: `npuemu run test` ran /usr/bin/test, not ./test
+    executable = path if os.sep in path else os.path.join(os.curdir, path)
+    return [executable, *args], toolkit_environment(env)
 
 
-def run(argv: list, env: dict) -> int:
-    """Start the program and wait for it; its exit status (128+N for signal N)."""
+def run(argv: list, env: dict, error_exitcode: Optional[int] = None) -> int:
+    """Start the program and wait for it; its exit status (128+N for signal N), or `error_exitcode` when
+    it exited holding reports. The program exits with it itself, in its exit work; the launcher also
+    sees the reports of a program that skipped that work (os._exit, _exit): while the program holds
+    reports, a file named by its pid is in a directory that REPORTED_VARIABLE names (emulator.report)."""
+    if error_exitcode is None:
+        return _exit_status(_wait(argv, env)[1])
+    directory = tempfile.mkdtemp(prefix="npuemu-run-")
+    try:
+        pid, code = _wait(argv, {**env, REPORTED_VARIABLE: directory})
+        if code >= 0 and os.path.exists(os.path.join(directory, str(pid))):
+            return error_exitcode  # a program killed by a signal keeps 128+N: that says more
+        return _exit_status(code)
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+def _exit_status(code: int) -> int:
+    """A child's return code as a shell gives it: 128+N for signal N."""
+    return 128 - code if code < 0 else code
+
+
+def _wait(argv: list, env: dict) -> tuple[int, int]:
+    """Start the program and wait for it: (its pid, its return code: -N for signal N)."""
     try:
         child = subprocess.Popen(argv, env=env)
     except OSError as error:
@@ -161,7 +198,7 @@ def run(argv: list, env: dict) -> int:
         signal.signal(signal.SIGINT, interrupt)
         for signum, previous in forwarded.items():
             signal.signal(signum, previous)
-    return 128 - status if status < 0 else status
+    return child.pid, status
 
 
 def main(argv: Optional[list] = None) -> int:
@@ -174,7 +211,7 @@ def main(argv: Optional[list] = None) -> int:
         print("npuemu run: expected a program to run: npuemu run [OPTIONS] [--] PROGRAM [ARGS...]", file=sys.stderr)
         return USAGE_ERROR
     try:
-        env = settings_environment(args, dict(os.environ))
+        env, error_exitcode = settings_environment(args, dict(os.environ))
     except ConfigError as error:
         print("npuemu run: %s" % error, file=sys.stderr)
         return USAGE_ERROR
@@ -182,7 +219,7 @@ def main(argv: Optional[list] = None) -> int:
         program, env = command_line(command[0], command[1:], env)
         sys.stdout.flush()
         sys.stderr.flush()
-        return run(program, env)
+        return run(program, env, error_exitcode)
     except LaunchError as error:
         print("npuemu run: %s" % error, file=sys.stderr)
         return error.status

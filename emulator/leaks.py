@@ -3,7 +3,7 @@ stack) that made it; what is left at aclFinalize (or interpreter exit) is report
 `emulator.resource.Resource` tracks itself; device and host allocations are tracked by the runtime."""
 from __future__ import annotations
 
-import sys
+import os
 import threading
 from typing import Callable, Union
 
@@ -76,13 +76,16 @@ def report(when: str) -> list[str]:
     if lines and enabled:
         for line in lines:
             report_channel.publish("leak", "leakcheck", line, show=False)
-        sys.stderr.write("npuemu: %d resource(s) never released at %s:\n" % (len(lines), when))
-        for line in lines[:SHOWN]:
-            sys.stderr.write("npuemu: leak: %s\n" % line)
-        if len(lines) > SHOWN:  # a leak in a loop: the first ones say where
-            sys.stderr.write("npuemu: ... and %d more\n" % (len(lines) - SHOWN))
-        sys.stderr.flush()
+        report_channel.write_stderr(_report_text(lines, when))
     return lines
+
+
+def _report_text(lines: list, when: str) -> str:
+    text = ["npuemu: %d resource(s) never released at %s:" % (len(lines), when)]
+    text += ["npuemu: leak: %s" % line for line in lines[:SHOWN]]
+    if len(lines) > SHOWN:  # a leak in a loop: the first ones say where
+        text.append("npuemu: ... and %d more" % (len(lines) - SHOWN))
+    return "\n".join(text)
 
 
 def forget() -> None:
@@ -92,3 +95,14 @@ def forget() -> None:
         _orphans.clear()
         for _, forget_source in _sources:
             forget_source()
+
+
+def _forked() -> None:
+    """In a child made by fork: what the parent made is the parent's to release, not a leak of the
+    child (whose exit reported the parent's allocations as its own)."""
+    global _lock
+    _lock = threading.Lock()  # a thread of the parent may have held it at the fork
+    forget()
+
+
+os.register_at_fork(after_in_child=_forked)

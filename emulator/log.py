@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from . import calls, hooks
+from .report import write_stderr
 
 LEVEL_VARIABLE = "ASCEND_GLOBAL_LOG_LEVEL"
 STDOUT_VARIABLE = "ASCEND_SLOG_PRINT_TO_STDOUT"
@@ -78,8 +79,8 @@ def from_environment(environ: Optional[dict] = None) -> Settings:
             level = int(text)
         elif text not in _noted:
             _noted.add(text)
-            sys.stderr.write("npuemu: %s: expected 0 (debug), 1 (info), 2 (warning), 3 (error) or 4 (null), "
-                             "found %r: logging at 3 (error)\n" % (LEVEL_VARIABLE, text))
+            write_stderr("npuemu: %s: expected 0 (debug), 1 (info), 2 (warning), 3 (error) or 4 (null), "
+                         "found %r: logging at 3 (error)" % (LEVEL_VARIABLE, text))
     return Settings(None if level == NULL else level, stdout, directory)
 
 
@@ -127,7 +128,7 @@ class Sink:
         self.file = None
         self.pid = 0
         self.path: Optional[str] = None
-        self.failed = False  # the file could not be made: not tried again on every line
+        self.failed = False  # the file could not be made or written (stdout: written): not tried again
 
     def write(self, level: int, module: str, origin: str, function: str, text: str) -> None:
         pid = os.getpid()
@@ -136,18 +137,40 @@ class Sink:
             threading.get_native_id(), function, text.replace("\n", " | "))
         with self.lock:
             if self.settings.stdout:
-                stream = sys.stdout
-                if stream is None:
-                    os.write(1, line.encode("utf-8", "replace"))
-                else:
-                    stream.write(line)
-                    stream.flush()
+                if not self.failed:
+                    self._to_stdout(line)
                 return
             if self.pid != pid or (self.file is None and not self.failed):
                 self._open(pid)
             if self.file is not None:
-                self.file.write(line)
-                self.file.flush()
+                self._to_file(line)
+
+    def _to_stdout(self, line: str) -> None:
+        """A closed pipe (`| head`), a full or closed stdout: one line on stderr, and nothing more is
+        logged; the call that logged goes on (a log never makes a public call fail)."""
+        try:
+            stream = sys.stdout
+            if stream is None:
+                os.write(1, line.encode("utf-8", "replace"))
+            else:
+                stream.write(line)
+                stream.flush()
+        except (OSError, ValueError) as error:  # ValueError: a closed sys.stdout
+            self.failed = True
+            write_stderr("npuemu: cannot write the log to stdout (%s): nothing more is logged" % _reason(error))
+
+    def _to_file(self, line: str) -> None:
+        """A full disk: one line on stderr, and nothing more is logged in this process."""
+        try:
+            self.file.write(line)
+            self.file.flush()
+        except (OSError, ValueError) as error:
+            file, self.file, self.failed = self.file, None, True
+            try:
+                file.close()  # flushes the rest again, which fails again: nothing to keep
+            except (OSError, ValueError):
+                pass
+            write_stderr("npuemu: cannot write the plog file %s (%s): nothing more is logged" % (self.path, _reason(error)))
 
     def _open(self, pid: int) -> None:
         directory = os.path.join(self.settings.directory, "debug", "plog")
@@ -163,13 +186,18 @@ class Sink:
             self.failed = False
         except OSError as error:
             self.file, self.failed = None, True
-            sys.stderr.write("npuemu: cannot write the plog file %s (%s): no log is written\n" % (self.path, error))
+            write_stderr("npuemu: cannot write the plog file %s (%s): no log is written" % (self.path, _reason(error)))
 
     def close(self) -> None:
         with self.lock:
             if self.file is not None:
                 self.file.close()
                 self.file = None
+
+
+def _reason(error: Exception) -> str:
+    """`No space left on device`, not `[Errno 28] No space left on device`."""
+    return error.strerror if isinstance(error, OSError) and error.strerror else str(error) or type(error).__name__
 
 
 _names: dict = {}

@@ -5,8 +5,9 @@ settings applied (marker > command line > ini file > environment), aclInit, aclr
 stream. Afterwards, whatever the test did (failed, raised, left devices set or the runtime
 initialised), the fixture synchronises, collects what the test left behind (the sanitizer's reports
 made during the test, unreleased resources, faults of queued work nobody synchronised), then resets
-every open device, calls aclFinalize, clears the thread's messages, forgets the leaks and restores
-the settings: the next test starts from scratch. The test itself fails (a failure, not a teardown
+every open device, calls aclFinalize, clears the thread's messages, forgets the leaks, stops the
+fault specs the test left started and restores the settings: the next test starts from scratch. Fault
+specs apply to the test's calls only: the fixture's own calls are neither counted nor failed. The test itself fails (a failure, not a teardown
 error) with each finding in its failure text, unless the test said it expects them
 (`@pytest.mark.npuemu(expect_reports=("leak",))` or `npu.take_reports(...)`).
 
@@ -102,12 +103,30 @@ def _marker_settings(item: pytest.Item) -> tuple[dict, tuple]:
     if not isinstance(expected, (tuple, list, set, frozenset)) or not all(isinstance(kind, str) for kind in expected):
         raise ConfigError("expect_reports: expected a kind of report or a tuple of them (e.g. ('race', 'leak')), "
                           "found %r" % (expected,))
+    for kind in expected:
+        _check_kind("expect_reports", kind, ConfigError)
     if "devices" in merged:
         merged["device_count"] = merged.pop("devices")
     for field in ("execution", "sanitize"):
         if isinstance(merged.get(field), str):
             merged[field] = merged[field].strip().lower()
     return merged, tuple(expected)
+
+
+def known_kinds() -> tuple:
+    """Every kind of finding a test can expect or take: the sanitizer's, and the fixture's own."""
+    from .report import KINDS
+    return tuple(KINDS) + (DEVICE_FAULT,)
+
+
+def _check_kind(where: str, kind: str, error: type) -> None:
+    """`error` naming the known kinds (and the closest one) for a kind no finding has: a typo would
+    otherwise fail later as "missing rase", or take nothing, silently."""
+    known = known_kinds()
+    if kind not in known:
+        from .injection import suggestion
+        raise error("%s: expected a kind of report (%s), found %r%s"
+                    % (where, ", ".join(known), kind, suggestion(kind, known, otherwise="")))
 
 
 def _uses_plugin(item: pytest.Item) -> bool:
@@ -178,6 +197,10 @@ class Npu:
         return dict(self._devices)
 
     def set_device(self, device_id: int) -> NpuDevice:
+        with _own_calls():
+            return self._set_device(device_id)
+
+    def _set_device(self, device_id: int) -> NpuDevice:
         from . import leaks
         from . import runtime as rt
         from .resource import HANDLES
@@ -197,9 +220,16 @@ class Npu:
         return device
 
     def reports(self, *kinds: str) -> list:
+        """The reports made during the test so far and not taken (of these kinds); ValueError for a kind
+        no report has."""
+        for kind in kinds:
+            _check_kind("npu.reports", kind, ValueError)
         return [r for r in self._new_reports() if id(r) not in self._taken and (not kinds or r.kind in kinds)]
 
     def take_reports(self, *kinds: str) -> list:
+        """reports(*kinds), which then no longer fail the test (it checked them)."""
+        for kind in kinds:
+            _check_kind("npu.take_reports", kind, ValueError)
         found = self.reports(*kinds)
         self._taken.update((id(r), r) for r in found)
         return found
@@ -222,7 +252,8 @@ class Npu:
 
     def _open(self) -> None:
         from . import runtime as rt
-        _check("aclInit", rt.aclInit())
+        with _own_calls():
+            _check("aclInit", rt.aclInit())
         device = self.set_device(0)
         self.device_id, self.context, self.stream = device.device_id, device.context, device.stream
 
@@ -247,6 +278,10 @@ class Npu:
     def _finish(self, expected: tuple) -> list:
         """Synchronise every open device, release the fixture's streams, and return the findings
         (kind, text) that fail the test."""
+        with _own_calls():
+            return self._findings(expected)
+
+    def _findings(self, expected: tuple) -> list:
         from . import runtime as rt
         from .state import PROCESS
         findings = []
@@ -292,10 +327,22 @@ def _check(what: str, ret: int) -> None:
         pytest.fail("npuemu fixture: %s returned %d: %s" % (what, ret, rt.aclGetRecentErrMsg()), pytrace=False)
 
 
+def _own_calls():
+    """A block whose public calls are the fixture's, not the test's: no fault spec counts them or makes
+    them fail (a marker's `faults=*#5+=...` must not fail the fixture's aclInit, nor its teardown)."""
+    from .injection import not_counted
+    return not_counted()
+
+
 def close_everything(forget_leaks: bool) -> None:
     """Every open device reset (all its references), aclFinalize, this thread's messages and last
     error cleared: the runtime as a fresh process has it. `forget_leaks`: drop what is unreleased
     before aclFinalize would report it (the fixture has collected it already)."""
+    with _own_calls():
+        _close_everything(forget_leaks)
+
+
+def _close_everything(forget_leaks: bool) -> None:
     from . import runtime as rt
     from . import leaks
     from .state import PROCESS
@@ -344,7 +391,7 @@ def npu(request: pytest.FixtureRequest):
     """A fresh npuemu runtime for one test: device 0 set and current, a stream on it (an `Npu`).
     Everything is released afterwards; leaks, the sanitizer's reports and unsynchronised faults of
     the test fail it (docs/pytest.md)."""
-    from . import report
+    from . import injection, report
     from .config import ConfigError, from_sources
     from .state import PROCESS
 
@@ -365,6 +412,8 @@ def npu(request: pytest.FixtureRequest):
         pytest.fail(bad, pytrace=False)
     saved = PROCESS._config  # None: not read yet (or unusable), and the environment may be bad
     PROCESS.use(wanted)
+    injection.restart_setting()  # the marker's or NPUEMU_FAULTS' spec counts this test's calls from 1
+    blocks = injection.blocks()  # inject_faults specs in force now are not the test's: they stay
     start = {id(r): (r, r.count) for r in report.reports()}
     session = Npu(start)
     findings: list = []
@@ -373,6 +422,7 @@ def npu(request: pytest.FixtureRequest):
         yield session
         findings = session._finish(expected)
     finally:
+        injection.stop_blocks_since(blocks)  # started by the test and never stopped (it failed first)
         close_everything(forget_leaks=True)
         if not start:
             report.clear()  # the test's reports are delivered with its result, not again at exit

@@ -32,7 +32,21 @@ from typing import Optional, Sequence
 from . import hooks
 
 PREFIX = "========= "
+# Set by `npuemu run --error-exitcode` to a directory: while this process holds reports, a file named by
+# its pid is there, so that the launcher knows of them even when the program skips its exit work
+# (os._exit, _exit), which is where NPUEMU_SANITIZE_EXITCODE ends the process.
+REPORTED_VARIABLE = "NPUEMU_RUN_REPORTED"
 TOOLS = ("memcheck", "racecheck", "synccheck", "initcheck", "leakcheck")
+# Every kind of finding, and the tool that makes it (docs/sanitizer.md): the names a test may expect.
+KINDS = {
+    "invalid device access": "memcheck", "padding overrun": "memcheck", "misaligned tensor": "memcheck",
+    "destroyed tensor": "memcheck", "overlapping output": "memcheck",
+    "race": "racecheck",
+    "missing synchronisation": "synccheck", "host memory in flight": "synccheck",
+    "pending work destroyed": "synccheck", "memory freed while in use": "synccheck",
+    "uninitialised read": "initcheck",
+    "leak": "leakcheck",
+}
 
 
 @dataclass(eq=False)
@@ -77,7 +91,7 @@ def publish(kind: str, tool: str, message: str, sites: Sequence[tuple] = (), res
     """Record a finding; print it unless it was found before (or `show` is False: leaks print their own
     lines). Returns the record (the earlier one, counted once more, for a repeated finding)."""
     global _total
-    assert tool in TOOLS, tool
+    assert KINDS.get(kind) == tool, (kind, tool)
     shown = message if kind == "leak" else _ADDRESSES.sub("#", message)  # each leaked resource is one
     key = (kind, tool, shown, tuple((role, site) for role, site in sites))
     with _lock:
@@ -89,15 +103,20 @@ def publish(kind: str, tool: str, message: str, sites: Sequence[tuple] = (), res
         report = Report(kind, tool, message, tuple(sites), tuple(resources), 1, len(_reports) + 1, key)
         _reports.append(report)
         _by_key[key] = report
+        first = len(_reports) == 1
+    if first:
+        _mark_held(True)
     if show:
-        _write(report.text())
+        write_stderr(report.text())
     for observer in hooks.REPORTS:
         observer.reported(report)
     return report
 
 
-def _write(text: str) -> None:
-    """To stderr; a program that closed it loses the text, never its call."""
+def write_stderr(text: str) -> None:
+    """`text` and a newline to stderr: the one way npuemu writes its reports and notes there (the
+    sanitizer's, the leak report, the trace's and the logs' notes). A program that closed stderr, or
+    whose stderr is full, loses the text, never its call: no exception, no internal-error code."""
     try:
         sys.stderr.write(text + "\n")
         sys.stderr.flush()
@@ -120,9 +139,27 @@ def clear() -> None:
     """Forget the findings (a test harness that checked them)."""
     global _total
     with _lock:
+        held = bool(_reports)
         _reports.clear()
         _by_key.clear()
         _total = 0
+    if held:
+        _mark_held(False)
+
+
+def _mark_held(held: bool) -> None:
+    """Whether this process holds reports, for `npuemu run` (REPORTED_VARIABLE); nothing without it."""
+    directory = os.environ.get(REPORTED_VARIABLE)
+    if not directory:
+        return
+    path = os.path.join(directory, str(os.getpid()))
+    try:
+        if held:
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o600))
+        else:
+            os.unlink(path)
+    except OSError:  # the launcher is gone (its directory with it): nobody to tell
+        pass
 
 
 def summary() -> Optional[str]:
@@ -149,7 +186,7 @@ def _at_exit() -> None:
     line = summary()
     if line is None:
         return
-    _write(line)
+    write_stderr(line)
     code = _exit_code[0]
     if code is not None:
         sys.stdout.flush()
@@ -158,3 +195,16 @@ def _at_exit() -> None:
 
 
 atexit.register(_at_exit)
+
+
+def _forked() -> None:
+    """In a child made by fork: the parent's reports are the parent's (its summary, its exit status);
+    a child that reports nothing itself does nothing at exit, even with NPUEMU_SANITIZE_EXITCODE."""
+    global _lock, _total
+    _lock = threading.RLock()  # a thread of the parent may have held it at the fork
+    _reports.clear()
+    _by_key.clear()
+    _total = 0
+
+
+os.register_at_fork(after_in_child=_forked)

@@ -993,4 +993,5 @@ def settings():
 
 @atexit.register
 def _report_at_exit() -> None:
-    _report_leaks("exit")
+    if leaks.outstanding():  # else nothing to read the settings for: a process that never used npuemu does nothing
+        _report_leaks("exit")

@@ -3,6 +3,10 @@
 A specific name (e.g. `Ascend910B2`) maps to its family; a family name reports a representative
 specific name from `get_soc_name`, as a real card never reports a bare family name. Names are read
 without regard to case, as the other NPUEMU_* settings are (`ascend910b3` is `Ascend910B3`).
+
+npuemu keeps no list of every chip sold: a specific name is accepted when the whole value has its
+family's shape (SPECIFIC_NAMES), so that `Ascend910B99`, `Ascend950zz` or `Ascend950,Ascend910B` are
+refused as the typos they are, not reported by aclrtGetSocName as if they were chips.
 """
 from __future__ import annotations
 
@@ -32,28 +36,39 @@ PROFILES = {
 }
 RANK_910E = 4  # the end of the "910B ... 910E" range some operators use
 
+# The specific names each family accepts besides its own (docs/runtime.md), as messages show them.
+SPECIFIC_NAMES = {
+    "Ascend910": "Ascend910A, Ascend910ProA, Ascend910ProB, Ascend910PremiumA",
+    "Ascend910B": "Ascend910B<digit>",
+    "Ascend910_93": "Ascend910_93<two digits>",
+    "Ascend950": "Ascend950PR, Ascend950DT, Ascend910_95",
+    "Ascend310P": "Ascend310P<digit>",
+}
+# Whole values (fullmatch): an end left open let "Ascend950zz" and "Ascend950,Ascend910B" pass as
+# specific names of Ascend950, which aclrtGetSocName then reported.
 _FAMILY_PATTERNS = (
-    (re.compile(r"^Ascend(950|910_95)", re.IGNORECASE), "Ascend950"),
-    (re.compile(r"^Ascend910_93\d*$|^Ascend910_9\d{3}$", re.IGNORECASE), "Ascend910_93"),
-    (re.compile(r"^Ascend910B\d*$", re.IGNORECASE), "Ascend910B"),
-    (re.compile(r"^Ascend910(A|ProA|ProB|PremiumA)?$", re.IGNORECASE), "Ascend910"),
-    (re.compile(r"^Ascend310P\d*$", re.IGNORECASE), "Ascend310P"),
+    (re.compile(r"Ascend(950(PR|DT)?|910_95)", re.IGNORECASE), "Ascend950"),
+    (re.compile(r"Ascend910_93(\d\d)?", re.IGNORECASE), "Ascend910_93"),
+    (re.compile(r"Ascend910B\d?", re.IGNORECASE), "Ascend910B"),
+    (re.compile(r"Ascend910(A|ProA|ProB|PremiumA)?", re.IGNORECASE), "Ascend910"),
+    (re.compile(r"Ascend310P\d?", re.IGNORECASE), "Ascend310P"),
 )
 
 
 def _canonical_case(name: str, profile: SocProfile) -> str:
     """`name` spelled as the chip reports it: "Ascend" and the family's letters in their case."""
-    known = {n.lower(): n for n in ("Ascend950PR", "Ascend910ProA", "Ascend910ProB", "Ascend910PremiumA")}
+    known = {n.lower(): n for n in ("Ascend950PR", "Ascend950DT", "Ascend910ProA", "Ascend910ProB",
+                                    "Ascend910PremiumA")}
     return known.get(name.lower(), "Ascend" + name[len("Ascend"):].upper())
 
 
 def resolve(name: str) -> tuple[SocProfile, str]:
     """The profile of a chip name and the name get_soc_name reports; ValueError if unknown."""
     for pattern, family in _FAMILY_PATTERNS:
-        if pattern.match(name):
+        if pattern.fullmatch(name):
             profile = PROFILES[family]
             if name.lower() == family.lower():
                 return profile, profile.default_name
             return profile, _canonical_case(name, profile)
-    raise ValueError("unknown SoC %r: expected one of %s or a specific name of those families "
-                     "(e.g. Ascend910B2)" % (name, ", ".join(PROFILES)))
+    raise ValueError("unknown SoC %r: expected one of %s, or a specific name: %s"
+                     % (name, ", ".join(PROFILES), ", ".join(SPECIFIC_NAMES.values())))

@@ -34,6 +34,7 @@ import time
 from typing import Any, Optional
 
 from . import calls, hooks
+from .report import write_stderr
 
 LIMIT = 1_000_000       # events kept (calls, tasks, flow ends); later ones are dropped and counted
 REPORT_LIMIT = 10_000   # sanitizer reports kept, besides LIMIT (they are few: repeats only count)
@@ -205,9 +206,8 @@ class Trace:
     def _internal_error(self, where: str, error: BaseException) -> None:
         if not self.broken:
             self.broken = True
-            sys.stderr.write("npuemu: trace: internal error in %s (please report): %s: %s\n"
-                             % (where, type(error).__name__, error))
-            sys.stderr.flush()
+            write_stderr("npuemu: trace: internal error in %s (please report): %s: %s"
+                         % (where, type(error).__name__, error))
 
     # call observer ---------------------------------------------------------------------------------
 
@@ -382,6 +382,11 @@ class Trace:
         with self.lock:
             self.closed = True
 
+    def is_empty(self) -> bool:
+        """Whether nothing happened: no call, no task, no report (kept or dropped)."""
+        with self.lock:
+            return not self.events and not self.dropped and not self.dropped_reports
+
     def write(self) -> None:
         """Write the file (atomically: a temporary file beside it, then renamed); a path that cannot be
         written is one line on stderr."""
@@ -396,8 +401,7 @@ class Trace:
             except OSError:
                 pass
             reason = error.strerror if isinstance(error, OSError) and error.strerror else str(error)
-            sys.stderr.write("npuemu: trace: cannot write %s: %s\n" % (self.path, reason))
-            sys.stderr.flush()
+            write_stderr("npuemu: trace: cannot write %s: %s" % (self.path, reason))
 
     def _write_to(self, file) -> None:
         with self.lock:
@@ -533,10 +537,14 @@ def _follow(setting: str, soc: Optional[str], execution: Optional[str]) -> None:
         _trace = None
     if setting:
         _trace = Trace(_absolute(setting), setting, soc, execution)
-        hooks.attach("CALLS", _trace, first=True)
-        hooks.attach("MESSAGES", _trace)
-        hooks.attach("TASKS", _trace)
-        hooks.attach("REPORTS", _trace)
+        _attach(_trace)
+
+
+def _attach(trace: Trace) -> None:
+    hooks.attach("CALLS", trace, first=True)
+    hooks.attach("MESSAGES", trace)
+    hooks.attach("TASKS", trace)
+    hooks.attach("REPORTS", trace)
 
 
 def _stop(trace: Trace) -> None:
@@ -569,15 +577,38 @@ def current() -> Optional[Trace]:
 def _at_exit() -> None:
     """Registered when emulator is imported, after emulator.report's exit work and before the
     runtime's: so it runs after the leak report (whose findings it records) and before the summary
-    (which may end the process with NPUEMU_SANITIZE_EXITCODE)."""
+    (which may end the process with NPUEMU_SANITIZE_EXITCODE). A trace that recorded nothing is not
+    written: the process never used npuemu (pytest, which imports it to load the plugin, a forked
+    child that does not call it), and its empty file would replace the trace of the program it ran."""
     global _trace
     with _lock:
         trace, _trace = _trace, None
-    if trace is not None:
+    if trace is None:
+        return
+    if trace.is_empty():
+        _detach(trace)
+    else:
         _stop(trace)
 
 
+def _forked() -> None:
+    """In a child made by fork: the parent's trace (its events, its file) is the parent's. The child
+    records its own, for the same setting (`%p`: its own file), written at its exit if it recorded
+    anything: the child's exit wrote the parent's events to the parent's file, which the parent then
+    overwrote."""
+    global _trace, _lock
+    _lock = threading.Lock()  # a thread of the parent may have held it at the fork: it never releases it here
+    parent = _trace
+    if parent is None:
+        return
+    _detach(parent)
+    path = _absolute(parent.setting) if "%p" in parent.setting else parent.path
+    _trace = Trace(path, parent.setting, parent.soc, parent.execution)
+    _attach(_trace)
+
+
 atexit.register(_at_exit)
+os.register_at_fork(after_in_child=_forked)
 
 # NPUEMU_TRACE is followed from the start, before the settings are first read (when a device is
 # first set): aclInit and the first calls are in the trace too. The settings confirm it (or, with

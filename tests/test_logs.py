@@ -360,3 +360,84 @@ def test_from_c_at_debug_every_call_with_its_c_arguments(c_program):
 def test_from_c_at_error_only_the_failing_calls_message(c_program):
     lines = run_c(c_program, "3")
     assert [(m["level"], m["module"], m["function"]) for m in lines] == [("ERROR", "ASCENDCL", "aclrtMalloc")]
+
+
+# ------------------------------------------------------------------------------------------------
+# 6. A log that cannot be written: one line on stderr, nothing logged, every call as without logs
+
+LOGGING_PROGRAM = """
+import os
+import acl
+statuses = [acl.init(), acl.rt.set_device(0)]
+for _ in range(200):
+    address, ret = acl.rt.malloc(64, 0)
+    statuses += [ret, acl.rt.free(address), acl.rt.malloc(0, 0)[1]]  # a rejected call: an ERROR line
+statuses += [acl.rt.reset_device(0), acl.finalize()]
+os.write(2, ("statuses %s\\n" % sorted(set(statuses))).encode())
+"""
+CANNOT_LOG = "npuemu: cannot write the log to stdout (%s): nothing more is logged"
+
+
+def run_logging(tmp_path, stdout: str) -> subprocess.CompletedProcess:
+    """The program at DEBUG on stdout, which is `/dev/full`, closed, or a pipe whose reader is gone."""
+    program = tmp_path / "logging.py"
+    program.write_text(LOGGING_PROGRAM)
+    env = {**os.environ, log.LEVEL_VARIABLE: "0", log.STDOUT_VARIABLE: "1"}
+    command = [sys.executable, str(program)]
+    if stdout == "pipe":
+        process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+        process.stdout.close()
+        stderr = process.stderr.read().decode()
+        return subprocess.CompletedProcess(command, process.wait(timeout=120), "", stderr)
+    if stdout == "closed":
+        return subprocess.run(["sh", "-c", 'exec "$@" >&-', "sh", *command], capture_output=True, text=True,
+                              timeout=120, env=env)
+    with open(stdout, "w") as target:
+        return subprocess.run(command, stdout=target, stderr=subprocess.PIPE, text=True, timeout=120, env=env)
+
+
+@pytest.mark.parametrize("stdout,reason", [("/dev/full", "No space left on device"), ("closed", "Bad file descriptor"),
+                                           ("pipe", "Broken pipe")])
+def test_a_stdout_that_cannot_take_the_log_costs_one_line_on_stderr(stdout, reason, tmp_path):
+    done = run_logging(tmp_path, stdout)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.splitlines() == [CANNOT_LOG % reason, "statuses [0, 100000]"], done.stderr
+
+
+def test_a_plog_file_that_cannot_be_written_costs_one_line_on_stderr(environment, tmp_path, capfd):
+    environment(level=3, path=str(tmp_path / "logs"))
+    assert rt.aclrtMalloc(0, 0)[1] == 100000  # the file is made and written
+    sink = log.current().sink
+
+    class Full:
+        def write(self, *_):
+            raise OSError(28, "No space left on device")
+        flush = close = write
+
+    sink.file = Full()
+    assert [rt.aclrtMalloc(0, 0)[1] for _ in range(3)] == [100000] * 3
+    assert rt.aclGetRecentErrMsg() is not None
+    assert capfd.readouterr().err.splitlines() == [
+        "npuemu: cannot write the plog file %s (No space left on device): nothing more is logged" % sink.path]
+
+
+def test_from_c_a_log_that_cannot_be_written_is_no_internal_error(tmp_path):
+    ctoolkit.require_compilers()
+    program = ctoolkit.compile_program(r"""#include <cstdio>
+        #include "acl/acl.h"
+
+        int main() {
+          aclError last = aclInit(nullptr);
+          for (int i = 0; i < 400; i++) {
+            void *p = nullptr;
+            last = aclrtMalloc(&p, 0, ACL_MEM_MALLOC_HUGE_FIRST);
+          }
+          std::fprintf(stderr, "last %d\n", last);
+          return aclFinalize();
+        }
+    """, tmp_path, "full_log")
+    env = ctoolkit.toolkit_environment(ASCEND_GLOBAL_LOG_LEVEL="3", ASCEND_SLOG_PRINT_TO_STDOUT="1")
+    with open("/dev/full", "w") as full:
+        done = subprocess.run([program], stdout=full, stderr=subprocess.PIPE, text=True, timeout=120, env=env)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.splitlines() == [CANNOT_LOG % "No space left on device", "last 100000"], done.stderr

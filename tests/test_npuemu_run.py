@@ -101,7 +101,9 @@ def test_bad_options_stop_before_the_program_starts(tmp_path):
             ("--soc", "Ascend123", "npuemu run: NPUEMU_SOC: "),
             ("--error-exitcode", "300", "npuemu run: NPUEMU_SANITIZE_EXITCODE: expected an exit code in [0, 255]"),
             ("--devices", "two", "npuemu run: NPUEMU_DEVICE_COUNT: expected an integer, found 'two'"),
-            ("--faults", "aclrtMaloc#1=207001", "npuemu run: NPUEMU_FAULTS: ")):
+            ("--faults", "aclrtMaloc#1=207001", "npuemu run: NPUEMU_FAULTS: "),
+            ("--trace", str(tmp_path), "npuemu run: NPUEMU_TRACE: expected a file in an existing directory, found "
+                                       "%r, a directory" % str(tmp_path))):
         done = npuemu_run(option, value, path)
         assert done.returncode == 2 and done.stderr.startswith(message), (option, done.stderr)
         assert not marker.exists()
@@ -120,6 +122,75 @@ def test_missing_programs_signals_and_files_that_cannot_run(tmp_path):
     assert done.returncode == 126 and "not executable" in done.stderr
     done = npuemu_run("--", "sh", "-c", "kill -TERM $$")
     assert done.returncode == 128 + 15, done.stderr
+
+
+def test_a_bare_name_of_a_file_in_the_current_directory_runs_that_file(tmp_path):
+    """As run.md says, not the program of that name in PATH (`test` is /usr/bin/test), nor "No such file"."""
+    for name in ("test", "my-program"):
+        path = tmp_path / name
+        path.write_text("#!/bin/sh\necho \"this is ./%s $1\"\nexit 4\n" % name)
+        path.chmod(0o755)
+        done = npuemu_run(name, "arg", cwd=tmp_path)
+        assert (done.returncode, done.stdout) == (4, "this is ./%s arg\n" % name), done.stderr
+    done = npuemu_run("sh", "-c", "exit 6", cwd=tmp_path)  # a bare name found nowhere here: PATH's
+    assert done.returncode == 6, done.stderr
+
+
+SKIPS_ITS_EXIT_WORK = """
+    import os
+    import signal
+    import sys
+    import numpy as np
+    import acl
+    import emulator
+    acl.init()
+    acl.rt.set_device(0)
+    stream, _ = acl.rt.create_stream()
+    host = np.ones(4, np.float32)
+    device, _ = acl.rt.malloc(16, 0)
+    acl.rt.memcpy_async(device, 16, host.ctypes.data, 16, acl.ACL_MEMCPY_HOST_TO_DEVICE, stream)
+    acl.rt.memcpy(host.ctypes.data, 16, device, 16, acl.ACL_MEMCPY_DEVICE_TO_HOST)  # never synchronised
+    if "--checked" in sys.argv:
+        emulator.report.clear()  # a harness that delivered the reports itself (the pytest fixture)
+    if sys.argv[-1] == "term":
+        os.kill(os.getpid(), signal.SIGTERM)
+    os._exit(int(sys.argv[-1]))  # exit functions skipped: NPUEMU_SANITIZE_EXITCODE's included
+"""
+
+
+def test_error_exitcode_holds_for_a_program_that_skips_its_exit_work(tmp_path):
+    path = script(tmp_path, SKIPS_ITS_EXIT_WORK)
+    done = npuemu_run("--error-exitcode", "9", path, "0")
+    assert done.returncode == 9, done.stderr
+    assert "npuemu: synccheck: missing synchronisation" in done.stderr
+    assert npuemu_run("--error-exitcode", "9", path, "3").returncode == 9
+    assert npuemu_run(path, "3").returncode == 3  # without the option: the program's status
+    assert npuemu_run("--error-exitcode", "9", path, "--checked", "0").returncode == 0
+    assert npuemu_run("--error-exitcode", "9", path, "term").returncode == 128 + 15  # a signal says more
+
+
+def test_error_exitcode_holds_for_a_c_program_that_ends_with_exit_(tmp_path):
+    ctoolkit.require_compilers()
+    program = ctoolkit.compile_program(r"""
+        #include <unistd.h>
+        #include "acl/acl.h"
+
+        int main()
+        {
+            void *address = nullptr;
+            if (aclInit(nullptr) != ACL_SUCCESS || aclrtSetDevice(0) != ACL_SUCCESS ||
+                aclrtMalloc(&address, 64, ACL_MEM_MALLOC_HUGE_FIRST) != ACL_SUCCESS) {
+                _exit(10);
+            }
+            aclrtResetDevice(0);
+            aclFinalize();  // reports the leak of `address`
+            _exit(0);
+        }
+    """, tmp_path)
+    env = {key: value for key, value in ctoolkit.untouched_environment().items() if not key.startswith("NPUEMU_")}
+    done = npuemu_run("--error-exitcode", "9", program, env=env)
+    assert done.returncode == 9, done.stdout + done.stderr
+    assert "npuemu: leak: device memory" in done.stderr
 
 
 def test_a_c_program_runs_without_sourcing_set_env(tmp_path):

@@ -490,3 +490,76 @@ def test_a_marker_the_fixture_cannot_read_is_a_one_line_setup_error(client):
     assert sections["test_expect_reports_a_number"] == [
         "npuemu fixture: expect_reports: expected a kind of report or a tuple of them (e.g. ('race', 'leak')), found 5"]
     assert len(sections["test_bad_value"]) == 1 and "soc: unknown SoC 'NoSuchChip'" in sections["test_bad_value"][0]
+
+
+def test_a_fault_spec_applies_to_the_test_s_calls_only_and_ends_with_the_test(client):
+    result = client("""
+        @pytest.mark.npuemu(faults="*#1+=507899")
+        def test_every_call_of_the_test_fails(npu):
+            address, ret = acl.rt.malloc(64, 0)      # the test's 1st call: the fixture's are not counted
+            assert (address, ret) == (0, 507899)
+            assert acl.rt.synchronize_device() == 507899
+            acl.get_recent_err_msg()
+
+        @pytest.mark.npuemu(faults="aclrtSynchronizeDevice=507899")
+        def test_a_failing_synchronisation_is_no_device_fault_of_the_fixture(npu):
+            assert acl.rt.synchronize_device() == 507899
+            acl.get_recent_err_msg()
+
+        def test_a_started_spec_the_test_never_stopped(npu):
+            emulator.inject_faults("*=507899").start()
+            raise RuntimeError("failed before its stop()")
+
+        def test_the_next_test_with_the_fixture_starts_from_scratch(npu):
+            address, ret = acl.rt.malloc(64, 0)
+            assert ret == 0 and acl.rt.free(address) == 0
+
+        def test_the_next_plain_test_too():
+            assert acl.init() == 0, acl.get_recent_err_msg()
+            assert acl.finalize() == 0
+    """)
+    result.assert_outcomes(passed=4, failed=1)
+    assert "RuntimeError: failed before its stop()" in failure_of(result, "test_a_started_spec_the_test_never_stopped")
+    assert "Traceback" not in result.stdout.str() and "expected no open device" not in result.stdout.str()
+
+
+def test_an_unknown_kind_of_report_is_named_with_the_known_ones(client):
+    """A typo failed later as "missing rase", or took nothing, silently."""
+    result = client("""
+        @pytest.mark.npuemu(expect_reports=("rase",))
+        def test_expects_a_typo(npu):
+            pass
+
+        def test_takes_a_typo(npu):
+            npu.take_reports("missing synchronization")
+
+        def test_asks_for_a_typo(npu):
+            npu.reports("leaks")
+    """)
+    result.assert_outcomes(errors=1, failed=2)
+    [line] = failure_of(result, "ERROR at setup of test_expects_a_typo").strip().splitlines()
+    assert line.startswith("npuemu fixture: expect_reports: expected a kind of report (invalid device access, "), line
+    assert ", leak, device fault), found 'rase': did you mean race?" in line, line
+    assert ("ValueError: npu.take_reports: expected a kind of report (" in failure_of(result, "test_takes_a_typo")
+            and "found 'missing synchronization': did you mean missing synchronisation?"
+            in failure_of(result, "test_takes_a_typo"))
+    assert "found 'leaks': did you mean leak?" in failure_of(result, "test_asks_for_a_typo")
+
+
+def test_each_test_counts_its_own_calls_for_npuemu_faults(client, monkeypatch):
+    """The same NPUEMU_FAULTS spec stayed in force from test to test, counting on: only the first test's
+    2nd aclrtMalloc failed."""
+    monkeypatch.setenv("NPUEMU_FAULTS", "aclrtMalloc#2=207001")
+    result = client("""
+        def second_malloc_fails():
+            first, ret = acl.rt.malloc(64, 0)
+            assert ret == 0 and acl.rt.malloc(64, 0)[1] == 207001
+            assert acl.rt.free(first) == 0
+
+        def test_first(npu):
+            second_malloc_fails()
+
+        def test_second(npu):
+            second_malloc_fails()
+    """)
+    result.assert_outcomes(passed=2)

@@ -1,7 +1,12 @@
 """Leak reports (docs/runtime.md, "Sites and leaks"): aclFinalize and interpreter exit name every resource the
 program never released (device and host memory, contexts, streams, events, tensors, arrays, scalars,
 executors) with the user's source line that made it; a clean program reports nothing."""
+import os
 import re
+import shlex
+import subprocess
+import sys
+import textwrap
 
 import numpy as np
 import acl
@@ -193,3 +198,47 @@ def test_a_leak_in_a_loop_prints_the_first_lines_and_counts_the_rest(tmp_path):
     assert "npuemu: 250 resource(s) never released at aclFinalize:" in done.stderr
     assert len([line for line in done.stderr.splitlines() if line.startswith("npuemu: leak: ")]) == 100
     assert "npuemu: ... and 150 more" in done.stderr
+
+
+def test_a_leak_report_stderr_cannot_take_costs_the_text_never_the_call(tmp_path):
+    """stderr closed or full: aclFinalize still returns 0 (not 507000), as the sanitizer's reports."""
+    program = tmp_path / "program.py"
+    program.write_text(textwrap.dedent("""
+        import os
+        import acl
+        acl.init()
+        acl.rt.set_device(0)
+        acl.rt.malloc(64, 0)
+        ret = acl.finalize()
+        os.write(1, ("%r %r\\n" % (ret, acl.get_recent_err_msg())).encode())
+    """))
+    for stderr in ("closed", "/dev/full"):
+        redirect = "2>&-" if stderr == "closed" else "2>/dev/full"
+        done = subprocess.run("%s %s %s" % (shlex.quote(sys.executable), shlex.quote(str(program)), redirect),
+                              shell=True, capture_output=True, text=True, timeout=120)
+        assert done.stdout == "0 None\n", (stderr, done.stdout, done.returncode)
+
+
+def test_a_forked_child_that_never_used_npuemu_does_nothing_at_exit(tmp_path):
+    """It reported the parent's allocation as its own leak, and exited with NPUEMU_SANITIZE_EXITCODE."""
+    program = tmp_path / "program.py"
+    program.write_text(textwrap.dedent("""
+        import os
+        import sys
+        import acl
+        acl.init()
+        acl.rt.set_device(0)
+        address, _ = acl.rt.malloc(64, 0)
+        child = os.fork()
+        if child == 0:
+            sum(range(1000))  # host work only
+            sys.exit(0)
+        _, status = os.waitpid(child, 0)
+        print("child", os.waitstatus_to_exitcode(status), flush=True)
+        acl.rt.free(address)
+        acl.rt.reset_device(0)
+        acl.finalize()
+    """))
+    done = subprocess.run([sys.executable, str(program)], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "NPUEMU_SANITIZE_EXITCODE": "9"})
+    assert (done.returncode, done.stdout, done.stderr) == (0, "child 0\n", "")

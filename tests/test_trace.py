@@ -386,3 +386,55 @@ def test_percent_p_in_the_path_is_the_process_id(tmp_path):
     acl.rt.get_device_count()
     emulator.configure(trace="")
     assert os.listdir(str(tmp_path)) == ["trace-%d.json" % os.getpid()]
+
+
+def test_a_process_that_never_used_npuemu_writes_no_trace_nor_anything_else_at_exit(tmp_path):
+    """pytest imports emulator to load its plugin: with NPUEMU_TRACE set for the program a test runs, its
+    exit wrote an empty trace over the program's. (Nor is any setting read at exit: no plog line.)"""
+    path = tmp_path / "trace.json"
+    path.write_text("the program's trace\n")
+    logs = tmp_path / "logs"
+    done = run_python("import acl\nimport emulator\nimport emulator.pytest_plugin\n", tmp_path, NPUEMU_TRACE=str(path),
+                      NPUEMU_SANITIZE_EXITCODE="9", ASCEND_GLOBAL_LOG_LEVEL="0", ASCEND_PROCESS_LOG_PATH=str(logs))
+    assert (done.returncode, done.stdout, done.stderr) == (0, "", "")
+    assert path.read_text() == "the program's trace\n" and not logs.exists()
+
+
+FORKING_PROGRAM = """
+import os
+import sys
+import acl
+acl.init()
+acl.rt.set_device(0)
+child = os.fork()
+if child == 0:
+    if sys.argv[1] == "calls":
+        acl.rt.get_device()
+    sys.exit(0)  # exit functions run
+os.waitpid(child, 0)
+acl.rt.reset_device(0)
+acl.finalize()
+print(os.getpid(), child)
+"""
+
+
+@pytest.mark.parametrize("child_calls", [True, False])
+def test_a_forked_child_writes_its_own_trace_and_only_if_it_used_npuemu(child_calls, tmp_path):
+    """The child's exit wrote the parent's events to the parent's tr-<parent pid>.json (which the parent
+    overwrote later); now the child's trace holds its own calls, in its own file."""
+    program = tmp_path / "program.py"
+    program.write_text(FORKING_PROGRAM)
+    done = subprocess.run([sys.executable, str(program), "calls" if child_calls else "nothing"], capture_output=True,
+                          text=True, timeout=60, env={**os.environ, "NPUEMU_TRACE": str(tmp_path / "tr-%p.json")})
+    assert done.returncode == 0 and done.stderr == "", done.stderr
+    parent, child = (int(word) for word in done.stdout.split())
+    files = sorted(name for name in os.listdir(str(tmp_path)) if name.startswith("tr-"))
+    assert files == sorted(["tr-%d.json" % parent] + (["tr-%d.json" % child] if child_calls else []))
+    assert calls_in(tmp_path / ("tr-%d.json" % parent)) == ["aclInit", "aclrtSetDevice", "aclrtResetDevice",
+                                                             "aclFinalize"]
+    if child_calls:
+        assert calls_in(tmp_path / ("tr-%d.json" % child)) == ["aclrtGetDevice"]
+
+
+def calls_in(path) -> list:
+    return [event["name"] for event in Trace(str(path)).events if event.get("cat") == "api"]
