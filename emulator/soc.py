@@ -39,7 +39,7 @@ RANK_910E = 4  # the end of the "910B ... 910E" range some operators use
 # The specific names each family accepts besides its own (docs/runtime.md), as messages show them.
 SPECIFIC_NAMES = {
     "Ascend910": "Ascend910A, Ascend910ProA, Ascend910ProB, Ascend910PremiumA",
-    "Ascend910B": "Ascend910B<digit>",
+    "Ascend910B": "Ascend910B<digit>, Ascend910B2C, Ascend910B4-1",
     "Ascend910_93": "Ascend910_93<two digits>",
     "Ascend950": "Ascend950PR, Ascend950DT, Ascend910_95",
     "Ascend310P": "Ascend310P<digit>",
@@ -49,7 +49,7 @@ SPECIFIC_NAMES = {
 _FAMILY_PATTERNS = (
     (re.compile(r"Ascend(950(PR|DT)?|910_95)", re.IGNORECASE), "Ascend950"),
     (re.compile(r"Ascend910_93(\d\d)?", re.IGNORECASE), "Ascend910_93"),
-    (re.compile(r"Ascend910B\d?", re.IGNORECASE), "Ascend910B"),
+    (re.compile(r"Ascend910B(\d|2C|4-1)?", re.IGNORECASE), "Ascend910B"),
     (re.compile(r"Ascend910(A|ProA|ProB|PremiumA)?", re.IGNORECASE), "Ascend910"),
     (re.compile(r"Ascend310P\d?", re.IGNORECASE), "Ascend310P"),
 )

@@ -28,7 +28,7 @@ def test_the_soc_name_is_read_without_regard_to_case(env, spelling, family, repo
 
 @pytest.mark.parametrize("spelling,reported", [
     ("Ascend950DT", "Ascend950DT"), ("ascend950pr", "Ascend950PR"), ("Ascend910_95", "Ascend910_95"),
-    ("ascend910b4", "Ascend910B4"), ("Ascend910_9362", "Ascend910_9362"), ("Ascend310P1", "Ascend310P1"),
+    ("ascend910b4", "Ascend910B4"), ("ascend910b2c", "Ascend910B2C"), ("Ascend910B4-1", "Ascend910B4-1"), ("Ascend910_9362", "Ascend910_9362"), ("Ascend310P1", "Ascend310P1"),
 ])
 def test_a_specific_name_of_its_family_s_shape_is_reported_as_given(env, spelling, reported):
     env.setenv("NPUEMU_SOC", spelling)
@@ -37,7 +37,7 @@ def test_a_specific_name_of_its_family_s_shape_is_reported_as_given(env, spellin
 
 @pytest.mark.parametrize("value", ["Ascend950zz", "Ascend950 ", "Ascend950,Ascend910B", "Ascend950PR2",
                                    "Ascend910B99", "Ascend910B\n", "Ascend910_9291", "Ascend910_93911",
-                                   "Ascend310P12", "Ascend910_95x", "Ascend910Bx"])
+                                   "Ascend310P12", "Ascend910_95x", "Ascend910Bx", "Ascend910B3C"])
 def test_a_soc_name_is_a_family_or_a_specific_name_of_its_shape_and_nothing_more(env, value):
     """The Ascend950 pattern had no end: aclrtGetSocName reported "Ascend950zz"; and any number of digits
     made a specific name."""
@@ -46,8 +46,8 @@ def test_a_soc_name_is_a_family_or_a_specific_name_of_its_shape_and_nothing_more
         from_environment()
     assert str(error.value) == (
         "NPUEMU_SOC: unknown SoC %r: expected one of Ascend910, Ascend910B, Ascend910_93, Ascend950, Ascend310P, or "
-        "a specific name: Ascend910A, Ascend910ProA, Ascend910ProB, Ascend910PremiumA, Ascend910B<digit>, "
-        "Ascend910_93<two digits>, Ascend950PR, Ascend950DT, Ascend910_95, Ascend310P<digit>" % value)
+        "a specific name: Ascend910A, Ascend910ProA, Ascend910ProB, Ascend910PremiumA, Ascend910B<digit>, Ascend910B2C, "
+        "Ascend910B4-1, Ascend910_93<two digits>, Ascend950PR, Ascend950DT, Ascend910_95, Ascend310P<digit>" % value)
 
 
 @pytest.mark.parametrize("value,expected", [("1", True), ("ON", True), ("yes", True), ("True", True),
