@@ -35,7 +35,9 @@ std::once_flag boot_once;
 npuemu_core_call_fn core_call = nullptr;
 npuemu_core_exit_fn core_exit = nullptr;  // set only when the toolkit started its own interpreter
 pid_t boot_pid = 0;                       // the process that started it (not a child made by fork())
-std::string boot_error;                  // why the toolkit cannot run, when it cannot
+// Why the toolkit cannot run, when it cannot. Never freed: a global std::string of a library the program
+// dlopen()s would be destroyed at exit before the program's own exit work, which may still call.
+const std::string *boot_error = nullptr;
 thread_local bool boot_error_unread = false;
 
 std::string setting(const char *name, const char *fallback) {
@@ -205,8 +207,8 @@ void boot() {
     }
   }
   if (!error.empty()) {
-    boot_error = "npuemu: the C toolkit cannot start: " + error;
-    std::fprintf(stderr, "%s\n", boot_error.c_str());
+    boot_error = new std::string("npuemu: the C toolkit cannot start: " + error);
+    std::fprintf(stderr, "%s\n", boot_error->c_str());
     std::fflush(stderr);
   }
 }
@@ -217,7 +219,7 @@ npuemu_value failed(int number) {
   result.u = 0;
   const uint8_t returns = number >= 0 && number < kSignatureCount ? NPUEMU_SIGNATURES[number].returns : uint8_t(NR_STATUS);
   if (returns == NR_STR_THREAD) {  // aclGetRecentErrMsg: the reason, once after each failed call
-    result.p = boot_error_unread ? boot_error.c_str() : nullptr;
+    result.p = boot_error_unread ? boot_error->c_str() : nullptr;
     boot_error_unread = false;
     return result;
   }

@@ -40,12 +40,18 @@ const uint64_t kMaxArray = uint64_t(1) << 24;                  // elements of on
 const int kMaxParameters = 16;                                 // toolkit/generate.py checks the table
 const int kCallerFrames = 3;  // the program's frames a site keeps, as for Python callers (emulator/sites.py)
 
+// What the calls use lives as long as the process: nothing here has a destructor. This library is
+// loaded at the first call, after the program's global objects were made, so a destructor of its own
+// would run at exit before theirs, and before the exit functions of the program and of the bridge:
+// a global destructor, an atexit function or another thread that calls then would find freed memory.
+// So the tables below are plain pointers to memory that is never freed (as the interpreter is never
+// finalised), and the strings the calls return live in memory that is never freed either.
 const npuemu_signature *signatures = nullptr;
-std::vector<PyObject *> targets;   // the Python callable of each function, by number
+PyObject **targets = nullptr;      // the Python callable of each function, by number
 PyObject *record = nullptr;        // emulator.errors.record(code, api_name, message)
 PyObject *rejected = nullptr;      // emulator.errors.c_rejected(code, api_name, message, arguments): the status
 PyObject *live_handles = nullptr;  // emulator.resource.HANDLES._live: handle -> live resource
-std::vector<PyObject *> object_classes;  // the aclnn classes of NK_OBJECT parameters, by number
+PyObject **object_classes = nullptr;  // the aclnn classes of NK_OBJECT parameters, by number
 bool traceback_shown = false;
 // The C program's innermost frames of the call in progress (emulator.sites.native_site asks for them).
 thread_local void *caller_stack[kCallerFrames];
@@ -418,7 +424,8 @@ bool write_output(const npuemu_signature &sig, int slot, PyObject *value, const 
 }
 
 const char *static_string(PyObject *text) {
-  static std::set<std::string> strings;  // one copy per distinct value, valid for the process (GIL held)
+  // One copy per distinct value (GIL held), valid for the life of the process: never freed (see the top).
+  static std::set<std::string> &strings = *new std::set<std::string>;
   const char *utf8 = PyUnicode_AsUTF8(text);
   return utf8 == nullptr ? nullptr : strings.insert(utf8).first->c_str();
 }
@@ -589,6 +596,7 @@ std::string import_objects(const npuemu_boot *boot) {
   Py_XDECREF(handles);
   Py_XDECREF(resource);
   PyObject *aclnn = live_handles != nullptr && PyDict_Check(live_handles) ? PyImport_ImportModule("aclnn_api") : nullptr;
+  object_classes = new PyObject *[boot->object_class_count > 0 ? boot->object_class_count : 1]();  // never freed
   for (int i = 0; aclnn != nullptr && i < boot->object_class_count; ++i) {
     PyObject *cls = PyObject_GetAttrString(aclnn, boot->object_classes[i]);
     if (cls == nullptr || !PyType_Check(cls)) {
@@ -596,7 +604,7 @@ std::string import_objects(const npuemu_boot *boot) {
       Py_CLEAR(aclnn);
       break;
     }
-    object_classes.push_back(cls);
+    object_classes[i] = cls;
   }
   if (aclnn == nullptr) {
     return "cannot find npuemu's handle table and aclnn classes (" + python_error() + "): npuemu's Python packages and "
@@ -621,7 +629,7 @@ std::string import_targets(const npuemu_signature *table, int count) {
   record = PyObject_GetAttrString(errors, "record");
   rejected = PyObject_GetAttrString(errors, "c_rejected");
   Py_DECREF(errors);
-  targets.assign(count, nullptr);
+  targets = new PyObject *[count > 0 ? count : 1]();  // never freed (see the top)
   for (int number = 0; number < count; ++number) {
     PyObject *owner = PyImport_ImportModule(table[number].module);
     PyObject *target = owner != nullptr ? PyObject_GetAttrString(owner, table[number].attribute) : nullptr;

@@ -1,0 +1,135 @@
+"""The C toolkit in the life of its host process: what the toolkit loads at the first call must serve
+calls until the process is gone, whatever ends it.
+
+1. Exit: a global destructor, another thread still calling when main returns, a thread that calls exit()
+   while the others call: each process ends with its own exit code and the leak report of what it
+   left, never a crash (the toolkit's own objects are never destroyed).
+
+Each program is compiled with the documented recipe (tests/ctoolkit.py) and run in the toolkit's
+environment."""
+from __future__ import annotations
+
+import re
+import subprocess
+from typing import Optional
+
+import ctoolkit
+
+LEAK_LINE = re.compile(r"^npuemu: leak: (.*)$", re.M)
+# glibc fills what free() releases with this byte: a use of freed memory reads garbage at once, where it
+# would otherwise often read what was there and pass by luck.
+PERTURBED = {"MALLOC_PERTURB_": "165"}
+
+
+def run(executable: str, *args: str, **env: Optional[str]) -> subprocess.CompletedProcess:
+    """Run a built program in the toolkit's environment with `env` changes."""
+    settings = {"NPUEMU_EXECUTION": "async", "NPUEMU_LEAK_CHECK": "1", **PERTURBED, **env}
+    return ctoolkit.run_program(executable, env=ctoolkit.toolkit_environment(**settings), args=args, timeout=120)
+
+
+def shown(done: subprocess.CompletedProcess) -> str:
+    return "exit status %d\n--- stdout\n%s--- stderr\n%s" % (done.returncode, done.stdout, done.stderr)
+
+
+# ------------------------------------------------------------------------------------------------
+# 1. Exit
+
+GLOBAL_DESTRUCTOR_PROGRAM = r"""#include <cstdio>
+#include "acl/acl.h"
+
+// Made before the first toolkit call (the toolkit is loaded by it), destroyed after main returns: its
+// destructor uses what the toolkit gave and calls the first function of the table.
+struct Session {
+  void *memory = nullptr;
+  const char *soc = nullptr;  // aclrtGetSocName's: valid for the life of the process
+  ~Session() {
+    const size_t bytes = 4 * aclDataTypeSize(ACL_FLOAT);
+    std::printf("soc %s, %zu bytes, free %d\n", soc != nullptr ? soc : "(null)", bytes, aclrtFree(memory));
+    const int reset = aclrtResetDevice(0);
+    std::printf("reset %d, finalize %d\n", reset, aclFinalize());
+  }
+} session;
+
+int main() {
+  if (aclInit(nullptr) != 0 || aclrtSetDevice(0) != 0) return 10;
+  session.soc = aclrtGetSocName();
+  if (aclrtMalloc(&session.memory, 4 * aclDataTypeSize(ACL_FLOAT), ACL_MEM_MALLOC_HUGE_FIRST) != 0) return 11;
+  std::printf("main returns 3\n");
+  return 3;
+}
+"""
+
+
+def test_a_global_destructor_calls_after_main_and_the_program_keeps_its_exit_code(tmp_path):
+    """The toolkit is loaded at the first call, after the program's global objects were made; what it
+    keeps (the Python function of each C function, the strings aclrtGetSocName returns) must outlive
+    their destructors. Freed memory is perturbed: a use of it shows."""
+    executable = ctoolkit.compile_program(GLOBAL_DESTRUCTOR_PROGRAM, tmp_path)
+    done = run(executable)
+    soc = re.search(r"^soc (\S+),", done.stdout, re.M)
+    assert soc is not None and soc.group(1).startswith("Ascend"), shown(done)
+    assert (done.returncode, done.stdout, done.stderr) == (
+        3, "main returns 3\nsoc %s, 16 bytes, free 0\nreset 0, finalize 0\n" % soc.group(1), ""), shown(done)
+
+
+BUSY_THREAD_PROGRAM = r"""#define _DEFAULT_SOURCE
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+#include "acl/acl.h"
+
+static volatile long rounds = 0;
+static char host[4096];
+
+/* Copies to the device for ever, on a thread nobody joins. */
+static void *copier(void *unused) {
+  (void)unused;
+  void *device = NULL;
+  if (aclrtSetDevice(0) != 0 || aclrtMalloc(&device, sizeof host, ACL_MEM_MALLOC_HUGE_FIRST) != 0) exit(10);
+  for (;;) {
+    if (aclrtMemcpy(device, sizeof host, host, sizeof host, ACL_MEMCPY_HOST_TO_DEVICE) != 0) exit(11);
+    ++rounds;
+  }
+  return NULL;
+}
+
+/* Ends the process with exit(4) once the copier is well under way. */
+static void *quitter(void *unused) {
+  (void)unused;
+  while (rounds < 100) usleep(1000);
+  printf("exit(4) while main copies\n");
+  fflush(stdout);
+  exit(4);
+}
+
+/* "exit": the main thread copies until another thread calls exit(4); else main returns 5 while a thread
+   copies. */
+int main(int argc, char **argv) {
+  if (aclInit(NULL) != 0) return 12;
+  pthread_t thread;
+  if (argc > 1) {
+    pthread_create(&thread, NULL, quitter, NULL);
+    copier(NULL);
+  }
+  pthread_create(&thread, NULL, copier, NULL);
+  pthread_detach(thread);
+  while (rounds < 100) usleep(1000);
+  printf("main returns 5 while a thread copies\n");
+  return 5;
+}
+"""
+
+
+def test_a_process_that_ends_while_another_thread_calls_keeps_its_exit_code_and_reports_its_leak(tmp_path):
+    """main returns while a thread copies, and a thread calls exit() while the main thread copies: the
+    exit work (the leak report included) runs while the other thread is still inside calls, and the
+    process ends with the program's code. Twice each: the race has more than one outcome."""
+    executable = ctoolkit.compile_program(BUSY_THREAD_PROGRAM, tmp_path, language="c", flags=("-pthread",))
+    for args, code, line in (((), 5, "main returns 5 while a thread copies\n"),
+                             (("exit",), 4, "exit(4) while main copies\n")):
+        for _ in range(2):
+            done = run(executable, *args)
+            assert (done.returncode, done.stdout) == (code, line), shown(done)
+            leaks = LEAK_LINE.findall(done.stderr)
+            assert len(leaks) == 1 and leaks[0].startswith("device memory "), shown(done)
