@@ -4,6 +4,9 @@ calls until the process is gone, whatever ends it.
 1. Exit: a global destructor, another thread still calling when main returns, a thread that calls exit()
    while the others call: each process ends with its own exit code and the leak report of what it
    left, never a crash (the toolkit's own objects are never destroyed).
+2. A thread's last calls: a host thread keeps its context and its error messages until its last call,
+   made from the destructor of one of its thread_local objects, or, on the main thread, from a global
+   destructor.
 
 Each program is compiled with the documented recipe (tests/ctoolkit.py) and run in the toolkit's
 environment."""
@@ -133,3 +136,66 @@ def test_a_process_that_ends_while_another_thread_calls_keeps_its_exit_code_and_
             assert (done.returncode, done.stdout) == (code, line), shown(done)
             leaks = LEAK_LINE.findall(done.stderr)
             assert len(leaks) == 1 and leaks[0].startswith("device memory "), shown(done)
+
+
+# ------------------------------------------------------------------------------------------------
+# 2. A thread's last calls
+
+LAST_CALLS_PROGRAM = r"""#include <cstdio>
+#include <cstring>
+#include <thread>
+#include "acl/acl.h"
+
+// What a thread's last calls see: its device (its current context), and the message of a call refused.
+static void last_calls(const char *who, void *memory) {
+  int32_t device = -1;
+  const int got = aclrtGetDevice(&device);
+  const int refused = aclrtFree(nullptr);
+  const char *message = aclGetRecentErrMsg();
+  const bool named = message != nullptr && std::strstr(message, "aclrtFree: devPtr") != nullptr;
+  std::printf("%s: device %d %d, free(NULL) %d naming devPtr %d, free %d\n", who, got, device, refused, named,
+              aclrtFree(memory));
+}
+
+// A thread's holder, made before the thread's first call: destroyed after what the toolkit made for the thread.
+struct PerThread {
+  void *memory = nullptr;
+  ~PerThread() { last_calls("thread_local", memory); }
+};
+thread_local PerThread holder;
+
+// The main thread's, destroyed after main returns.
+struct Global {
+  void *memory = nullptr;
+  ~Global() {
+    last_calls("global", memory);
+    const int reset = aclrtResetDevice(0);
+    std::printf("reset %d, finalize %d\n", reset, aclFinalize());
+  }
+} global;
+
+int main() {
+  std::thread([] { aclInit(nullptr); }).join();  // the first call, on a thread that is gone
+  std::thread([] {
+    PerThread &mine = holder;
+    if (aclrtSetDevice(1) != 0 || aclrtMalloc(&mine.memory, 64, ACL_MEM_MALLOC_HUGE_FIRST) != 0) std::printf("setup\n");
+  }).join();
+  if (aclrtSetDevice(0) != 0 || aclrtMalloc(&global.memory, 64, ACL_MEM_MALLOC_HUGE_FIRST) != 0) return 10;
+  std::printf("main returns\n");
+  return 0;
+}
+"""
+
+
+def test_a_threads_last_calls_in_its_thread_local_and_global_destructors_keep_its_context_and_messages(tmp_path):
+    """The first call is made by a thread that then ends; a second thread sets device 1 and its last calls
+    come from a thread_local destructor; the main thread sets device 0 and its last calls come from a
+    global destructor. Each sees its own device and gets the message of its refused call, and what
+    each made is freed (no leak)."""
+    executable = ctoolkit.compile_program(LAST_CALLS_PROGRAM, tmp_path, flags=("-pthread",))
+    done = run(executable)
+    assert (done.returncode, done.stdout, done.stderr) == (0, (
+        "thread_local: device 0 1, free(NULL) 100000 naming devPtr 1, free 0\n"
+        "main returns\n"
+        "global: device 0 0, free(NULL) 100000 naming devPtr 1, free 0\n"
+        "reset 0, finalize 0\n"), ""), shown(done)

@@ -8,7 +8,7 @@
 //
 // Threads: npuemu keeps per-thread state (the current context, the error messages) in
 // threading.local, which CPython wipes when a thread's last PyGILState_Release deletes its thread
-// state. So a host thread Python did not create keeps one thread state for its whole life (Pin).
+// state. So a host thread Python did not create keeps one thread state for its whole life (HostThread).
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <cxxabi.h>
@@ -57,29 +57,54 @@ bool traceback_shown = false;
 thread_local void *caller_stack[kCallerFrames];
 thread_local int caller_frames = 0;
 
-// One thread state for the life of a host thread that Python did not create (see the top).
-struct Pin {
-  bool on = false;
+// What the toolkit keeps for a host thread: its Python thread state, if Python did not create the thread
+// (see the top), and the text aclGetRecentErrMsg returned last. It must last until the thread's last
+// call, which may come from the destructor of one of the program's thread_local objects, or, on the
+// main thread, from a global destructor. So it is no thread_local object (C++ destroys those of a
+// thread in the reverse order of their construction, this one before the program's that were made
+// before the thread's first call; and those of the main thread first thing in exit()): a plain
+// pointer holds it, and a pthread key's destructor ends it, which runs when a thread ends after every
+// thread_local destructor of the thread (and again if one of the key destructors called once more).
+// exit() runs no key destructors: the main thread's record lasts until the process is gone.
+struct HostThread {
+  bool pinned = false;
   pid_t pid = 0;  // the process that pinned it
   PyGILState_STATE outer;
   PyThreadState *saved = nullptr;
-  void ensure() {
-    if (on) return;
-    outer = PyGILState_Ensure();
-    saved = PyEval_SaveThread();
-    pid = getpid();
-    on = true;
-  }
-  ~Pin() {
-    // Not in a child made by fork() that exits on this thread: the child's copy of the GIL may be held
-    // by a thread of the parent that does not exist in the child, and taking it would hang the exit.
-    if (on && pid == getpid() && Py_IsInitialized()) {
-      PyEval_RestoreThread(saved);
-      PyGILState_Release(outer);
-    }
-  }
+  std::string message;  // aclGetRecentErrMsg's, valid until the thread's next call
 };
-thread_local Pin pin;
+thread_local HostThread *host_thread = nullptr;
+pthread_key_t host_thread_key;  // made at boot; its value is host_thread
+
+HostThread &this_host_thread() {
+  if (host_thread == nullptr) {
+    host_thread = new HostThread;
+    pthread_setspecific(host_thread_key, host_thread);
+  }
+  return *host_thread;
+}
+
+// Gives a thread Python did not create its thread state for good.
+void pin_thread_state(HostThread &thread) {
+  if (thread.pinned) return;
+  thread.outer = PyGILState_Ensure();
+  thread.saved = PyEval_SaveThread();
+  thread.pid = getpid();
+  thread.pinned = true;
+}
+
+// The key's destructor, as the thread ends: its thread state goes (with its threading.local values).
+void end_host_thread(void *record) {
+  HostThread *thread = static_cast<HostThread *>(record);
+  // Not in a child made by fork() that exits on this thread: the child's copy of the GIL may be held
+  // by a thread of the parent that does not exist in the child, and taking it would hang the exit.
+  if (thread->pinned && thread->pid == getpid() && Py_IsInitialized()) {
+    PyEval_RestoreThread(thread->saved);
+    PyGILState_Release(thread->outer);
+  }
+  delete thread;
+  host_thread = nullptr;
+}
 
 // -------------------------------------------------------------------------------------------------
 // Errors
@@ -431,9 +456,9 @@ const char *static_string(PyObject *text) {
 }
 
 const char *thread_string(PyObject *text) {
-  thread_local std::string latest;  // valid until the thread's next call, as aclGetRecentErrMsg's is
   const char *utf8 = PyUnicode_AsUTF8(text);
   if (utf8 == nullptr) return nullptr;
+  std::string &latest = this_host_thread().message;  // valid until the thread's next call, as aclGetRecentErrMsg's is
   latest = utf8;
   return latest.c_str();
 }
@@ -665,6 +690,11 @@ void take_caller_stack(const npuemu_signature &sig, const void *caller) {
 extern "C" __attribute__((visibility("default"))) int npuemu_core_boot(const npuemu_boot *boot, char *error,
                                                                         unsigned long error_size) {
   signatures = boot->signatures;
+  const int key_error = pthread_key_create(&host_thread_key, end_host_thread);
+  if (key_error != 0) {
+    std::snprintf(error, error_size, "cannot make a pthread key for the toolkit's threads: %s", std::strerror(key_error));
+    return 1;
+  }
   // NumPy's OpenBLAS would start a spinning thread per core as the imports below load it, for no use of
   // npuemu's: on a small machine they compete with the kernels' threads. It reads OPENBLAS_NUM_THREADS
   // once, then: the variable is set for the imports only, so that the program's environment, which its
@@ -691,7 +721,7 @@ extern "C" __attribute__((visibility("default"))) npuemu_value npuemu_core_call(
   const int outer_frames = caller_frames;
   std::copy(caller_stack, caller_stack + kCallerFrames, outer);
   take_caller_stack(signatures[number], caller);  // before the GIL: other threads go on meanwhile
-  if (PyGILState_GetThisThreadState() == nullptr) pin.ensure();
+  if (PyGILState_GetThisThreadState() == nullptr) pin_thread_state(this_host_thread());
   PyGILState_STATE gil = PyGILState_Ensure();
   npuemu_value value;
   try {
