@@ -4,6 +4,8 @@ calls until the process is gone, whatever ends it.
 1. Exit: a global destructor, another thread still calling when main returns, a thread that calls exit()
    while the others call: each process ends with its own exit code and the leak report of what it
    left, never a crash (the toolkit's own objects are never destroyed).
+   A call after the process's Python was finalised (a Python program's C library calling from its global
+   destructors) returns ACL_ERROR_UNINITIALIZE with a message.
 2. A thread's last calls: a host thread keeps its context and its error messages until its last call,
    made from the destructor of one of its thread_local objects, or, on the main thread, from a global
    destructor.
@@ -14,6 +16,7 @@ from __future__ import annotations
 
 import re
 import subprocess
+import sys
 from typing import Optional
 
 import ctoolkit
@@ -136,6 +139,54 @@ def test_a_process_that_ends_while_another_thread_calls_keeps_its_exit_code_and_
             assert (done.returncode, done.stdout) == (code, line), shown(done)
             leaks = LEAK_LINE.findall(done.stderr)
             assert len(leaks) == 1 and leaks[0].startswith("device memory "), shown(done)
+
+
+LATE_LIBRARY = r"""#include <cstdio>
+#include "acl/acl.h"
+
+// A C++ library of a Python program (loaded with ctypes): its global object is destroyed after the
+// program has ended, and so after Python was finalised.
+struct Late {
+  ~Late() {
+    int32_t device = -1;
+    const int status = aclrtGetDevice(&device);
+    const char *message = aclGetRecentErrMsg();
+    std::printf("~Late: %d %d\n%s\n", status, device, message != nullptr ? message : "(null)");
+    std::printf("again: %s\n", aclGetRecentErrMsg() == nullptr ? "null" : "a message");
+  }
+} late;
+
+extern "C" int start() { return aclrtSetDevice(0); }
+"""
+
+LATE_HOST = """import ctypes, sys
+library = ctypes.CDLL(sys.argv[1])
+print("start", library.start(), flush=True)
+import emulator.runtime as rt
+print("reset", rt.aclrtResetDevice(0), flush=True)
+sys.exit(6)
+"""
+
+
+def test_a_call_after_python_was_finalised_returns_uninitialize_with_a_message(tmp_path):
+    """A Python program loads a C++ library that calls the toolkit (which joins the program's interpreter);
+    the library's global destructor calls after the program ended, when Python is finalised: 100001
+    (ACL_ERROR_UNINITIALIZE), the message naming the call and why, once; one line on stderr; the program's
+    exit code."""
+    library = ctoolkit.compile_program(LATE_LIBRARY, tmp_path, name="liblate.so", flags=("-shared", "-fPIC"),
+                                       libraries=("ascendcl",))
+    host = tmp_path / "host.py"
+    host.write_text(LATE_HOST)
+    done = subprocess.run([sys.executable, str(host), library], capture_output=True, text=True, timeout=120,
+                          env=ctoolkit.toolkit_environment(**PERTURBED), cwd=str(tmp_path))
+    assert (done.returncode, done.stdout) == (6, (
+        "start 0\nreset 0\n~Late: 100001 -1\n"
+        "aclrtGetDevice: the Python interpreter that runs npuemu: expected it running, found it finalised "
+        "(Py_FinalizeEx has run: the Python program has ended, or the program finalised the Python it embeds); "
+        "the call did nothing\nagain: null\n")), shown(done)
+    assert done.stderr == ("npuemu: aclrtGetDevice was called after the process's Python was finalised "
+                           "(Py_FinalizeEx): npuemu's runtime ended with it; such calls return "
+                           "ACL_ERROR_UNINITIALIZE (100001) and do nothing\n"), shown(done)
 
 
 # ------------------------------------------------------------------------------------------------
