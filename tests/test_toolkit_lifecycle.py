@@ -9,15 +9,21 @@ calls until the process is gone, whatever ends it.
 2. A thread's last calls: a host thread keeps its context and its error messages until its last call,
    made from the destructor of one of its thread_local objects, or, on the main thread, from a global
    destructor.
+3. Ctrl-C stays the C program's: SIGINT keeps the action the program gave it (the default: Ctrl-C ends
+   the program, during toolkit calls, in its own code, or while the toolkit starts; or its own handler).
 
 Each program is compiled with the documented recipe (tests/ctoolkit.py) and run in the toolkit's
 environment."""
 from __future__ import annotations
 
 import re
+import signal
 import subprocess
 import sys
+import time
 from typing import Optional
+
+import pytest
 
 import ctoolkit
 
@@ -250,3 +256,150 @@ def test_a_threads_last_calls_in_its_thread_local_and_global_destructors_keep_it
         "main returns\n"
         "global: device 0 0, free(NULL) 100000 naming devPtr 1, free 0\n"
         "reset 0, finalize 0\n"), ""), shown(done)
+
+
+# ------------------------------------------------------------------------------------------------
+# 3. Ctrl-C stays the C program's
+
+SIGINT_PROGRAM = r"""#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+#include <thread>
+#include "acl/acl.h"
+#include "aclnnop/aclnn_logsigmoid.h"
+
+static volatile std::sig_atomic_t handled = 0;
+static void on_interrupt(int) { handled = handled + 1; }
+
+static const char *action() {
+  struct sigaction current;
+  sigaction(SIGINT, nullptr, &current);
+  return current.sa_handler == SIG_DFL ? "default" : current.sa_handler == SIG_IGN ? "ignored"
+         : current.sa_handler == on_interrupt ? "the program's" : "another's";
+}
+
+// LogSigmoid over n floats, synchronised: a few milliseconds of toolkit calls and kernels.
+static int operator_round(aclrtStream stream, int64_t n, void *x, void *y) {
+  aclTensor *tx = aclCreateTensor(&n, 1, ACL_FLOAT, nullptr, 0, ACL_FORMAT_ND, &n, 1, x);
+  aclTensor *ty = aclCreateTensor(&n, 1, ACL_FLOAT, nullptr, 0, ACL_FORMAT_ND, &n, 1, y);
+  uint64_t size = 0;
+  aclOpExecutor *executor = nullptr;
+  int status = aclnnLogSigmoidGetWorkspaceSize(tx, ty, &size, &executor);
+  if (status == 0) status = aclnnLogSigmoid(nullptr, 0, executor, stream);
+  if (status == 0) status = aclrtSynchronizeStream(stream);
+  aclDestroyTensor(tx);
+  aclDestroyTensor(ty);
+  return status;
+}
+
+// argv[1]: "calls" (operators for 20 s), "own-code" (20 s of the program's own computation after the
+// toolkit started), "helper-start" (the first call on a thread that ends, then calls for 20 s),
+// "handler-before" / "handler-after" (the program's handler, set before or after the first call, takes
+// SIGINT sent during calls).
+int main(int argc, char **argv) {
+  const char *mode = argc > 1 ? argv[1] : "calls";
+  std::printf("before: %s\n", action());
+  if (!std::strcmp(mode, "handler-before")) std::signal(SIGINT, on_interrupt);
+  if (!std::strcmp(mode, "helper-start")) {
+    std::thread([] { aclInit(nullptr); }).join();
+  } else if (aclInit(nullptr) != 0) {
+    return 10;
+  }
+  if (!std::strcmp(mode, "handler-after")) std::signal(SIGINT, on_interrupt);
+  const int64_t n = 1 << 20;
+  void *x = nullptr, *y = nullptr;
+  aclrtStream stream = nullptr;
+  if (aclrtSetDevice(0) != 0 || aclrtCreateStream(&stream) != 0 || aclrtMalloc(&x, n * 4, ACL_MEM_MALLOC_HUGE_FIRST) != 0 ||
+      aclrtMalloc(&y, n * 4, ACL_MEM_MALLOC_HUGE_FIRST) != 0 || aclrtMemset(x, n * 4, 0, n * 4) != 0) {
+    return 11;
+  }
+  std::printf("after: %s\n", action());
+  if (!std::strcmp(mode, "handler-before") || !std::strcmp(mode, "handler-after")) {
+    while (handled < 3) {
+      std::raise(SIGINT);
+      if (operator_round(stream, n, x, y) != 0) return 12;
+    }
+    std::printf("handled %d\n", (int)handled);
+    aclrtFree(x);
+    aclrtFree(y);
+    aclrtDestroyStream(stream);
+    aclrtResetDevice(0);
+    return aclFinalize();
+  }
+  std::printf("ready\n");
+  std::fflush(stdout);
+  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  volatile unsigned long spins = 0;
+  while (std::chrono::steady_clock::now() < end) {
+    if (!std::strcmp(mode, "own-code")) {
+      ++spins;
+    } else if (int status = operator_round(stream, n, x, y)) {
+      std::printf("status %d: %s\n", status, aclGetRecentErrMsg());
+    }
+  }
+  std::printf("still running after 20 s\n");
+  return 0;
+}
+"""
+
+
+def default_sigint() -> None:
+    """In the child before exec: SIGINT at its default action, as a shell gives a foreground program (a
+    test run in the background would otherwise pass its SIG_IGN on)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def interrupted(executable: str, mode: str) -> tuple:
+    """Run the program in `mode`, send SIGINT once it is ready, as Ctrl-C does: (exit status, stdout, stderr)."""
+    process = subprocess.Popen([executable, mode], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               env=ctoolkit.toolkit_environment(NPUEMU_LEAK_CHECK="1"), preexec_fn=default_sigint)
+    lines = []
+    for line in process.stdout:
+        lines.append(line)
+        if line == "ready\n":
+            time.sleep(0.5)  # well into its calls (or its own loop)
+            process.send_signal(signal.SIGINT)
+            break
+    try:
+        out, err = process.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        out, err = process.communicate()
+    return process.returncode, "".join(lines) + out, err
+
+
+@pytest.fixture(scope="module")
+def sigint_program(tmp_path_factory):
+    return ctoolkit.compile_program(SIGINT_PROGRAM, tmp_path_factory.mktemp("sigint"), flags=("-pthread",))
+
+
+@pytest.mark.parametrize("mode", ["calls", "own-code", "helper-start"])
+def test_ctrl_c_ends_a_c_program_that_left_sigint_alone(sigint_program, mode):
+    """SIGINT keeps its default action after the toolkit started (Python's signal module would take it):
+    Ctrl-C during toolkit calls, during the program's own code, or after a start on another thread ends
+    the program by SIGINT, as it would without npuemu; no traceback, no leak report."""
+    code, out, err = interrupted(sigint_program, mode)
+    assert (code, out, err) == (-signal.SIGINT, "before: default\nafter: default\nready\n", ""), (code, out, err)
+
+
+def test_ctrl_c_while_the_toolkit_starts_ends_the_program(sigint_program, tmp_path):
+    """A SIGINT that comes while the toolkit starts the interpreter (here: sent by a sitecustomize module,
+    which Python imports as it starts, after its signal module) ends the program too, once the start is
+    over, instead of becoming a KeyboardInterrupt in the start."""
+    (tmp_path / "sitecustomize.py").write_text("import os, signal\nos.kill(os.getpid(), signal.SIGINT)\n")
+    env = ctoolkit.toolkit_environment()
+    env["PYTHONPATH"] = str(tmp_path) + ":" + env.get("PYTHONPATH", "")
+    done = subprocess.run([sigint_program, "calls"], capture_output=True, text=True, timeout=60, env=env,
+                          preexec_fn=default_sigint)
+    assert (done.returncode, done.stdout, done.stderr) == (-signal.SIGINT, "before: default\n", ""), shown(done)
+
+
+@pytest.mark.parametrize("when", ["before", "after"])
+def test_the_programs_own_sigint_handler_set_before_or_after_the_first_call_is_kept(sigint_program, when):
+    """The program's SIGINT handler, set before its first call or after, stays, and runs for each SIGINT sent
+    during toolkit calls (the calls go on)."""
+    done = subprocess.run([sigint_program, "handler-" + when], capture_output=True, text=True, timeout=120,
+                          env=ctoolkit.toolkit_environment(NPUEMU_LEAK_CHECK="1"), preexec_fn=default_sigint)
+    assert (done.returncode, done.stdout, done.stderr) == (
+        0, "before: default\nafter: the program's\nhandled 3\n", ""), shown(done)

@@ -15,6 +15,7 @@
 #include <dlfcn.h>
 #include <execinfo.h>
 #include <pthread.h>
+#include <signal.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -599,6 +600,48 @@ PyModuleDef module_definition = {PyModuleDef_HEAD_INIT, "_npuemu_c", "npuemu's C
 // -------------------------------------------------------------------------------------------------
 // Start
 
+// SIGINT stays the C program's. install_signal_handlers = 0 is not enough: Python's signal module, when
+// it is first imported (npuemu's imports do), gives SIGINT a handler of its own if it finds the default
+// action (CPython 3.9 to 3.13 all do). In a C program that handler turns Ctrl-C into a KeyboardInterrupt
+// inside some later call, or into nothing while the program runs its own code, instead of ending the
+// program. So while the interpreter starts and npuemu is imported, a placeholder holds SIGINT (Python
+// leaves a signal that has a handler alone), and then the default action is put back; a Ctrl-C that came
+// meanwhile is sent again, and ends the program as it would have. A handler or SIG_IGN the program set
+// is not touched. (A Python host keeps its own handlers: it is not started here.)
+volatile sig_atomic_t interrupted_while_starting = 0;
+
+void hold_interrupt(int) { interrupted_while_starting = 1; }
+
+// True if SIGINT had its default action and the placeholder now holds it.
+bool hold_sigint() {
+  struct sigaction placeholder, previous;
+  std::memset(&placeholder, 0, sizeof(placeholder));
+  placeholder.sa_handler = hold_interrupt;
+  sigemptyset(&placeholder.sa_mask);
+  placeholder.sa_flags = SA_RESTART;  // the start's system calls go on
+  if (sigaction(SIGINT, nullptr, &previous) != 0 || previous.sa_handler != SIG_DFL) return false;
+  return sigaction(SIGINT, &placeholder, nullptr) == 0;
+}
+
+// The default action back (unless the program changed SIGINT meanwhile, on another thread), and a Ctrl-C
+// that came while it was held sent again.
+void release_sigint() {
+  struct sigaction current, default_action;
+  std::memset(&default_action, 0, sizeof(default_action));
+  default_action.sa_handler = SIG_DFL;
+  sigemptyset(&default_action.sa_mask);
+  if (sigaction(SIGINT, nullptr, &current) != 0 || current.sa_handler != hold_interrupt) return;
+  sigaction(SIGINT, &default_action, nullptr);
+  if (interrupted_while_starting) kill(getpid(), SIGINT);
+}
+
+// Python's signal module, imported while SIGINT is held, so that no later import of it takes SIGINT.
+void import_signal_module() {
+  PyObject *module = PyImport_ImportModule("signal");
+  if (module == nullptr) PyErr_Clear();
+  Py_XDECREF(module);
+}
+
 std::string start_interpreter(const char *executable) {
   PyConfig config;
   PyConfig_InitPythonConfig(&config);
@@ -702,14 +745,17 @@ extern "C" __attribute__((visibility("default"))) int npuemu_core_boot(const npu
   const bool blas_threads_set_here = boot->embedded && std::getenv("OPENBLAS_NUM_THREADS") == nullptr;
   if (blas_threads_set_here) setenv("OPENBLAS_NUM_THREADS", "1", 0);
   std::string problem;
+  const bool sigint_held = boot->embedded && hold_sigint();
   if (boot->embedded) problem = start_interpreter(boot->executable);
   if (problem.empty()) {
     PyGILState_STATE gil = PyGILState_Ensure();
+    if (boot->embedded) import_signal_module();
     problem = import_targets(boot->signatures, boot->signature_count);
     if (problem.empty()) problem = import_objects(boot);
     PyGILState_Release(gil);
     if (boot->embedded) PyEval_SaveThread();  // the interpreter's first thread state stays this thread's
   }
+  if (sigint_held) release_sigint();
   if (blas_threads_set_here) unsetenv("OPENBLAS_NUM_THREADS");
   if (!problem.empty()) std::snprintf(error, error_size, "%s", problem.c_str());
   return problem.empty() ? 0 : 1;
