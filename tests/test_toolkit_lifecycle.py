@@ -4,6 +4,7 @@ calls until the process is gone, whatever ends it.
 1. Exit: a global destructor, another thread still calling when main returns, a thread that calls exit()
    while the others call: each process ends with its own exit code and the leak report of what it
    left, never a crash (the toolkit's own objects are never destroyed).
+   NPUEMU_SANITIZE_EXITCODE sets the code without skipping any of the program's exit work.
    A call after the process's Python was finalised (a Python program's C library calling from its global
    destructors) returns ACL_ERROR_UNINITIALIZE with a message.
 2. A thread's last calls: a host thread keeps its context and its error messages until its last call,
@@ -145,6 +146,50 @@ def test_a_process_that_ends_while_another_thread_calls_keeps_its_exit_code_and_
             assert (done.returncode, done.stdout) == (code, line), shown(done)
             leaks = LEAK_LINE.findall(done.stderr)
             assert len(leaks) == 1 and leaks[0].startswith("device memory "), shown(done)
+
+
+DLOPEN_HOST_PROGRAM = r"""#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+static const char *mark;
+
+/* The host's own exit work, registered before it loads the toolkit: it writes a file and a line, unflushed. */
+static void host_exit_work(void) {
+  FILE *file = fopen(mark, "w");
+  if (file != NULL) fputs("written\n", file);  /* closed by exit's flush */
+  printf("host: exit work done");
+}
+
+int main(int argc, char **argv) {
+  mark = argc > 1 ? argv[1] : "mark.txt";
+  atexit(host_exit_work);
+  void *toolkit = dlopen("libascendcl.so", RTLD_NOW);
+  if (toolkit == NULL) return 10;
+  int (*init)(const char *) = (int (*)(const char *))dlsym(toolkit, "aclInit");
+  int (*set_device)(int) = (int (*)(int))dlsym(toolkit, "aclrtSetDevice");
+  int (*device_malloc)(void **, size_t, int) = (int (*)(void **, size_t, int))dlsym(toolkit, "aclrtMalloc");
+  void *leaked = NULL;
+  const int initialised = init(NULL), set = set_device(0);
+  printf("calls %d %d %d\n", initialised, set, device_malloc(&leaked, 64, 0));
+  return 0;
+}
+"""
+
+
+def test_the_sanitizer_exit_code_skips_none_of_the_programs_exit_work(tmp_path):
+    """A host that registers its exit work, then dlopen()s the toolkit and leaks: its exit work runs after
+    the toolkit's exit hook, and still runs with NPUEMU_SANITIZE_EXITCODE set (os._exit in Python's exit
+    functions skipped it): its line, its file, then exit status 9 for the leak reported."""
+    executable = ctoolkit.compile_program(DLOPEN_HOST_PROGRAM, tmp_path, language="c", libraries=("dl",))
+    mark = tmp_path / "mark.txt"
+    for code, expected in ((None, 0), ("9", 9)):
+        if mark.exists():
+            mark.unlink()
+        done = run(executable, str(mark), NPUEMU_SANITIZE_EXITCODE=code)
+        assert (done.returncode, done.stdout) == (expected, "calls 0 0 0\nhost: exit work done"), shown(done)
+        assert mark.exists() and mark.read_text() == "written\n", shown(done)
+        assert len(LEAK_LINE.findall(done.stderr)) == 1 and "SUMMARY: 1 report(s) (1 leak)" in done.stderr, shown(done)
 
 
 LATE_LIBRARY = r"""#include <cstdio>
@@ -403,3 +448,4 @@ def test_the_programs_own_sigint_handler_set_before_or_after_the_first_call_is_k
                           env=ctoolkit.toolkit_environment(NPUEMU_LEAK_CHECK="1"), preexec_fn=default_sigint)
     assert (done.returncode, done.stdout, done.stderr) == (
         0, "before: default\nafter: the program's\nhandled 3\n", ""), shown(done)
+

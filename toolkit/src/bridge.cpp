@@ -256,11 +256,12 @@ npuemu_value after_finalisation(int number) {
   return failed(number, finalised_reason);
 }
 
-// At the program's exit: Python's exit functions (the leak report, NPUEMU_SANITIZE_EXITCODE), once the
-// program's own exit work is done. Registered by the constructor below, when the bridge is loaded: that
-// is before the program's global objects are constructed (a library's constructors run before those of
-// the program that needs it), so it runs after their destructors; a program that releases everything
-// in a global object's destructor then has nothing reported. Registering it at the first call, as
+// At the program's exit: Python's exit functions (the leak report; the core ends the process with
+// NPUEMU_SANITIZE_EXITCODE's code later, after all the exit work), once the program's own exit work is
+// done. Registered by the constructor below, when the bridge is loaded: that is before the program's
+// global objects are constructed (a library's constructors run before those of the program that needs
+// it), so it runs after their destructors; a program that releases everything in a global object's
+// destructor then has nothing reported. Registering it at the first call, as
 // before, ran it first, and reported what the destructors were about to release.
 //
 // It does nothing if the toolkit never started, in a Python host (Python runs its own exit functions),

@@ -589,8 +589,53 @@ PyObject *symbol(PyObject *, PyObject *argument) {
   return PyUnicode_DecodeUTF8(name.data(), static_cast<Py_ssize_t>(name.size()), "surrogateescape");
 }
 
+// The end of a C program that NPUEMU_SANITIZE_EXITCODE gives an exit code (it reported something). Python's
+// exit functions run at the program's exit, in the bridge's exit hook, which other exit work may follow:
+// the atexit functions the program registered before it loaded the toolkit (a dlopen()ing host), the
+// destructors of its libraries. os._exit there, as in a Python program, would skip them. So emulator.report
+// hands the code to end_process, and the process ends with it later: in a function that this library's
+// destructor registers. That destructor runs in the dynamic loader's finalisation (_dl_fini), which exit()
+// runs after every atexit function and global destructor the program registered (the loader registered it
+// before main), and a function registered from there runs once it has finalised every library: after all
+// the exit work there is, but the flush of the C streams, which it does itself.
+int exit_status = -1;  // the code given, or -1
+pid_t embedded_pid = 0;  // the process whose interpreter this library started (not a child made by fork())
+
+PyObject *end_process(PyObject *, PyObject *argument) {
+  const long code = PyLong_AsLong(argument);
+  if (PyErr_Occurred()) return nullptr;
+  exit_status = static_cast<int>(code & 0xff);
+  Py_RETURN_NONE;
+}
+
+void end_with_exit_status(void *) {
+  if (exit_status < 0) return;
+  std::fflush(nullptr);
+  _exit(exit_status);
+}
+
+__attribute__((destructor)) void register_end_with_exit_status() {
+  if (embedded_pid != 0 && embedded_pid == getpid()) abi::__cxa_atexit(end_with_exit_status, nullptr, nullptr);
+}
+
+// report.end_process_with(_npuemu_c.end_process): the C program ends with the code as above.
+std::string hand_over_exit_status(PyObject *module) {
+  PyObject *report = PyImport_ImportModule("emulator.report");
+  PyObject *end = module != nullptr ? PyObject_GetAttrString(module, "end_process") : nullptr;
+  PyObject *done = report != nullptr && end != nullptr ? PyObject_CallMethod(report, "end_process_with", "O", end) : nullptr;
+  Py_XDECREF(end);
+  Py_XDECREF(report);
+  if (done == nullptr) {
+    return "cannot hand NPUEMU_SANITIZE_EXITCODE to the toolkit (" + python_error() + "): npuemu's Python packages "
+           "and its C toolkit differ; reinstall npuemu (`make install` or `pip install .`)";
+  }
+  Py_DECREF(done);
+  return "";
+}
+
 PyMethodDef methods[] = {
     {"caller", caller, METH_NOARGS, "The innermost return addresses of the C program's call in progress (a tuple)."},
+    {"end_process", end_process, METH_O, "end_process(code): the C program ends with this exit code, after its exit work."},
     {"call", call, METH_VARARGS, "call(fn, data): run the C function void fn(void *data) without the GIL."},
     {"symbol", symbol, METH_O, "symbol(address): the name of the C function at address, or None."},
     {nullptr, nullptr, 0, nullptr}};
@@ -752,6 +797,10 @@ extern "C" __attribute__((visibility("default"))) int npuemu_core_boot(const npu
     if (boot->embedded) import_signal_module();
     problem = import_targets(boot->signatures, boot->signature_count);
     if (problem.empty()) problem = import_objects(boot);
+    if (problem.empty() && boot->embedded) {
+      problem = hand_over_exit_status(PyImport_AddModule("_npuemu_c"));  // (borrowed)
+      embedded_pid = getpid();
+    }
     PyGILState_Release(gil);
     if (boot->embedded) PyEval_SaveThread();  // the interpreter's first thread state stays this thread's
   }
@@ -787,8 +836,7 @@ extern "C" __attribute__((visibility("default"))) npuemu_value npuemu_core_call(
 // The interpreter is not finalised: host threads and the kernels' pool may still be alive.
 extern "C" __attribute__((visibility("default"))) void npuemu_core_exit(void) {
   if (!Py_IsInitialized()) return;
-  // The program's own output first (what its global destructors printed, say): the exit functions may
-  // end the process with os._exit (NPUEMU_SANITIZE_EXITCODE), which flushes no C stream.
+  // The program's own output first (what its global destructors printed, say), ahead of the reports.
   std::fflush(nullptr);
   PyGILState_STATE gil = PyGILState_Ensure();
   if (PyRun_SimpleString("import atexit, sys\natexit._run_exitfuncs()\nsys.stdout.flush()\nsys.stderr.flush()\n") != 0) {
