@@ -12,15 +12,19 @@ calls until the process is gone, whatever ends it.
    destructor.
 3. Ctrl-C stays the C program's: SIGINT keeps the action the program gave it (the default: Ctrl-C ends
    the program, during toolkit calls, in its own code, or while the toolkit starts; or its own handler).
+4. Programs that run Python themselves: where npuemu cannot be imported in a process's own Python,
+   the message says what to do there.
 
 Each program is compiled with the documented recipe (tests/ctoolkit.py) and run in the toolkit's
 environment."""
 from __future__ import annotations
 
+import os
 import re
 import signal
 import subprocess
 import sys
+import sysconfig
 import time
 from typing import Optional
 
@@ -449,3 +453,75 @@ def test_the_programs_own_sigint_handler_set_before_or_after_the_first_call_is_k
     assert (done.returncode, done.stdout, done.stderr) == (
         0, "before: default\nafter: the program's\nhandled 3\n", ""), shown(done)
 
+
+# ------------------------------------------------------------------------------------------------
+# 4. Programs that run Python themselves
+
+EMBEDS_PYTHON_PROGRAM = r"""#include <Python.h>
+#include <stdio.h>
+#include <string.h>
+#include "acl/acl.h"
+
+static void python_code(const char *code) {  /* the program's own Python code, on any thread */
+  PyGILState_STATE gil = PyGILState_Ensure();
+  if (PyRun_SimpleString(code) != 0) printf("python code failed\n");
+  fflush(stdout);
+  PyGILState_Release(gil);
+}
+
+/* argv[1]: "python-first" (the program starts Python, adds npuemu's site-packages, argv[2], releases the
+   GIL, then calls the toolkit, and finalises Python at the end) or "toolkit-first" (the program calls
+   the toolkit first, then uses its interpreter, taking the GIL for its Python code). One buffer leaks. */
+int main(int argc, char **argv) {
+  const int python_first = argc > 1 && !strcmp(argv[1], "python-first");
+  PyThreadState *main_thread = NULL;
+  if (python_first) {
+    Py_Initialize();
+    char code[4096];
+    snprintf(code, sizeof(code), "import site; site.addsitedir(%s%s%s)", "'", argc > 2 ? argv[2] : "", "'");
+    PyRun_SimpleString(code);
+    main_thread = PyEval_SaveThread();  /* the GIL released: other threads (npuemu's) run */
+  }
+  void *leaked = NULL;
+  const int initialised = aclInit(NULL), set = aclrtSetDevice(0);
+  printf("acl: %d %d %d\n", initialised, set, aclrtMalloc(&leaked, 64, ACL_MEM_MALLOC_HUGE_FIRST));
+  fflush(stdout);
+  if (!python_first) Py_Initialize();  /* does nothing: the toolkit's interpreter runs; it does not give the GIL */
+  python_code("import emulator.runtime as rt; print('python: device', rt.aclrtGetDevice())");
+  int32_t device = -1;
+  const int got = aclrtGetDevice(&device);
+  printf("acl after python: %d %d\n", got, device);
+  if (python_first) {
+    PyEval_RestoreThread(main_thread);
+    printf("finalised %d\n", Py_FinalizeEx());  /* runs Python's exit functions: npuemu's leak report */
+  }
+  return 7;
+}
+"""
+
+
+def compile_embedding_program(directory) -> str:
+    """EMBEDS_PYTHON_PROGRAM built with the toolkit and this interpreter's shared libpython."""
+    if not sysconfig.get_config_var("Py_ENABLE_SHARED"):
+        pytest.skip("%s has no shared libpython" % sys.executable)
+    library_directory = sysconfig.get_config_var("LIBDIR")
+    return ctoolkit.compile_program(
+        EMBEDS_PYTHON_PROGRAM, directory, language="c",
+        flags=("-I" + sysconfig.get_paths()["include"], "-L" + library_directory, "-Wl,-rpath," + library_directory),
+        libraries=("ascendcl", "python" + sysconfig.get_config_var("LDVERSION")))
+
+
+def test_a_python_of_its_own_that_cannot_import_npuemu_is_told_to_make_it_importable_there(tmp_path):
+    """A C program that started a Python of its own without npuemu's site-packages: the toolkit joins that
+    interpreter, so the message says to make npuemu importable in it (site.addsitedir with the
+    environment's site-packages), not to set NPUEMU_PYTHON, which cannot apply there."""
+    executable = compile_embedding_program(tmp_path)
+    done = run(executable, "python-first", str(tmp_path / "nothing-here"), NPUEMU_PYTHON=sys.executable)
+    first = done.stderr.splitlines()[0] if done.stderr else ""
+    site = os.path.join(os.path.dirname(os.path.dirname(sys.executable)), "lib",
+                        "python%d.%d" % sys.version_info[:2], "site-packages")
+    assert first.startswith("npuemu: the C toolkit cannot start: cannot import npuemu (ModuleNotFoundError: "), shown(done)
+    assert "this process already runs Python" in first and "NPUEMU_PYTHON does not apply" in first, shown(done)
+    assert 'site.addsitedir("%s")' % site in first and not first.endswith(")" + " (interpreter " + sys.executable + ")"), \
+        shown(done)
+    assert done.stdout.startswith("acl: 100001 100001 100001\n"), shown(done)

@@ -203,7 +203,8 @@ void boot() {
     if (core_boot == nullptr) {
       error = "the core library has no npuemu_core_boot: " + advice();
     } else if (core_boot(&settings, reason, sizeof(reason)) != 0) {
-      error = std::string(reason) + " (interpreter " + executable + ")";
+      // (a process that runs Python has its own interpreter, which the reason names)
+      error = std::string(reason) + (hosted ? "" : " (interpreter " + executable + ")");
     } else {
       core_call = reinterpret_cast<npuemu_core_call_fn>(dlsym(core, "npuemu_core_call"));
       python_running = reinterpret_cast<int (*)()>(dlsym(RTLD_DEFAULT, "Py_IsInitialized"));

@@ -728,17 +728,50 @@ std::string import_objects(const npuemu_boot *boot) {
 }
 
 // Import what the table names; "" or what failed.
-std::string import_targets(const npuemu_signature *table, int count) {
+// "/a/b/c" -> "/a/b" ("." for a name alone).
+std::string parent_of(const std::string &path) {
+  const size_t slash = path.rfind('/');
+  return slash == std::string::npos ? "." : path.substr(0, slash);
+}
+
+// sys.<name> as text ("?" if it cannot be had).
+std::string sys_text(const char *name) {
+  PyObject *value = PySys_GetObject(name);  // borrowed
+  const char *utf8 = value != nullptr && PyUnicode_Check(value) ? PyUnicode_AsUTF8(value) : nullptr;
+  if (utf8 == nullptr) PyErr_Clear();
+  return utf8 != nullptr ? utf8 : "?";
+}
+
+// What to do when npuemu cannot be imported. In an interpreter the toolkit started, that interpreter is
+// the one to fix or to choose (NPUEMU_PYTHON). In a process that already ran Python (a Python program,
+// a C program that embeds Python), the toolkit joins that interpreter, and NPUEMU_PYTHON cannot change
+// it: npuemu must be importable there. site.addsitedir (not PYTHONPATH) also reads the .pth files of the
+// environment, which an editable install (`make install`) needs.
+std::string import_advice(const npuemu_boot *boot) {
+  if (boot->embedded) {
+    return "install npuemu into this interpreter's environment (`make install` or `pip install .` in the npuemu "
+           "checkout), or set NPUEMU_PYTHON to the python of the environment it is installed in";
+  }
+  const std::string executable = boot->executable;  // <prefix>/bin/python, whose site-packages are these
+  const std::string site = parent_of(parent_of(executable)) + "/lib/python" + std::to_string(PY_MAJOR_VERSION) + "." +
+                           std::to_string(PY_MINOR_VERSION) + "/site-packages";
+  const std::string version = sys_text("version");
+  return "this process already runs Python (" + sys_text("executable") + ", " + version.substr(0, version.find(' ')) +
+         "), and the toolkit runs npuemu in it, not in an interpreter of its own, so NPUEMU_PYTHON does not apply: "
+         "make npuemu importable in this Python before the first toolkit call, e.g. with `import site; "
+         "site.addsitedir(\"" + site + "\")` (the site-packages of the environment npuemu is installed in, whose "
+         "python is " + executable + "), or run a Python program with that python";
+}
+
+std::string import_targets(const npuemu_boot *boot) {
+  const npuemu_signature *table = boot->signatures;
+  const int count = boot->signature_count;
   PyObject *module = PyModule_Create(&module_definition);
   PyObject *modules = PyImport_GetModuleDict();
   if (module == nullptr || PyDict_SetItemString(modules, "_npuemu_c", module) != 0) return python_error();
   Py_DECREF(module);
   PyObject *errors = PyImport_ImportModule("emulator.errors");
-  if (errors == nullptr) {
-    return "cannot import npuemu (" + python_error() + "): install npuemu into this interpreter's environment "
-           "(`make install` or `pip install .` in the npuemu checkout), or set NPUEMU_PYTHON to the python of the "
-           "environment it is installed in";
-  }
+  if (errors == nullptr) return "cannot import npuemu (" + python_error() + "): " + import_advice(boot);
   record = PyObject_GetAttrString(errors, "record");
   rejected = PyObject_GetAttrString(errors, "c_rejected");
   Py_DECREF(errors);
@@ -795,7 +828,7 @@ extern "C" __attribute__((visibility("default"))) int npuemu_core_boot(const npu
   if (problem.empty()) {
     PyGILState_STATE gil = PyGILState_Ensure();
     if (boot->embedded) import_signal_module();
-    problem = import_targets(boot->signatures, boot->signature_count);
+    problem = import_targets(boot);
     if (problem.empty()) problem = import_objects(boot);
     if (problem.empty() && boot->embedded) {
       problem = hand_over_exit_status(PyImport_AddModule("_npuemu_c"));  // (borrowed)
