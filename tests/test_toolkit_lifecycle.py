@@ -12,8 +12,9 @@ calls until the process is gone, whatever ends it.
    destructor.
 3. Ctrl-C stays the C program's: SIGINT keeps the action the program gave it (the default: Ctrl-C ends
    the program, during toolkit calls, in its own code, or while the toolkit starts; or its own handler).
-4. Programs that run Python themselves: where npuemu cannot be imported in a process's own Python,
-   the message says what to do there.
+4. Programs that run Python themselves: a C program that embeds Python works with the toolkit in the
+   documented ways (Python started first, or the toolkit first and the GIL taken for its own Python
+   code); where npuemu cannot be imported in a process's own Python, the message says what to do there.
 
 Each program is compiled with the documented recipe (tests/ctoolkit.py) and run in the toolkit's
 environment."""
@@ -509,6 +510,20 @@ def compile_embedding_program(directory) -> str:
         EMBEDS_PYTHON_PROGRAM, directory, language="c",
         flags=("-I" + sysconfig.get_paths()["include"], "-L" + library_directory, "-Wl,-rpath," + library_directory),
         libraries=("ascendcl", "python" + sysconfig.get_config_var("LDVERSION")))
+
+
+@pytest.mark.parametrize("order", ["python-first", "toolkit-first"])
+def test_a_c_program_that_embeds_python_uses_the_toolkit_as_documented(tmp_path, order):
+    """docs/toolkit.md, "Programs that embed Python": Python started first (npuemu made importable, the GIL
+    released, Python finalised at the end, which reports the leak), or the toolkit first (Py_Initialize is
+    then a no-op; the program takes the GIL for its Python code): the toolkit's calls and the program's
+    Python code share one interpreter and the thread's context; the program's exit code; one leak."""
+    executable = compile_embedding_program(tmp_path)
+    done = run(executable, order, sysconfig.get_paths()["purelib"])
+    finalised = "finalised 0\n" if order == "python-first" else ""
+    assert (done.returncode, done.stdout) == (7, "acl: 0 0 0\npython: device (0, 0)\nacl after python: 0 0\n" +
+                                              finalised), shown(done)
+    assert len(LEAK_LINE.findall(done.stderr)) == 1, shown(done)
 
 
 def test_a_python_of_its_own_that_cannot_import_npuemu_is_told_to_make_it_importable_there(tmp_path):
