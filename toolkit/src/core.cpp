@@ -619,11 +619,13 @@ __attribute__((destructor)) void register_end_with_exit_status() {
 }
 
 // report.end_process_with(_npuemu_c.end_process): the C program ends with the code as above.
-std::string hand_over_exit_status(PyObject *module) {
+std::string hand_over_exit_status() {
   PyObject *report = PyImport_ImportModule("emulator.report");
+  PyObject *module = report != nullptr ? PyImport_ImportModule("_npuemu_c") : nullptr;
   PyObject *end = module != nullptr ? PyObject_GetAttrString(module, "end_process") : nullptr;
-  PyObject *done = report != nullptr && end != nullptr ? PyObject_CallMethod(report, "end_process_with", "O", end) : nullptr;
+  PyObject *done = end != nullptr ? PyObject_CallMethod(report, "end_process_with", "O", end) : nullptr;
   Py_XDECREF(end);
+  Py_XDECREF(module);
   Py_XDECREF(report);
   if (done == nullptr) {
     return "cannot hand NPUEMU_SANITIZE_EXITCODE to the toolkit (" + python_error() + "): npuemu's Python packages "
@@ -727,7 +729,6 @@ std::string import_objects(const npuemu_boot *boot) {
   return "";
 }
 
-// Import what the table names; "" or what failed.
 // "/a/b/c" -> "/a/b" ("." for a name alone).
 std::string parent_of(const std::string &path) {
   const size_t slash = path.rfind('/');
@@ -763,6 +764,7 @@ std::string import_advice(const npuemu_boot *boot) {
          "python is " + executable + "), or run a Python program with that python";
 }
 
+// Import what the table names; "" or what failed.
 std::string import_targets(const npuemu_boot *boot) {
   const npuemu_signature *table = boot->signatures;
   const int count = boot->signature_count;
@@ -831,7 +833,7 @@ extern "C" __attribute__((visibility("default"))) int npuemu_core_boot(const npu
     problem = import_targets(boot);
     if (problem.empty()) problem = import_objects(boot);
     if (problem.empty() && boot->embedded) {
-      problem = hand_over_exit_status(PyImport_AddModule("_npuemu_c"));  // (borrowed)
+      problem = hand_over_exit_status();
       embedded_pid = getpid();
     }
     PyGILState_Release(gil);
