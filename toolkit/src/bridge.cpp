@@ -262,8 +262,8 @@ npuemu_value after_finalisation(int number) {
 // done. Registered by the constructor below, when the bridge is loaded: that is before the program's
 // global objects are constructed (a library's constructors run before those of the program that needs
 // it), so it runs after their destructors; a program that releases everything in a global object's
-// destructor then has nothing reported. Registering it at the first call, as
-// before, ran it first, and reported what the destructors were about to release.
+// destructor then has nothing reported. Registering it at the first call, as before, ran it first, and
+// reported what the destructors were about to release.
 //
 // It does nothing if the toolkit never started, in a Python host (Python runs its own exit functions),
 // or in a child made by fork(): the child shares none of the parent's resources, and its copy of the
@@ -281,6 +281,6 @@ extern "C" npuemu_value npuemu_forward(int number, const npuemu_value *args, con
   if (__fpending(stdout) != 0) std::fflush(stdout);  // the C program's output stays ahead of npuemu's
   std::call_once(boot_once, boot);
   if (core_call == nullptr) return failed(number, boot_error->c_str());
-  if (!python_running()) return after_finalisation(number);
+  if (python_running != nullptr && !python_running()) return after_finalisation(number);
   return core_call(number, args, caller);
 }
