@@ -27,7 +27,7 @@ import re
 import sys
 import threading
 from dataclasses import dataclass, field
-from typing import Optional, Sequence
+from typing import Callable, Optional, Sequence
 
 from . import hooks
 
@@ -175,10 +175,19 @@ def summary() -> Optional[str]:
 
 
 _exit_code: list = [None]  # NPUEMU_SANITIZE_EXITCODE, as read by the settings
+_ends_process: list = [None]  # what ends the process with that code: None for os._exit, here
 
 
 def set_exit_code(code: Optional[int]) -> None:
     _exit_code[0] = code
+
+
+def end_process_with(end: Optional[Callable[[int], None]]) -> None:
+    """Who ends a process that reported anything with NPUEMU_SANITIZE_EXITCODE: os._exit at the end of
+    Python's exit functions (None, the default), or `end(code)`. The C toolkit gives its own for a C
+    program: it ends the process once the program's own exit work is done too (its atexit functions,
+    its libraries' destructors), which os._exit here would skip."""
+    _ends_process[0] = end
 
 
 def _at_exit() -> None:
@@ -191,7 +200,11 @@ def _at_exit() -> None:
     if code is not None:
         sys.stdout.flush()
         sys.stderr.flush()
-        os._exit(code)
+        end = _ends_process[0]
+        if end is not None:
+            end(code)
+        else:
+            os._exit(code)
 
 
 atexit.register(_at_exit)

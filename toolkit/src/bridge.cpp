@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -35,8 +36,14 @@ std::once_flag boot_once;
 npuemu_core_call_fn core_call = nullptr;
 npuemu_core_exit_fn core_exit = nullptr;  // set only when the toolkit started its own interpreter
 pid_t boot_pid = 0;                       // the process that started it (not a child made by fork())
-std::string boot_error;                  // why the toolkit cannot run, when it cannot
-thread_local bool boot_error_unread = false;
+// Why the toolkit cannot run, when it cannot. Never freed: a global std::string of a library the program
+// dlopen()s would be destroyed at exit before the program's own exit work, which may still call.
+const std::string *boot_error = nullptr;
+int (*python_running)() = nullptr;  // libpython's Py_IsInitialized, once the toolkit started
+// What aclGetRecentErrMsg returns after a call that could not run (once), and the text for a call made
+// after Python was finalised: plain arrays and pointers, valid in any destructor.
+thread_local const char *unread_reason = nullptr;
+thread_local char finalised_reason[512];
 
 std::string setting(const char *name, const char *fallback) {
   const char *value = std::getenv(name);
@@ -196,42 +203,67 @@ void boot() {
     if (core_boot == nullptr) {
       error = "the core library has no npuemu_core_boot: " + advice();
     } else if (core_boot(&settings, reason, sizeof(reason)) != 0) {
-      error = std::string(reason) + " (interpreter " + executable + ")";
+      // (a process that runs Python has its own interpreter, which the reason names)
+      error = std::string(reason) + (hosted ? "" : " (interpreter " + executable + ")");
     } else {
       core_call = reinterpret_cast<npuemu_core_call_fn>(dlsym(core, "npuemu_core_call"));
+      python_running = reinterpret_cast<int (*)()>(dlsym(RTLD_DEFAULT, "Py_IsInitialized"));
       boot_pid = getpid();
       // at_exit (below) runs it: npuemu's "leaks at exit" report. A Python host runs its own exit functions.
       if (!hosted) core_exit = reinterpret_cast<npuemu_core_exit_fn>(dlsym(core, "npuemu_core_exit"));
     }
   }
   if (!error.empty()) {
-    boot_error = "npuemu: the C toolkit cannot start: " + error;
-    std::fprintf(stderr, "%s\n", boot_error.c_str());
+    boot_error = new std::string("npuemu: the C toolkit cannot start: " + error);
+    std::fprintf(stderr, "%s\n", boot_error->c_str());
     std::fflush(stderr);
   }
 }
 
-// What a call returns when the toolkit could not start.
-npuemu_value failed(int number) {
+// What a call that cannot run returns: ACL_ERROR_UNINITIALIZE (NULL, 0 for the other returns), and
+// `reason` from the next aclGetRecentErrMsg.
+npuemu_value failed(int number, const char *reason) {
   npuemu_value result;
   result.u = 0;
   const uint8_t returns = number >= 0 && number < kSignatureCount ? NPUEMU_SIGNATURES[number].returns : uint8_t(NR_STATUS);
   if (returns == NR_STR_THREAD) {  // aclGetRecentErrMsg: the reason, once after each failed call
-    result.p = boot_error_unread ? boot_error.c_str() : nullptr;
-    boot_error_unread = false;
+    result.p = unread_reason;
+    unread_reason = nullptr;
     return result;
   }
-  boot_error_unread = true;
+  unread_reason = reason;
   if (returns == NR_STATUS) result.i = kUninitialized;
   return result;
 }
 
-// At the program's exit: Python's exit functions (the leak report, NPUEMU_SANITIZE_EXITCODE), once the
-// program's own exit work is done. Registered by the constructor below, when the bridge is loaded: that
-// is before the program's global objects are constructed (a library's constructors run before those of
-// the program that needs it), so it runs after their destructors; a program that releases everything
-// in a global object's destructor then has nothing reported. Registering it at the first call, as
-// before, ran it first, and reported what the destructors were about to release.
+// A call made once the process's Python was finalised: by a Python program that has ended (whose C
+// libraries' global destructors or atexit functions call the toolkit afterwards), or by a C program that
+// finalised the Python it embeds. npuemu's runtime ended with the interpreter: the call does nothing,
+// and says so (on stderr the first time: such calls are often in destructors whose codes nobody reads).
+npuemu_value after_finalisation(int number) {
+  static std::atomic<bool> told{false};
+  const bool known = number >= 0 && number < kSignatureCount;
+  const char *name = known ? NPUEMU_SIGNATURES[number].name : "?";
+  if (!told.exchange(true)) {
+    std::fprintf(stderr, "npuemu: %s was called after the process's Python was finalised (Py_FinalizeEx): npuemu's "
+                 "runtime ended with it; such calls return ACL_ERROR_UNINITIALIZE (100001) and do nothing\n", name);
+    std::fflush(stderr);
+  }
+  if (!known || NPUEMU_SIGNATURES[number].returns != NR_STR_THREAD) {  // aclGetRecentErrMsg keeps the last one
+    std::snprintf(finalised_reason, sizeof(finalised_reason), "%s: the Python interpreter that runs npuemu: expected "
+                  "it running, found it finalised (Py_FinalizeEx has run: the Python program has ended, or the "
+                  "program finalised the Python it embeds); the call did nothing", name);
+  }
+  return failed(number, finalised_reason);
+}
+
+// At the program's exit: Python's exit functions (the leak report; the core ends the process with
+// NPUEMU_SANITIZE_EXITCODE's code later, after all the exit work), once the program's own exit work is
+// done. Registered by the constructor below, when the bridge is loaded: that is before the program's
+// global objects are constructed (a library's constructors run before those of the program that needs
+// it), so it runs after their destructors; a program that releases everything in a global object's
+// destructor then has nothing reported. Registering it at the first call, as before, ran it first, and
+// reported what the destructors were about to release.
 //
 // It does nothing if the toolkit never started, in a Python host (Python runs its own exit functions),
 // or in a child made by fork(): the child shares none of the parent's resources, and its copy of the
@@ -248,6 +280,7 @@ __attribute__((constructor)) void register_at_exit() { std::atexit(at_exit); }
 extern "C" npuemu_value npuemu_forward(int number, const npuemu_value *args, const void *caller) {
   if (__fpending(stdout) != 0) std::fflush(stdout);  // the C program's output stays ahead of npuemu's
   std::call_once(boot_once, boot);
-  if (core_call == nullptr) return failed(number);
+  if (core_call == nullptr) return failed(number, boot_error->c_str());
+  if (python_running != nullptr && !python_running()) return after_finalisation(number);
   return core_call(number, args, caller);
 }

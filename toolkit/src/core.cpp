@@ -8,13 +8,14 @@
 //
 // Threads: npuemu keeps per-thread state (the current context, the error messages) in
 // threading.local, which CPython wipes when a thread's last PyGILState_Release deletes its thread
-// state. So a host thread Python did not create keeps one thread state for its whole life (Pin).
+// state. So a host thread Python did not create keeps one thread state for its whole life (HostThread).
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <cxxabi.h>
 #include <dlfcn.h>
 #include <execinfo.h>
 #include <pthread.h>
+#include <signal.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -40,40 +41,71 @@ const uint64_t kMaxArray = uint64_t(1) << 24;                  // elements of on
 const int kMaxParameters = 16;                                 // toolkit/generate.py checks the table
 const int kCallerFrames = 3;  // the program's frames a site keeps, as for Python callers (emulator/sites.py)
 
+// What the calls use lives as long as the process: nothing here has a destructor. This library is
+// loaded at the first call, after the program's global objects were made, so a destructor of its own
+// would run at exit before theirs, and before the exit functions of the program and of the bridge:
+// a global destructor, an atexit function or another thread that calls then would find freed memory.
+// So the tables below are plain pointers to memory that is never freed (as the interpreter is never
+// finalised), and the strings the calls return live in memory that is never freed either.
 const npuemu_signature *signatures = nullptr;
-std::vector<PyObject *> targets;   // the Python callable of each function, by number
+PyObject **targets = nullptr;      // the Python callable of each function, by number
 PyObject *record = nullptr;        // emulator.errors.record(code, api_name, message)
 PyObject *rejected = nullptr;      // emulator.errors.c_rejected(code, api_name, message, arguments): the status
 PyObject *live_handles = nullptr;  // emulator.resource.HANDLES._live: handle -> live resource
-std::vector<PyObject *> object_classes;  // the aclnn classes of NK_OBJECT parameters, by number
+PyObject **object_classes = nullptr;  // the aclnn classes of NK_OBJECT parameters, by number
 bool traceback_shown = false;
 // The C program's innermost frames of the call in progress (emulator.sites.native_site asks for them).
 thread_local void *caller_stack[kCallerFrames];
 thread_local int caller_frames = 0;
 
-// One thread state for the life of a host thread that Python did not create (see the top).
-struct Pin {
-  bool on = false;
+// What the toolkit keeps for a host thread: its Python thread state, if Python did not create the thread
+// (see the top), and the text aclGetRecentErrMsg returned last. It must last until the thread's last
+// call, which may come from the destructor of one of the program's thread_local objects, or, on the
+// main thread, from a global destructor. So it is no thread_local object (C++ destroys those of a
+// thread in the reverse order of their construction, this one before the program's that were made
+// before the thread's first call; and those of the main thread first thing in exit()): a plain
+// pointer holds it, and a pthread key's destructor ends it, which runs when a thread ends after every
+// thread_local destructor of the thread (and again if one of the key destructors called once more).
+// exit() runs no key destructors: the main thread's record lasts until the process is gone.
+struct HostThread {
+  bool pinned = false;
   pid_t pid = 0;  // the process that pinned it
   PyGILState_STATE outer;
   PyThreadState *saved = nullptr;
-  void ensure() {
-    if (on) return;
-    outer = PyGILState_Ensure();
-    saved = PyEval_SaveThread();
-    pid = getpid();
-    on = true;
-  }
-  ~Pin() {
-    // Not in a child made by fork() that exits on this thread: the child's copy of the GIL may be held
-    // by a thread of the parent that does not exist in the child, and taking it would hang the exit.
-    if (on && pid == getpid() && Py_IsInitialized()) {
-      PyEval_RestoreThread(saved);
-      PyGILState_Release(outer);
-    }
-  }
+  std::string message;  // aclGetRecentErrMsg's, valid until the thread's next call
 };
-thread_local Pin pin;
+thread_local HostThread *host_thread = nullptr;
+pthread_key_t host_thread_key;  // made at boot; its value is host_thread
+
+HostThread &this_host_thread() {
+  if (host_thread == nullptr) {
+    host_thread = new HostThread;
+    pthread_setspecific(host_thread_key, host_thread);
+  }
+  return *host_thread;
+}
+
+// Gives a thread Python did not create its thread state for good.
+void pin_thread_state(HostThread &thread) {
+  if (thread.pinned) return;
+  thread.outer = PyGILState_Ensure();
+  thread.saved = PyEval_SaveThread();
+  thread.pid = getpid();
+  thread.pinned = true;
+}
+
+// The key's destructor, as the thread ends: its thread state goes (with its threading.local values).
+void end_host_thread(void *record) {
+  HostThread *thread = static_cast<HostThread *>(record);
+  // Not in a child made by fork() that exits on this thread: the child's copy of the GIL may be held
+  // by a thread of the parent that does not exist in the child, and taking it would hang the exit.
+  if (thread->pinned && thread->pid == getpid() && Py_IsInitialized()) {
+    PyEval_RestoreThread(thread->saved);
+    PyGILState_Release(thread->outer);
+  }
+  delete thread;
+  host_thread = nullptr;
+}
 
 // -------------------------------------------------------------------------------------------------
 // Errors
@@ -418,15 +450,16 @@ bool write_output(const npuemu_signature &sig, int slot, PyObject *value, const 
 }
 
 const char *static_string(PyObject *text) {
-  static std::set<std::string> strings;  // one copy per distinct value, valid for the process (GIL held)
+  // One copy per distinct value (GIL held), valid for the life of the process: never freed (see the top).
+  static std::set<std::string> &strings = *new std::set<std::string>;
   const char *utf8 = PyUnicode_AsUTF8(text);
   return utf8 == nullptr ? nullptr : strings.insert(utf8).first->c_str();
 }
 
 const char *thread_string(PyObject *text) {
-  thread_local std::string latest;  // valid until the thread's next call, as aclGetRecentErrMsg's is
   const char *utf8 = PyUnicode_AsUTF8(text);
   if (utf8 == nullptr) return nullptr;
+  std::string &latest = this_host_thread().message;  // valid until the thread's next call, as aclGetRecentErrMsg's is
   latest = utf8;
   return latest.c_str();
 }
@@ -556,8 +589,55 @@ PyObject *symbol(PyObject *, PyObject *argument) {
   return PyUnicode_DecodeUTF8(name.data(), static_cast<Py_ssize_t>(name.size()), "surrogateescape");
 }
 
+// The end of a C program that NPUEMU_SANITIZE_EXITCODE gives an exit code (it reported something). Python's
+// exit functions run at the program's exit, in the bridge's exit hook, which other exit work may follow:
+// the atexit functions the program registered before it loaded the toolkit (a dlopen()ing host), the
+// destructors of its libraries. os._exit there, as in a Python program, would skip them. So emulator.report
+// hands the code to end_process, and the process ends with it later: in a function that this library's
+// destructor registers. That destructor runs in the dynamic loader's finalisation (_dl_fini), which exit()
+// runs after every atexit function and global destructor the program registered (the loader registered it
+// before main), and a function registered from there runs once it has finalised every library: after all
+// the exit work there is, but the flush of the C streams, which it does itself.
+int exit_status = -1;  // the code given, or -1
+pid_t embedded_pid = 0;  // the process whose interpreter this library started (not a child made by fork())
+
+PyObject *end_process(PyObject *, PyObject *argument) {
+  const long code = PyLong_AsLong(argument);
+  if (PyErr_Occurred()) return nullptr;
+  exit_status = static_cast<int>(code & 0xff);
+  Py_RETURN_NONE;
+}
+
+void end_with_exit_status(void *) {
+  if (exit_status < 0) return;
+  std::fflush(nullptr);
+  _exit(exit_status);
+}
+
+__attribute__((destructor)) void register_end_with_exit_status() {
+  if (embedded_pid != 0 && embedded_pid == getpid()) abi::__cxa_atexit(end_with_exit_status, nullptr, nullptr);
+}
+
+// report.end_process_with(_npuemu_c.end_process): the C program ends with the code as above.
+std::string hand_over_exit_status() {
+  PyObject *report = PyImport_ImportModule("emulator.report");
+  PyObject *module = report != nullptr ? PyImport_ImportModule("_npuemu_c") : nullptr;
+  PyObject *end = module != nullptr ? PyObject_GetAttrString(module, "end_process") : nullptr;
+  PyObject *done = end != nullptr ? PyObject_CallMethod(report, "end_process_with", "O", end) : nullptr;
+  Py_XDECREF(end);
+  Py_XDECREF(module);
+  Py_XDECREF(report);
+  if (done == nullptr) {
+    return "cannot hand NPUEMU_SANITIZE_EXITCODE to the toolkit (" + python_error() + "): npuemu's Python packages "
+           "and its C toolkit differ; reinstall npuemu (`make install` or `pip install .`)";
+  }
+  Py_DECREF(done);
+  return "";
+}
+
 PyMethodDef methods[] = {
     {"caller", caller, METH_NOARGS, "The innermost return addresses of the C program's call in progress (a tuple)."},
+    {"end_process", end_process, METH_O, "end_process(code): the C program ends with this exit code, after its exit work."},
     {"call", call, METH_VARARGS, "call(fn, data): run the C function void fn(void *data) without the GIL."},
     {"symbol", symbol, METH_O, "symbol(address): the name of the C function at address, or None."},
     {nullptr, nullptr, 0, nullptr}};
@@ -566,6 +646,48 @@ PyModuleDef module_definition = {PyModuleDef_HEAD_INIT, "_npuemu_c", "npuemu's C
 
 // -------------------------------------------------------------------------------------------------
 // Start
+
+// SIGINT stays the C program's. install_signal_handlers = 0 is not enough: Python's signal module, when
+// it is first imported (npuemu's imports do), gives SIGINT a handler of its own if it finds the default
+// action (CPython 3.9 to 3.13 all do). In a C program that handler turns Ctrl-C into a KeyboardInterrupt
+// inside some later call, or into nothing while the program runs its own code, instead of ending the
+// program. So while the interpreter starts and npuemu is imported, a placeholder holds SIGINT (Python
+// leaves a signal that has a handler alone), and then the default action is put back; a Ctrl-C that came
+// meanwhile is sent again, and ends the program as it would have. A handler or SIG_IGN the program set
+// is not touched. (A Python host keeps its own handlers: it is not started here.)
+volatile sig_atomic_t interrupted_while_starting = 0;
+
+void hold_interrupt(int) { interrupted_while_starting = 1; }
+
+// True if SIGINT had its default action and the placeholder now holds it.
+bool hold_sigint() {
+  struct sigaction placeholder, previous;
+  std::memset(&placeholder, 0, sizeof(placeholder));
+  placeholder.sa_handler = hold_interrupt;
+  sigemptyset(&placeholder.sa_mask);
+  placeholder.sa_flags = SA_RESTART;  // the start's system calls go on
+  if (sigaction(SIGINT, nullptr, &previous) != 0 || previous.sa_handler != SIG_DFL) return false;
+  return sigaction(SIGINT, &placeholder, nullptr) == 0;
+}
+
+// The default action back (unless the program changed SIGINT meanwhile, on another thread), and a Ctrl-C
+// that came while it was held sent again.
+void release_sigint() {
+  struct sigaction current, default_action;
+  std::memset(&default_action, 0, sizeof(default_action));
+  default_action.sa_handler = SIG_DFL;
+  sigemptyset(&default_action.sa_mask);
+  if (sigaction(SIGINT, nullptr, &current) != 0 || current.sa_handler != hold_interrupt) return;
+  sigaction(SIGINT, &default_action, nullptr);
+  if (interrupted_while_starting) kill(getpid(), SIGINT);
+}
+
+// Python's signal module, imported while SIGINT is held, so that no later import of it takes SIGINT.
+void import_signal_module() {
+  PyObject *module = PyImport_ImportModule("signal");
+  if (module == nullptr) PyErr_Clear();
+  Py_XDECREF(module);
+}
 
 std::string start_interpreter(const char *executable) {
   PyConfig config;
@@ -589,6 +711,7 @@ std::string import_objects(const npuemu_boot *boot) {
   Py_XDECREF(handles);
   Py_XDECREF(resource);
   PyObject *aclnn = live_handles != nullptr && PyDict_Check(live_handles) ? PyImport_ImportModule("aclnn_api") : nullptr;
+  object_classes = new PyObject *[boot->object_class_count > 0 ? boot->object_class_count : 1]();  // never freed
   for (int i = 0; aclnn != nullptr && i < boot->object_class_count; ++i) {
     PyObject *cls = PyObject_GetAttrString(aclnn, boot->object_classes[i]);
     if (cls == nullptr || !PyType_Check(cls)) {
@@ -596,7 +719,7 @@ std::string import_objects(const npuemu_boot *boot) {
       Py_CLEAR(aclnn);
       break;
     }
-    object_classes.push_back(cls);
+    object_classes[i] = cls;
   }
   if (aclnn == nullptr) {
     return "cannot find npuemu's handle table and aclnn classes (" + python_error() + "): npuemu's Python packages and "
@@ -606,22 +729,55 @@ std::string import_objects(const npuemu_boot *boot) {
   return "";
 }
 
+// "/a/b/c" -> "/a/b" ("." for a name alone).
+std::string parent_of(const std::string &path) {
+  const size_t slash = path.rfind('/');
+  return slash == std::string::npos ? "." : path.substr(0, slash);
+}
+
+// sys.<name> as text ("?" if it cannot be had).
+std::string sys_text(const char *name) {
+  PyObject *value = PySys_GetObject(name);  // borrowed
+  const char *utf8 = value != nullptr && PyUnicode_Check(value) ? PyUnicode_AsUTF8(value) : nullptr;
+  if (utf8 == nullptr) PyErr_Clear();
+  return utf8 != nullptr ? utf8 : "?";
+}
+
+// What to do when npuemu cannot be imported. In an interpreter the toolkit started, that interpreter is
+// the one to fix or to choose (NPUEMU_PYTHON). In a process that already ran Python (a Python program,
+// a C program that embeds Python), the toolkit joins that interpreter, and NPUEMU_PYTHON cannot change
+// it: npuemu must be importable there. site.addsitedir (not PYTHONPATH) also reads the .pth files of the
+// environment, which an editable install (`make install`) needs.
+std::string import_advice(const npuemu_boot *boot) {
+  if (boot->embedded) {
+    return "install npuemu into this interpreter's environment (`make install` or `pip install .` in the npuemu "
+           "checkout), or set NPUEMU_PYTHON to the python of the environment it is installed in";
+  }
+  const std::string executable = boot->executable;  // <prefix>/bin/python, whose site-packages are these
+  const std::string site = parent_of(parent_of(executable)) + "/lib/python" + std::to_string(PY_MAJOR_VERSION) + "." +
+                           std::to_string(PY_MINOR_VERSION) + "/site-packages";
+  const std::string version = sys_text("version");
+  return "this process already runs Python (" + sys_text("executable") + ", " + version.substr(0, version.find(' ')) +
+         "), and the toolkit runs npuemu in it, not in an interpreter of its own, so NPUEMU_PYTHON does not apply: "
+         "make npuemu importable in this Python before the first toolkit call, e.g. with `import site; "
+         "site.addsitedir(\"" + site + "\")` (the site-packages of the environment npuemu is installed in, whose "
+         "python is " + executable + "), or run a Python program with that python";
+}
+
 // Import what the table names; "" or what failed.
-std::string import_targets(const npuemu_signature *table, int count) {
+std::string import_targets(const npuemu_boot *boot) {
+  const npuemu_signature *table = boot->signatures;
+  const int count = boot->signature_count;
   PyObject *module = PyModule_Create(&module_definition);
   PyObject *modules = PyImport_GetModuleDict();
   if (module == nullptr || PyDict_SetItemString(modules, "_npuemu_c", module) != 0) return python_error();
   Py_DECREF(module);
   PyObject *errors = PyImport_ImportModule("emulator.errors");
-  if (errors == nullptr) {
-    return "cannot import npuemu (" + python_error() + "): install npuemu into this interpreter's environment "
-           "(`make install` or `pip install .` in the npuemu checkout), or set NPUEMU_PYTHON to the python of the "
-           "environment it is installed in";
-  }
+  if (errors == nullptr) return "cannot import npuemu (" + python_error() + "): " + import_advice(boot);
   record = PyObject_GetAttrString(errors, "record");
   rejected = PyObject_GetAttrString(errors, "c_rejected");
   Py_DECREF(errors);
-  targets.assign(count, nullptr);
+  targets = new PyObject *[count > 0 ? count : 1]();  // never freed (see the top)
   for (int number = 0; number < count; ++number) {
     PyObject *owner = PyImport_ImportModule(table[number].module);
     PyObject *target = owner != nullptr ? PyObject_GetAttrString(owner, table[number].attribute) : nullptr;
@@ -657,6 +813,11 @@ void take_caller_stack(const npuemu_signature &sig, const void *caller) {
 extern "C" __attribute__((visibility("default"))) int npuemu_core_boot(const npuemu_boot *boot, char *error,
                                                                         unsigned long error_size) {
   signatures = boot->signatures;
+  const int key_error = pthread_key_create(&host_thread_key, end_host_thread);
+  if (key_error != 0) {
+    std::snprintf(error, error_size, "cannot make a pthread key for the toolkit's threads: %s", std::strerror(key_error));
+    return 1;
+  }
   // NumPy's OpenBLAS would start a spinning thread per core as the imports below load it, for no use of
   // npuemu's: on a small machine they compete with the kernels' threads. It reads OPENBLAS_NUM_THREADS
   // once, then: the variable is set for the imports only, so that the program's environment, which its
@@ -664,14 +825,21 @@ extern "C" __attribute__((visibility("default"))) int npuemu_core_boot(const npu
   const bool blas_threads_set_here = boot->embedded && std::getenv("OPENBLAS_NUM_THREADS") == nullptr;
   if (blas_threads_set_here) setenv("OPENBLAS_NUM_THREADS", "1", 0);
   std::string problem;
+  const bool sigint_held = boot->embedded && hold_sigint();
   if (boot->embedded) problem = start_interpreter(boot->executable);
   if (problem.empty()) {
     PyGILState_STATE gil = PyGILState_Ensure();
-    problem = import_targets(boot->signatures, boot->signature_count);
+    if (boot->embedded) import_signal_module();
+    problem = import_targets(boot);
     if (problem.empty()) problem = import_objects(boot);
+    if (problem.empty() && boot->embedded) {
+      problem = hand_over_exit_status();
+      embedded_pid = getpid();
+    }
     PyGILState_Release(gil);
     if (boot->embedded) PyEval_SaveThread();  // the interpreter's first thread state stays this thread's
   }
+  if (sigint_held) release_sigint();
   if (blas_threads_set_here) unsetenv("OPENBLAS_NUM_THREADS");
   if (!problem.empty()) std::snprintf(error, error_size, "%s", problem.c_str());
   return problem.empty() ? 0 : 1;
@@ -683,7 +851,7 @@ extern "C" __attribute__((visibility("default"))) npuemu_value npuemu_core_call(
   const int outer_frames = caller_frames;
   std::copy(caller_stack, caller_stack + kCallerFrames, outer);
   take_caller_stack(signatures[number], caller);  // before the GIL: other threads go on meanwhile
-  if (PyGILState_GetThisThreadState() == nullptr) pin.ensure();
+  if (PyGILState_GetThisThreadState() == nullptr) pin_thread_state(this_host_thread());
   PyGILState_STATE gil = PyGILState_Ensure();
   npuemu_value value;
   try {
@@ -703,8 +871,7 @@ extern "C" __attribute__((visibility("default"))) npuemu_value npuemu_core_call(
 // The interpreter is not finalised: host threads and the kernels' pool may still be alive.
 extern "C" __attribute__((visibility("default"))) void npuemu_core_exit(void) {
   if (!Py_IsInitialized()) return;
-  // The program's own output first (what its global destructors printed, say): the exit functions may
-  // end the process with os._exit (NPUEMU_SANITIZE_EXITCODE), which flushes no C stream.
+  // The program's own output first (what its global destructors printed, say), ahead of the reports.
   std::fflush(nullptr);
   PyGILState_STATE gil = PyGILState_Ensure();
   if (PyRun_SimpleString("import atexit, sys\natexit._run_exitfuncs()\nsys.stdout.flush()\nsys.stderr.flush()\n") != 0) {
