@@ -913,7 +913,8 @@ def aclrtLaunchCallback(fn: Callable[[Any], None], userData: Any, blockType: int
 @api("aclrtProcessReport")
 def aclrtProcessReport(timeout: int) -> None:
     """-> ret. Runs the next callback that reached one of the calling thread's streams, waiting at most
-    `timeout` ms (-1: forever); 100035 if the thread subscribed to no stream, 100036 on expiry.
+    `timeout` ms (-1: forever; 0: a poll, which waits for nothing but still lets the streams get to their
+    callbacks); 100035 if the thread subscribed to no stream, 100036 on expiry.
     Meanwhile its streams run up to their callbacks (on the card they get there by themselves), as far
     as they can without waiting for another host thread. It waits without holding the runtime, so
     other threads go on."""
