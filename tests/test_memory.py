@@ -208,11 +208,21 @@ def test_mem_info_reports_the_chips_memory_kind_for_every_attr(soc):
             assert (free, size) == (total - padded(1000), total), attr
         else:
             assert (free, size) == (0, 0), attr
-    for attr in (18, -1):
+    for attr in (18, -1, 2**31 - 1):  # passed to the driver, whose "invalid value" the runtime maps to 107000
         free, size, ret = acl.rt.get_mem_info(attr)
         assert (free, size) == (0, 0)
-        assert_rejected(ret, acl.ACL_ERROR_INVALID_PARAM, "attr", str(attr))
+        assert_rejected(ret, acl.ACL_ERROR_RT_PARAM_INVALID, "attr", "aclrtMemAttr", "0 (ACL_DDR_MEM)",
+                        "17 (ACL_MEM_P2P_HUGE1G)", "found %d" % attr)
     assert acl.rt.free(address) == 0
+
+
+def test_mem_info_with_an_unknown_attr_and_no_context_is_the_context_error():
+    """The attr reaches the driver only through a context: without one, 107002 comes first. An attr
+    beyond int32_t is refused before, as every C argument outside its type (100000)."""
+    free, size, ret = acl.rt.get_mem_info(18)
+    assert (free, size) == (0, 0)
+    assert_rejected(ret, acl.ACL_ERROR_RT_CONTEXT_NULL)
+    assert_rejected(acl.rt.get_mem_info(2**31)[2], acl.ACL_ERROR_INVALID_PARAM, "attr")
 
 
 # ---------------------------------------------------------------------------------------------
