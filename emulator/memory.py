@@ -21,7 +21,7 @@ from . import status
 from .errors import AclError
 from .faults import DeviceFault
 from .sanitizer import TRACKER, Written
-from .sites import Site
+from .sites import Released, Site
 
 _libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
 _libc.mmap.restype = ctypes.c_void_p
@@ -165,7 +165,7 @@ class Allocation:
     padded: int
     backing: int
     site: Site
-    freed_site: Optional[Union[Site, str]] = None   # the user's site, or the reset that released it
+    freed_site: Optional[Union[Site, Released, str]] = None  # the user's site, or the reset that released it
     end: int = field(init=False)                    # address + padded: read by every range check
     user_end: int = field(init=False)               # address + size: beyond it, the padding
     written: Written = field(init=False)            # what was written (initcheck)
@@ -250,7 +250,7 @@ class DeviceHeap:
         raise AclError(status.ACL_ERROR_RT_MEMORY_ALLOCATION,
                        "size: no contiguous free range of %d bytes left on device %d" % (padded, self.device_id))
 
-    def free(self, address: int, site: Union[Site, str]) -> Allocation:
+    def free(self, address: int, site: Union[Site, Released, str]) -> Allocation:
         allocation = self.live.pop(address, None)
         if allocation is None:
             raise AclError(status.ACL_ERROR_RT_PARAM_INVALID, "devPtr: " + self.explain(address, "a live allocation's start"))
@@ -288,7 +288,7 @@ class DeviceHeap:
             return "expected %s, found 0x%x in %s" % (expected, address, freed.describe())
         return "expected %s, found 0x%x, which no allocation of device %d holds" % (expected, address, self.device_id)
 
-    def release_all(self, how: str) -> list[Allocation]:
+    def release_all(self, how: Union[Released, str]) -> list[Allocation]:
         """Free everything (device reset, named by `how`); returns what the program had not freed. The
         cursor stays where it is: addresses handed out before the reset are not handed out again, so a
         pointer kept across the reset is reported as freed by it, never aliases a new allocation."""

@@ -23,7 +23,7 @@ from .errors import AclError
 from .faults import Fault
 from .resource import Resource
 from .sanitizer import TRACKER
-from .sites import Site, user_site
+from .sites import Released, Site, user_site
 
 _clock = time.perf_counter  # read three times per task: bound once
 POLL = 0.002  # seconds between looks at what another thread is to do (the runtime lock is free meanwhile)
@@ -323,9 +323,9 @@ class Stream(Resource):
         self._leave_subscriber()
         faults_module.raise_faults(self.take_faults())
 
-    def orphan(self, how: str) -> None:
+    def orphan(self, released: Released) -> None:
         """Released by a reset or a context destroyed (a leak): gone for its report thread too."""
-        super().orphan(how)
+        super().orphan(released)
         self._leave_subscriber()
 
     def _leave_subscriber(self) -> None:
