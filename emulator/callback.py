@@ -52,9 +52,11 @@ class Call:
         self.stream, self.fn, self.user_data, self.seen, self.lock = stream, fn, user_data, seen, lock
         self.holds = holds  # the stream a blocking callback holds, when the sanitizer tracks order
         self.done = threading.Event()
+        self.started = False  # set by its thread's aclrtProcessReport as it starts running it
         self.taken_back: Optional[str] = None
 
     def run(self) -> None:
+        self.started = True
         if self.seen is not None:
             with self.lock:
                 TRACKER.host_saw_clock(self.seen)
@@ -227,6 +229,12 @@ class HandOver:
         if self.block and call is not None and call.taken_back is None and not call.done.is_set():
             return self.thread_id
         return None
+
+    @property
+    def running(self) -> bool:
+        """Whether its thread has started running the callback (in aclrtProcessReport), not merely been
+        handed it: which of the two a thread waiting for itself is in, for its message (Stream._run)."""
+        return self.call is not None and self.call.started
 
     def _over(self) -> bool:
         """Whether the handed callback has run, or never will (dropped with its stream's work)."""

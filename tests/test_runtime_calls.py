@@ -611,6 +611,24 @@ def test_process_report_with_timeout_0_does_not_wait_for_another_thread(device):
         acl.rt.destroy_stream(other)
 
 
+def test_a_thread_handed_its_blocking_callback_by_a_query_is_told_it_has_not_run_it(device):
+    """The report thread queries its stream (which hands it the blocking callback) and synchronises it
+    before any aclrtProcessReport: 107020, as before, but the message said the thread "is running" the
+    callback and waits "from inside its own blocking callback", which it was not."""
+    me, seen = threading.get_ident(), []
+    assert acl.rt.subscribe_report(me, device.stream) == 0
+    assert acl.rt.launch_callback(seen.append, "handed", acl.ACL_CALLBACK_BLOCK, device.stream) == 0
+    assert acl.rt.stream_query(device.stream) == (acl.ACL_STREAM_STATUS_NOT_READY, 0)
+    message = assert_rejected(acl.rt.synchronize_stream(device.stream), acl.ACL_ERROR_RT_TASK_TIMEOUT, "stream",
+                              "aclrtLaunchCallback", "handed to this thread, which has not run it yet",
+                              "aclrtProcessReport")
+    assert "is running" not in message and "from inside" not in message, message
+    assert seen == []
+    assert acl.rt.process_report(0) == 0 and seen == ["handed"]
+    assert acl.rt.synchronize_stream(device.stream) == 0, last_error()
+    assert acl.rt.unsubscribe_report(me, device.stream) == 0
+
+
 @pytest.mark.sanitizer_reports("missing synchronisation")
 @pytest.mark.parametrize("query", ["stream", "event"])
 def test_a_thread_polling_its_own_stream_runs_the_blocking_callback_in_process_report(device, query):
