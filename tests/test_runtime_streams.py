@@ -214,6 +214,21 @@ def test_event_elapsed_time_measures_the_work_between_the_events():
         assert large > 4 * small, "the time between the events should be dominated by the kernels' work"
 
 
+@pytest.mark.parametrize("flag", [acl.ACL_EVENT_TIME_LINE, acl.ACL_EVENT_SYNC, 0, acl.ACL_EVENT_DEVICE_USE_ONLY])
+def test_events_without_time_line_still_time_as_documented(flag):
+    """docs/runtime.md's choice: only EXTERNAL and IPC events are refused an elapsed time (the runtime's
+    documented refusals); an event without ACL_EVENT_TIME_LINE times as any other."""
+    with npu() as device:
+        start, end = acl.rt.create_event_with_flag(flag)[0], acl.rt.create_event_with_flag(flag)[0]
+        assert acl.rt.record_event(start, device.stream) == 0 and acl.rt.record_event(end, device.stream) == 0
+        assert acl.rt.synchronize_stream(device.stream) == 0
+        ms, ret = acl.rt.event_elapsed_time(start, end)
+        assert ret == 0 and ms >= 0.0, last_error()
+        stamp, ret = acl.rt.event_get_timestamp(start)
+        assert ret == 0 and stamp > 0, last_error()
+        assert acl.rt.destroy_event(start) == 0 and acl.rt.destroy_event(end) == 0
+
+
 def test_event_elapsed_time_errors():
     with npu() as device:
         recorded, never = acl.rt.create_event()[0], acl.rt.create_event()[0]
