@@ -52,9 +52,11 @@ class Call:
         self.stream, self.fn, self.user_data, self.seen, self.lock = stream, fn, user_data, seen, lock
         self.holds = holds  # the stream a blocking callback holds, when the sanitizer tracks order
         self.done = threading.Event()
+        self.started = False  # set by its thread's aclrtProcessReport as it starts running it
         self.taken_back: Optional[str] = None
 
     def run(self) -> None:
+        self.started = True
         if self.seen is not None:
             with self.lock:
                 TRACKER.host_saw_clock(self.seen)
@@ -228,6 +230,12 @@ class HandOver:
             return self.thread_id
         return None
 
+    @property
+    def running(self) -> bool:
+        """Whether its thread has started running the callback (in aclrtProcessReport), not merely been
+        handed it: which of the two a thread waiting for itself is in, for its message (Stream._run)."""
+        return self.call is not None and self.call.started
+
     def _over(self) -> bool:
         """Whether the handed callback has run, or never will (dropped with its stream's work)."""
         return self.call.done.is_set() or self.call.taken_back == DROPPED
@@ -279,10 +287,12 @@ def process_report(thread_id: int, timeout: Optional[float]) -> None:
     """aclrtProcessReport on thread `thread_id`: run the next callback that reached it, waiting at most
     `timeout` seconds (None: forever). 100035 if the thread subscribed to no stream, 100036 on expiry.
     Meanwhile the thread's streams run up to their callbacks, as far as they can without waiting for
-    another host thread (on the card a stream reaches its callbacks by itself)."""
+    another host thread (on the card a stream reaches its callbacks by itself). A `timeout` of 0 is a
+    poll: the streams still run up to their callbacks, as the card's would have got there by themselves,
+    and the answer comes after that without any wait."""
     deadline = None if timeout is None else time.perf_counter() + timeout
     while True:
-        call = _next_call(thread_id, drive=True, deadline=deadline)
+        call = _next_call(thread_id, drive=True, deadline=deadline, poll=timeout == 0)
         if call is not None:
             break
         with _changed:
@@ -296,15 +306,15 @@ def process_report(thread_id: int, timeout: Optional[float]) -> None:
     call.run()
 
 
-def _next_call(thread_id: int, drive: bool, deadline: Optional[float]) -> Optional[Call]:
+def _next_call(thread_id: int, drive: bool, deadline: Optional[float], poll: bool = False) -> Optional[Call]:
     """The next callback handed to the thread, if any, after running its streams up to their callbacks
-    (`drive`) when none is waiting."""
+    (`drive`) when none is waiting. `poll`: aclrtProcessReport(0), see _drive."""
     with _lock:
         reports = _serving(thread_id)
         if reports.calls:
             return reports.calls.popleft()
         targets = _callbacks_ahead(reports)
-    if not (drive and targets and _drive(targets, deadline)):
+    if not (drive and targets and _drive(targets, deadline, poll)):
         return None
     return _next_call(thread_id, drive=False, deadline=deadline)
 
@@ -338,17 +348,20 @@ def _callbacks_ahead(reports: Reports) -> list:
     return targets
 
 
-def _drive(targets: list, deadline: Optional[float]) -> bool:
+def _drive(targets: list, deadline: Optional[float], poll: bool = False) -> bool:
     """Run each task's stream up to it, as far as it goes without waiting for another host thread (as a
-    query does), with the runtime lock, if it can be had before `deadline` (or for DRIVE_EVERY)."""
+    query does), with the runtime lock, if it can be had before `deadline` (or for DRIVE_EVERY). With a
+    `poll` (aclrtProcessReport(0)) the work runs whole: its deadline, now, would stop it before its first
+    task, and a loop of polls would never see a callback the card's stream reaches by itself; it still
+    never waits, neither for the lock nor for another thread."""
     lock = targets[0].run.lock
     wait = DRIVE_EVERY if deadline is None else max(0.0, min(DRIVE_EVERY, deadline - time.perf_counter()))
     if not lock.acquire(timeout=wait):
         return False  # the runtime is busy (a long synchronisation): it runs these streams too
     try:
         for task in targets:
-            if task.stream.alive and not task.done:
-                task.stream.drain(upto=task, deadline=deadline, wait=False)  # within aclrtProcessReport's timeout
+            if task.stream.alive and not task.done:  # within aclrtProcessReport's timeout, but for a poll
+                task.stream.drain(upto=task, deadline=None if poll else deadline, wait=False)
     finally:
         lock.release()
     return True

@@ -7,7 +7,7 @@ from typing import Optional
 
 from .event import Event
 from .resource import Resource
-from .sites import Site
+from .sites import Released, Site, user_site
 from .stream import Stream
 
 
@@ -50,18 +50,19 @@ class Context(Resource):
             stream.forget_order("aclrtDestroyContext", site)
             stream.drain()
         found = [fault for stream in self.all_streams for fault in stream.take_faults()]
+        how = "aclrtDestroyContext(0x%x)" % self.handle
         self.release(site)
-        self.close("aclrtDestroyContext")
+        self.close(Released(how, site if site is not None else user_site()))
         self.device.contexts.remove(self)
-        return found + self.device.release("aclrtDestroyContext")
+        return found + self.device.release(how)
 
-    def close(self, how: str) -> None:
-        """The runtime releases the context and what it holds (`how`: a reset, a destroy): what the
-        program never released is a leak."""
+    def close(self, released: Released) -> None:
+        """The runtime releases the context and what it holds (`released`: a reset, a destroy, where the
+        program called it): what the program never released is a leak."""
         for resource in [*self.all_streams, *self.events]:
-            resource.orphan(how)
+            resource.orphan(released)
         self.streams, self.events = [], []
-        self.orphan(how)
+        self.orphan(released)
 
 
 _current = threading.local()

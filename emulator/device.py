@@ -9,7 +9,7 @@ from . import leaks
 from .context import Context
 from .faults import Fault
 from .sanitizer import TRACKER
-from .sites import Site
+from .sites import Released, Site, user_site
 
 
 class Device:
@@ -73,9 +73,10 @@ class Device:
             stream.forget_order(how.split("(")[0], None)
         self.drain()
         found = self.take_faults()
+        released = Released(how, user_site())  # the program's call that closes the device, for stale handles
         for context in self.contexts:
-            context.close(how)
-        for allocation in self.heap.release_all(how):
+            context.close(released)
+        for allocation in self.heap.release_all(released):
             leaks.orphan(allocation, how)
         self.contexts, self.default_context, self.ref_count, self.set_count = [], None, 0, 0
         return found

@@ -8,7 +8,7 @@ from . import faults, status
 from .errors import AclError
 from .resource import Resource
 from .sanitizer import TRACKER
-from .sites import Site
+from .sites import Released, Site
 from .stream import RecordTask, Stream, WaitTask
 
 NO_TIMING = status.ACL_EVENT_EXTERNAL | status.ACL_EVENT_IPC   # events with these flags cannot time
@@ -129,8 +129,8 @@ class Event(Resource):
         self.release(site)
         self.context.events.remove(self)
 
-    def orphan(self, how: str) -> None:
+    def orphan(self, released: Released) -> None:
         """Released by a reset or a context destroyed: the sanitizer forgets its record's clock too (kept,
         every stream destroyed afterwards walked the clocks of all such events, _forget)."""
         TRACKER.reset_event(self)
-        super().orphan(how)
+        super().orphan(released)

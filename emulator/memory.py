@@ -21,7 +21,7 @@ from . import status
 from .errors import AclError
 from .faults import DeviceFault
 from .sanitizer import TRACKER, Written
-from .sites import Site
+from .sites import Released, Site
 
 _libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
 _libc.mmap.restype = ctypes.c_void_p
@@ -138,12 +138,15 @@ except ImportError:
     _check_host = _check_by_ctypes
 
 
+ADDRESS_SPACE_END = 1 << 63  # no user-space address reaches it (x86-64 and AArch64 end far below)
+
+
 def host_range_problem(address: int, size: int, write: bool = False) -> Optional[str]:
     """What keeps the host from reading [address, address+size) (writing it, with `write`): None when
     nothing does, else "unmapped memory", "memory the process cannot read" or "read-only memory". The
     whole range must be mapped; its protection is asked of its first and last page (see
     native/host_memory.cpp), so that a bad pointer is an error instead of a segfault."""
-    if address <= 0 or size < 0 or address + size >= 1 << 63:  # beyond any user-space address
+    if address <= 0 or size < 0 or address + size >= ADDRESS_SPACE_END:  # beyond any user-space address
         return _HOST_PROBLEMS[UNMAPPED]
     return _HOST_PROBLEMS.get(_check_host(address, size, write))
 
@@ -162,7 +165,7 @@ class Allocation:
     padded: int
     backing: int
     site: Site
-    freed_site: Optional[Union[Site, str]] = None   # the user's site, or the reset that released it
+    freed_site: Optional[Union[Site, Released, str]] = None  # the user's site, or the reset that released it
     end: int = field(init=False)                    # address + padded: read by every range check
     user_end: int = field(init=False)               # address + size: beyond it, the padding
     written: Written = field(init=False)            # what was written (initcheck)
@@ -247,7 +250,7 @@ class DeviceHeap:
         raise AclError(status.ACL_ERROR_RT_MEMORY_ALLOCATION,
                        "size: no contiguous free range of %d bytes left on device %d" % (padded, self.device_id))
 
-    def free(self, address: int, site: Union[Site, str]) -> Allocation:
+    def free(self, address: int, site: Union[Site, Released, str]) -> Allocation:
         allocation = self.live.pop(address, None)
         if allocation is None:
             raise AclError(status.ACL_ERROR_RT_PARAM_INVALID, "devPtr: " + self.explain(address, "a live allocation's start"))
@@ -285,7 +288,7 @@ class DeviceHeap:
             return "expected %s, found 0x%x in %s" % (expected, address, freed.describe())
         return "expected %s, found 0x%x, which no allocation of device %d holds" % (expected, address, self.device_id)
 
-    def release_all(self, how: str) -> list[Allocation]:
+    def release_all(self, how: Union[Released, str]) -> list[Allocation]:
         """Free everything (device reset, named by `how`); returns what the program had not freed. The
         cursor stays where it is: addresses handed out before the reset are not handed out again, so a
         pointer kept across the reset is reported as freed by it, never aliases a new allocation."""
@@ -297,9 +300,23 @@ class DeviceHeap:
 
 @dataclass(eq=False)
 class HostAllocation:
+    """One aclrtMallocHost: `size` bytes at `address`, in a mapping of whole pages."""
     address: int
     size: int
     site: Site
+    end: int = field(init=False)     # address + size: a copy or memset that starts inside stops there
+    mapped: int = field(init=False)  # the mapping's size, whole pages
+
+    def __post_init__(self) -> None:
+        self.end = self.address + self.size
+        self.mapped = (self.size + PAGE - 1) // PAGE * PAGE
+
+    def overrun(self, address: int, nbytes: int) -> str:
+        """The "expected ..., found ..." of a range from `address` inside the allocation that runs past its end."""
+        return ("expected at most %d bytes from 0x%x, the rest of the aclrtMallocHost allocation [0x%x, 0x%x) of %d "
+                "bytes made at %s, found %d bytes, which run %d bytes past its end"
+                % (max(self.end - address, 0), address, self.address, self.end, self.size, self.site, nbytes,
+                   address + nbytes - self.end))
 
 
 class AddressSpace:
@@ -317,6 +334,7 @@ class AddressSpace:
         self.base, self.span, self.total = base, span, span * device_count
         self.heaps = [DeviceHeap(i, base + i * span, span, capacity, padding) for i in range(device_count)]
         self.host: dict[int, HostAllocation] = {}
+        self.host_starts: list[int] = []  # sorted starts of self.host: which one a host range starts in
         self.serial = 0
 
     def close(self) -> None:
@@ -345,6 +363,7 @@ class AddressSpace:
                            "size: expected a size the host can allocate, found %d bytes (errno %d)" % (size, ctypes.get_errno()))
         host = HostAllocation(address, size, site)
         self.host[address] = host
+        bisect.insort(self.host_starts, address)
         return host
 
     def _check_pinnable(self, size: int, rounded: int) -> None:
@@ -355,18 +374,44 @@ class AddressSpace:
         physical = _memory_the_process_may_have()
         if physical is None:
             return  # the host does not say: the mapping's own failure is the only bound
-        pinned = sum((host.size + PAGE - 1) // PAGE * PAGE for host in self.host.values())
+        pinned = sum(host.mapped for host in self.host.values())
         if rounded > physical - pinned:
             raise AclError(status.ACL_ERROR_RT_MEMORY_ALLOCATION,
                            "size: expected at most %d bytes, what the host can pin (its %d bytes of memory less "
                            "%d bytes aclrtMallocHost allocations pin already), found %d bytes"
                            % (max(physical - pinned, 0), physical, pinned, size))
 
-    def find_host(self, address: int, nbytes: int) -> Optional[HostAllocation]:
-        """The aclrtMallocHost allocation holding all of [address, address+nbytes), if any."""
-        for host in self.host.values():
-            if host.address <= address and address + nbytes <= host.address + host.size:
+    def host_holding(self, address: int) -> Optional[HostAllocation]:
+        """The aclrtMallocHost allocation whose mapping holds `address` (the slack of its last page too:
+        the program was not given those bytes), if any."""
+        index = bisect.bisect_right(self.host_starts, address) - 1
+        if index >= 0:
+            host = self.host[self.host_starts[index]]
+            if address < host.address + host.mapped:
                 return host
+        return None
+
+    def host_problem(self, address: int, nbytes: int, write: bool, pinned: bool = False) -> Optional[str]:
+        """What keeps a copy or memset from using [address, address+nbytes) of host memory, as "expected ...,
+        found ...", or None: the one check of every host range a copy or memset touches, when called and
+        when queued work runs. In order, each before any byte is touched: a size no address space holds
+        (refused before the kernel is asked anything); a range that starts in an aclrtMallocHost allocation
+        and runs past its end (npuemu made it and knows its size: the mapping after it, often the program's
+        other data, would pass the probes and be overwritten); with `pinned` (memory the device reaches by
+        DMA), a range outside every such allocation; then what the kernel says of the range."""
+        if nbytes >= ADDRESS_SPACE_END - address:  # (address and nbytes are C arguments: address > 0, nbytes >= 0)
+            return ("expected a range the address space holds, found %d bytes at 0x%x, which end past 2**63"
+                    % (nbytes, address))
+        host = self.host_holding(address) if self.host_starts else None  # none: no search (most programs)
+        if host is not None and address + nbytes > host.end:
+            return host.overrun(address, nbytes)
+        if pinned and host is None:
+            return ("expected device memory or aclrtMallocHost memory for %d bytes, found host address 0x%x outside "
+                    "any aclrtMallocHost allocation" % (nbytes, address))
+        found = _check_host(address, nbytes, write)  # host_range_problem's call, without its checks done above
+        if found != USABLE:
+            return ("expected %d bytes of %s host memory at 0x%x, found %s"
+                    % (nbytes, "writable" if write else "readable", address, _HOST_PROBLEMS[found]))
         return None
 
     def free_host(self, address: int) -> None:
@@ -374,7 +419,8 @@ class AddressSpace:
         if host is None:
             raise AclError(status.ACL_ERROR_RT_PARAM_INVALID,
                            "hostPtr: expected an address returned by aclrtMallocHost, found 0x%x" % address)
-        _unmap(host.address, (host.size + PAGE - 1) // PAGE * PAGE)
+        del self.host_starts[bisect.bisect_left(self.host_starts, address)]
+        _unmap(host.address, host.mapped)
 
     def resolve(self, address: int, nbytes: int, device_id: int, what: Union[str, Callable[[], str]],
                 base: Optional[int] = None, access: bool = True) -> tuple[Allocation, int]:
@@ -469,16 +515,9 @@ class Span:
         `access` False: only a check, which reports nothing to the sanitizer."""
         if self.on_device:
             return space.resolve(self.address, self.nbytes, device_id, self.name, access=access)[1]
-        span = (self.address, self.address + self.nbytes)
-        if self.pinned and space.find_host(self.address, self.nbytes) is None:
-            raise DeviceFault("%s: expected device memory or aclrtMallocHost memory for %d bytes, found host "
-                              "address 0x%x outside any aclrtMallocHost allocation" % (self.name, self.nbytes, self.address),
-                              self.name, span)
-        problem = host_range_problem(self.address, self.nbytes, self.written)
+        problem = space.host_problem(self.address, self.nbytes, self.written, self.pinned)
         if problem:
-            raise DeviceFault("%s: expected %d bytes of %s host memory at 0x%x, found %s"
-                              % (self.name, self.nbytes, "writable" if self.written else "readable",
-                                 self.address, problem), self.name, span)
+            raise DeviceFault("%s: %s" % (self.name, problem), self.name, (self.address, self.address + self.nbytes))
         return self.address
 
     def pointer_now(self, space: "AddressSpace", device_id: int, access: bool = True) -> int:

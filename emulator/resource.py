@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import collections
 import itertools
-from typing import Any, ClassVar, Optional, Type, TypeVar
+from typing import Any, ClassVar, Optional, Type, TypeVar, Union
 
 from . import leaks
 from .cargs import RUNTIME, Layer, is_integer, is_null, shown
 from .errors import AclError
-from .sites import Site, user_site
+from .sites import Released, Site, user_site
 
 HANDLE_BASE = 0x5E000000
 HANDLE_STEP = 0x40        # handles look like aligned pointers, as the real ones do
@@ -40,7 +40,7 @@ class Resource:
     def __init__(self, site: Optional[Site] = None):
         self.site: Site = site if site is not None else user_site()
         self.alive = True
-        self.released_site: Optional[Site] = None
+        self.released_site: Optional[Union[Site, Released]] = None  # the program's release, or the runtime's
         self.handle = HANDLES.add(self)  # the table is also the leak tracker's list of what is unreleased
 
     def describe(self) -> str:
@@ -54,14 +54,16 @@ class Resource:
             self.released_site = site if site is not None else user_site()
             HANDLES.retire(self)
 
-    def orphan(self, how: str) -> None:
-        """The runtime releases the object (`how`: a reset, a context destroyed): still a leak when the
-        program never released it."""
+    def orphan(self, released: Released) -> None:
+        """The runtime releases the object (`released`: a reset, a context destroyed, and where the
+        program called it): still a leak when the program never released it. A stale handle's message
+        names that release, as it names the program's own."""
         if self.alive:
             self.alive = False
+            self.released_site = released
             HANDLES.retire(self)
             if self.leak_checked and HANDLES.unreported(self):
-                leaks.orphaned(self.kind, self.describe, self.site, how)
+                leaks.orphaned(self.kind, self.describe, self.site, released.how)
 
     def __repr__(self) -> str:
         return "<%s %s>" % (self.kind, self.describe())

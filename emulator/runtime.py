@@ -39,6 +39,7 @@ from .stream import Stream, Task
 _P = PROCESS
 _HBM_ATTRS = {1, 4, 5, 8, 9, 10, 11}
 _DDR_ATTRS = {0, 2, 3, 6, 7}
+_MEM_ATTR_LAST = status.ACL_MEM_P2P_HUGE1G  # aclrtMemAttr runs 0..17
 _STREAM_FLAGS = 0x3F      # ACL_STREAM_FAST_LAUNCH | FAST_SYNC | PERSISTENT | HUGE | CPU_SCHEDULE | DEVICE_USE_ONLY
 _STREAM_PRIORITIES = (0, 7)
 _CALLBACK_BLOCK_TYPES = {status.ACL_CALLBACK_NO_BLOCK: "ACL_CALLBACK_NO_BLOCK", status.ACL_CALLBACK_BLOCK: "ACL_CALLBACK_BLOCK"}
@@ -674,9 +675,11 @@ def aclrtGetMemInfo(attr: int) -> tuple[int, int]:
     A2, A3 and 950 chips, DDR on the inference series; the other kind reports (0, 0)."""
     with _P.lock:
         attr = cargs.integer("attr", attr, INT32)
-        if not 0 <= attr <= 17:
-            raise AclError(status.ACL_ERROR_INVALID_PARAM, "attr: expected an aclrtMemAttr in [0, 17], found %d" % attr)
         heap = current_context().device.heap
+        if not 0 <= attr <= _MEM_ATTR_LAST:  # passed through to the driver, whose "invalid value" is 107000
+            raise AclError(status.ACL_ERROR_RT_PARAM_INVALID,
+                           "attr: expected an aclrtMemAttr, one of 0 (ACL_DDR_MEM) to %d (ACL_MEM_P2P_HUGE1G), found %d"
+                           % (_MEM_ATTR_LAST, attr))
         has_hbm = _P.config.profile.memory_is_hbm
         if (attr in _HBM_ATTRS and not has_hbm) or (attr in _DDR_ATTRS and has_hbm):
             return 0, 0
@@ -913,7 +916,8 @@ def aclrtLaunchCallback(fn: Callable[[Any], None], userData: Any, blockType: int
 @api("aclrtProcessReport")
 def aclrtProcessReport(timeout: int) -> None:
     """-> ret. Runs the next callback that reached one of the calling thread's streams, waiting at most
-    `timeout` ms (-1: forever); 100035 if the thread subscribed to no stream, 100036 on expiry.
+    `timeout` ms (-1: forever; 0: a poll, which waits for nothing but still lets the streams get to their
+    callbacks); 100035 if the thread subscribed to no stream, 100036 on expiry.
     Meanwhile its streams run up to their callbacks (on the card they get there by themselves), as far
     as they can without waiting for another host thread. It waits without holding the runtime, so
     other threads go on."""

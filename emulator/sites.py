@@ -76,6 +76,24 @@ class Site:
 UNKNOWN = Site(())
 
 
+class Released:
+    """How the runtime released an object the program had not (`how`: "aclrtResetDevice(0)",
+    "aclrtDestroyContext(0x...)") and the program's site of that call. str() is what a message says
+    after "released at" or "freed at": the call and its site, or the call alone when no frame of the
+    program is known (at interpreter exit). The site is resolved only when a message shows it."""
+
+    __slots__ = ("how", "site")
+
+    def __init__(self, how: str, site: Site):
+        self.how, self.site = how, site
+
+    def __str__(self) -> str:
+        return "%s at %s" % (self.how, self.site) if self.site.frames else self.how
+
+    def __repr__(self) -> str:
+        return "<Released %s>" % self
+
+
 _known: dict = {}  # (code, offset) of the innermost three frames -> their Site: most calls repeat one
 KNOWN_SITES = 4096
 

@@ -23,7 +23,7 @@ from .errors import AclError
 from .faults import Fault
 from .resource import Resource
 from .sanitizer import TRACKER
-from .sites import Site, user_site
+from .sites import Released, Site, user_site
 
 _clock = time.perf_counter  # read three times per task: bound once
 POLL = 0.002  # seconds between looks at what another thread is to do (the runtime lock is free meanwhile)
@@ -114,12 +114,18 @@ class WaitTask(Task):
 
 
 def _waits_for_itself(stream: "Stream", task: Task) -> AclError:
-    """107020 for a thread that would wait for `task`, a blocking callback handed to it: it is running it
-    (or is to run it, at its next aclrtProcessReport), so the stream never gets past it."""
+    """107020 for a thread that would wait for `task`, a blocking callback handed to it: it is running it,
+    or is to run it at its next aclrtProcessReport, which it cannot call while it waits; either way the
+    stream never gets past it. The message says which of the two (HandOver.running)."""
+    if getattr(task.run, "running", False):
+        why = ("whose callback this thread is running: waiting for the stream from inside its own blocking "
+               "callback never ends")
+    else:
+        why = ("whose callback the stream handed to this thread, which has not run it yet: the stream waits for "
+               "this thread's aclrtProcessReport, which it cannot call while it waits for the stream")
     return AclError(status.ACL_ERROR_RT_TASK_TIMEOUT,
-                    "stream: expected a stream this thread does not hold, found stream %s held by %s, whose callback "
-                    "this thread is running: waiting for the stream from inside its own blocking callback never "
-                    "ends (the card would hang)" % (stream.describe(), task.name))
+                    "stream: expected a stream this thread does not hold, found stream %s held by %s, %s (the card "
+                    "would hang)" % (stream.describe(), task.name, why))
 
 
 def wait_unlocked(lock, done: Callable[[], bool], stop: Optional[float]) -> None:
@@ -323,9 +329,9 @@ class Stream(Resource):
         self._leave_subscriber()
         faults_module.raise_faults(self.take_faults())
 
-    def orphan(self, how: str) -> None:
+    def orphan(self, released: Released) -> None:
         """Released by a reset or a context destroyed (a leak): gone for its report thread too."""
-        super().orphan(how)
+        super().orphan(released)
         self._leave_subscriber()
 
     def _leave_subscriber(self) -> None:

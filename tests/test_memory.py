@@ -208,11 +208,21 @@ def test_mem_info_reports_the_chips_memory_kind_for_every_attr(soc):
             assert (free, size) == (total - padded(1000), total), attr
         else:
             assert (free, size) == (0, 0), attr
-    for attr in (18, -1):
+    for attr in (18, -1, 2**31 - 1):  # passed to the driver, whose "invalid value" the runtime maps to 107000
         free, size, ret = acl.rt.get_mem_info(attr)
         assert (free, size) == (0, 0)
-        assert_rejected(ret, acl.ACL_ERROR_INVALID_PARAM, "attr", str(attr))
+        assert_rejected(ret, acl.ACL_ERROR_RT_PARAM_INVALID, "attr", "aclrtMemAttr", "0 (ACL_DDR_MEM)",
+                        "17 (ACL_MEM_P2P_HUGE1G)", "found %d" % attr)
     assert acl.rt.free(address) == 0
+
+
+def test_mem_info_with_an_unknown_attr_and_no_context_is_the_context_error():
+    """The attr reaches the driver only through a context: without one, 107002 comes first. An attr
+    beyond int32_t is refused before, as every C argument outside its type (100000)."""
+    free, size, ret = acl.rt.get_mem_info(18)
+    assert (free, size) == (0, 0)
+    assert_rejected(ret, acl.ACL_ERROR_RT_CONTEXT_NULL)
+    assert_rejected(acl.rt.get_mem_info(2**31)[2], acl.ACL_ERROR_INVALID_PARAM, "attr")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -499,6 +509,100 @@ def test_memset_rejections(device):
     ret = acl.rt.memset_async(pageable.ctypes.data, 64, 1, 64, None)
     assert_rejected(ret, acl.ACL_ERROR_RT_PARAM_INVALID, "devPtr", "aclrtMallocHost")
     assert_rejected(acl.rt.memset(address, 200, 0, 200), acl.ACL_ERROR_RT_PARAM_INVALID, "devPtr", "overruns")
+
+
+# ---------------------------------------------------------------------------------------------
+# aclrtMallocHost bounds: a copy or memset starting in one may not run past its end
+
+
+def past_the_end_calls(host: int, size: int, device_ptr: int, stream: int) -> list:
+    """(call, parameter, name) of every copy and memset whose host range starts at `host`, the start of an
+    aclrtMallocHost allocation of `size` bytes, and runs `size` bytes past its end."""
+    n = 2 * size
+    return [
+        (lambda: acl.rt.memcpy(host, n, device_ptr, n, D2H), "dst", "aclrtMemcpy"),
+        (lambda: acl.rt.memcpy(device_ptr, n, host, n, H2D), "src", "aclrtMemcpy"),
+        (lambda: acl.rt.memcpy(host, n, host + size, n, H2H), "dst", "aclrtMemcpy"),
+        (lambda: acl.rt.memcpy_async(host, n, device_ptr, n, D2H, stream), "dst", "aclrtMemcpyAsync"),
+        (lambda: acl.rt.memcpy_async(device_ptr, n, host, n, H2D, stream), "src", "aclrtMemcpyAsync"),
+        (lambda: acl.rt.memcpy_2d(host, size, device_ptr, size, size, 2, D2H), "dst", "aclrtMemcpy2d"),
+        (lambda: acl.rt.memcpy_2d(device_ptr, size, host, size, size, 2, H2D), "src", "aclrtMemcpy2d"),
+        (lambda: acl.rt.memcpy_2d_async(host, size, device_ptr, size, size, 2, D2H, stream), "dst",
+         "aclrtMemcpy2dAsync"),
+        (lambda: acl.rt.memset(host, n, 0xAB, n), "devPtr", "aclrtMemset"),
+        (lambda: acl.rt.memset_async(host, n, 0xAB, n, stream), "devPtr", "aclrtMemsetAsync"),
+    ]
+
+
+@pytest.mark.parametrize("size", [PAGE, 164, 1 << 20])
+def test_a_copy_or_memset_running_past_an_aclrtmallochost_allocation_is_107000(device, size):
+    """Only the mapping and the host range's first and last pages used to be checked: with the mapping after
+    the allocation writable (the program's other data), aclrtMemset and a D2H aclrtMemcpy of twice the
+    allocation's size returned 0 and overwrote it. Every copy and memset now refuses the range, naming the
+    parameter, the allocation's size and where it was made, and touches nothing."""
+    device_ptr = device(2 * size)
+    assert acl.rt.memset(device_ptr, 2 * size, 0x11, 2 * size) == 0
+    stream, _ = acl.rt.create_stream()
+    host, ret = acl.rt.malloc_host(size)
+    assert ret == 0
+    ctypes.memset(host, 0x5A, size)
+    try:
+        for call, parameter, name in past_the_end_calls(host, size, device_ptr, stream):
+            assert_rejected(call(), acl.ACL_ERROR_RT_PARAM_INVALID, name, parameter + ": expected at most",
+                            "aclrtMallocHost allocation", "of %d bytes" % size, "made at",
+                            os.path.basename(__file__), "run %d bytes past its end" % size)
+        assert acl.rt.synchronize_stream(stream) == 0, "nothing was queued"
+        assert ctypes.string_at(host, size) == b"\x5a" * size, "nothing written"
+        # the allocation itself, to its last byte, is fine; one byte more is not
+        assert acl.rt.memcpy(host, size, device_ptr, size, D2H) == 0
+        assert acl.rt.memset(host + size - 1, 1, 0x22, 1) == 0
+        assert_rejected(acl.rt.memset(host + size - 1, 2, 0x22, 2), acl.ACL_ERROR_RT_PARAM_INVALID, "devPtr",
+                        "expected at most 1 bytes", "run 1 bytes past its end")
+    finally:
+        assert acl.rt.free_host(host) == 0
+        assert acl.rt.destroy_stream(stream) == 0
+
+
+def test_a_range_starting_in_the_slack_of_an_aclrtmallochost_page_is_past_its_end(device):
+    """The bytes between an allocation's end and its last page's end are mapped but not the program's."""
+    host, _ = acl.rt.malloc_host(100)
+    try:
+        assert_rejected(acl.rt.memset(host + 200, 8, 0, 8), acl.ACL_ERROR_RT_PARAM_INVALID, "devPtr",
+                        "expected at most 0 bytes", "of 100 bytes")
+    finally:
+        assert acl.rt.free_host(host) == 0
+
+
+def test_the_fuzzers_memset_of_1_5_gb_into_164_bytes_is_107000_not_a_segfault(device):
+    """aclrtMemset(<aclrtMallocHost(164)>, 2**63, v, 1577543168) returned 0 and the process died with SIGSEGV."""
+    host, _ = acl.rt.malloc_host(164)
+    try:
+        assert_rejected(acl.rt.memset(host, 2**63, 7, 1577543168), acl.ACL_ERROR_RT_PARAM_INVALID, "devPtr",
+                        "of 164 bytes", "found 1577543168 bytes")
+    finally:
+        assert acl.rt.free_host(host) == 0
+
+
+def test_sizes_no_address_space_holds_are_refused_before_any_probe(device, monkeypatch):
+    """A count of 2**63 (or one whose end passes 2**63) is refused by arithmetic alone: the kernel is not
+    asked about the range."""
+    from emulator import memory
+
+    def probed(*args):
+        raise AssertionError("the host range was probed: %r" % (args,))
+    monkeypatch.setattr(memory, "_check_host", probed)
+    host, _ = acl.rt.malloc_host(64)
+    data = np.zeros(64, np.uint8)
+    address = device(64)
+    try:
+        for target in (host, data.ctypes.data):
+            for count in (2**63, 2**64 - 1, 2**63 - target):
+                assert_rejected(acl.rt.memset(target, 2**64 - 1, 0, count), acl.ACL_ERROR_RT_PARAM_INVALID,
+                                "devPtr", "found %d bytes at %s" % (count, hex(target)), "end past 2**63")
+                assert_rejected(acl.rt.memcpy(target, 2**64 - 1, address, count, D2H), acl.ACL_ERROR_RT_PARAM_INVALID,
+                                "dst", "end past 2**63")
+    finally:
+        assert acl.rt.free_host(host) == 0
 
 
 # ---------------------------------------------------------------------------------------------

@@ -558,6 +558,77 @@ def test_callback_errors(device):
     assert_rejected(acl.rt.process_report(1), acl.ACL_ERROR_THREAD_NOT_SUBSCRIBE, "thread")
 
 
+@pytest.mark.parametrize("block", [acl.ACL_CALLBACK_NO_BLOCK, acl.ACL_CALLBACK_BLOCK])
+def test_process_report_with_timeout_0_runs_the_stream_up_to_its_callback_and_runs_it(device, block):
+    """A poll: on the card the stream reaches its callback by itself, so aclrtProcessReport(0) finds it. In
+    the default (lazy) mode it never did: its deadline, now, stopped the stream before its first task, and
+    a loop of polls got 100036 for ever (246,894 times in 3 s). The work ahead of the callback ran first."""
+    me = threading.get_ident()
+    assert acl.rt.subscribe_report(me, device.stream) == 0
+    address = device.malloc(64)
+    seen = []
+    assert acl.rt.memset_async(address, 64, 3, 64, device.stream) == 0
+    assert acl.rt.launch_callback(first_byte_reader(address, seen), None, block, device.stream) == 0
+    assert acl.rt.process_report(0) == 0, last_error()
+    assert seen == [3], "the callback ran, after the work ahead of it"
+    assert_rejected(acl.rt.process_report(0), acl.ACL_ERROR_WAIT_CALLBACK_TIMEOUT, "timeout")  # nothing left
+    assert acl.rt.synchronize_stream(device.stream) == 0, last_error()
+    assert acl.rt.unsubscribe_report(me, device.stream) == 0
+
+
+def test_process_report_with_timeout_0_does_not_wait_for_another_thread(device):
+    """A poll runs the stream only as far as it goes without waiting: work behind another stream's blocking
+    callback, whose report thread has not run it, stays queued, and the poll answers 100036 at once."""
+    me = threading.get_ident()
+    other, _ = acl.rt.create_stream()
+    go = threading.Event()
+    server = threading.Thread(target=lambda: (go.wait(10), acl.rt.process_report(5000)))
+    server.start()
+    event, _ = acl.rt.create_event()
+    seen = []
+    try:
+        assert acl.rt.subscribe_report(server.ident, other) == 0
+        assert acl.rt.launch_callback(seen.append, "other", acl.ACL_CALLBACK_BLOCK, other) == 0
+        assert acl.rt.record_event(event, other) == 0
+        assert acl.rt.subscribe_report(me, device.stream) == 0
+        assert acl.rt.stream_wait_event(device.stream, event) == 0
+        assert acl.rt.launch_callback(seen.append, "mine", acl.ACL_CALLBACK_NO_BLOCK, device.stream) == 0
+        start = time.perf_counter()
+        assert_rejected(acl.rt.process_report(0), acl.ACL_ERROR_WAIT_CALLBACK_TIMEOUT, "timeout")
+        assert time.perf_counter() - start < 0.5 and seen == []
+        go.set()
+        server.join()
+        assert seen == ["other"]
+        assert acl.rt.process_report(0) == 0, last_error()
+        assert seen == ["other", "mine"]
+        assert acl.rt.unsubscribe_report(me, device.stream) == 0
+        assert acl.rt.synchronize_stream(other) == 0, last_error()
+        assert acl.rt.unsubscribe_report(server.ident, other) == 0
+    finally:
+        go.set()
+        server.join()
+        acl.rt.destroy_event(event)
+        acl.rt.destroy_stream(other)
+
+
+def test_a_thread_handed_its_blocking_callback_by_a_query_is_told_it_has_not_run_it(device):
+    """The report thread queries its stream (which hands it the blocking callback) and synchronises it
+    before any aclrtProcessReport: 107020, as before, but the message said the thread "is running" the
+    callback and waits "from inside its own blocking callback", which it was not."""
+    me, seen = threading.get_ident(), []
+    assert acl.rt.subscribe_report(me, device.stream) == 0
+    assert acl.rt.launch_callback(seen.append, "handed", acl.ACL_CALLBACK_BLOCK, device.stream) == 0
+    assert acl.rt.stream_query(device.stream) == (acl.ACL_STREAM_STATUS_NOT_READY, 0)
+    message = assert_rejected(acl.rt.synchronize_stream(device.stream), acl.ACL_ERROR_RT_TASK_TIMEOUT, "stream",
+                              "aclrtLaunchCallback", "handed to this thread, which has not run it yet",
+                              "aclrtProcessReport")
+    assert "is running" not in message and "from inside" not in message, message
+    assert seen == []
+    assert acl.rt.process_report(0) == 0 and seen == ["handed"]
+    assert acl.rt.synchronize_stream(device.stream) == 0, last_error()
+    assert acl.rt.unsubscribe_report(me, device.stream) == 0
+
+
 @pytest.mark.sanitizer_reports("missing synchronisation")
 @pytest.mark.parametrize("query", ["stream", "event"])
 def test_a_thread_polling_its_own_stream_runs_the_blocking_callback_in_process_report(device, query):

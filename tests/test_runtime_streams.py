@@ -9,6 +9,7 @@ import pytest
 import acl
 import aclnn_api as nn
 import emulator
+from emulator.sites import user_site
 from support import assert_rejected, last_error, npu
 
 D2H = acl.ACL_MEMCPY_DEVICE_TO_HOST
@@ -213,6 +214,21 @@ def test_event_elapsed_time_measures_the_work_between_the_events():
         assert large > 4 * small, "the time between the events should be dominated by the kernels' work"
 
 
+@pytest.mark.parametrize("flag", [acl.ACL_EVENT_TIME_LINE, acl.ACL_EVENT_SYNC, 0, acl.ACL_EVENT_DEVICE_USE_ONLY])
+def test_events_without_time_line_still_time_as_documented(flag):
+    """docs/runtime.md's choice: only EXTERNAL and IPC events are refused an elapsed time (the runtime's
+    documented refusals); an event without ACL_EVENT_TIME_LINE times as any other."""
+    with npu() as device:
+        start, end = acl.rt.create_event_with_flag(flag)[0], acl.rt.create_event_with_flag(flag)[0]
+        assert acl.rt.record_event(start, device.stream) == 0 and acl.rt.record_event(end, device.stream) == 0
+        assert acl.rt.synchronize_stream(device.stream) == 0
+        ms, ret = acl.rt.event_elapsed_time(start, end)
+        assert ret == 0 and ms >= 0.0, last_error()
+        stamp, ret = acl.rt.event_get_timestamp(start)
+        assert ret == 0 and stamp > 0, last_error()
+        assert acl.rt.destroy_event(start) == 0 and acl.rt.destroy_event(end) == 0
+
+
 def test_event_elapsed_time_errors():
     with npu() as device:
         recorded, never = acl.rt.create_event()[0], acl.rt.create_event()[0]
@@ -292,6 +308,70 @@ def test_work_on_a_stream_of_another_context_of_the_device_is_107003():
         assert acl.rt.synchronize_stream(device.stream) == 0, "synchronising it needs no particular context"
         assert acl.rt.destroy_context(context) == 0
         assert acl.rt.destroy_event(event) == 0
+
+
+def released_by(message: str) -> str:
+    """What a 107017 or 107000 message says released the object: the text after "released at" or
+    "freed at", up to where it says where the object was made."""
+    match = re.search(r"(?:released|freed) at (.*?)(?: \(made at |, made at |$)", message)
+    assert match, message
+    return match.group(1)
+
+
+def test_handles_released_by_a_reset_or_a_context_destroyed_name_that_release():
+    """A stream or event released by aclrtResetDevice or aclrtDestroyContext said only "already released
+    (made at ...)": every kind of object such a call releases (created and default streams, events, the
+    default context, device memory) now names the call and the program's line that made it."""
+    emulator.leaks.forget()
+    assert acl.rt.set_device(0) == 0
+    default_context, _ = acl.rt.get_context()
+    stream, _ = acl.rt.create_stream()
+    event, _ = acl.rt.create_event()
+    memory, _ = acl.rt.malloc(64, 0)
+    created, _ = acl.rt.create_context(0)
+    in_created, _ = acl.rt.create_stream()
+    event_in_created, _ = acl.rt.create_event()
+    memory_in_created, _ = acl.rt.malloc(64, 0)
+    assert acl.rt.destroy_context(created) == 0; destroyed_at = str(user_site())  # noqa: E702  (the same line: the same site)
+    assert acl.rt.set_context(default_context) == 0
+    assert acl.rt.reset_device(0) == 0; reset_at = str(user_site())  # noqa: E702  (the same line: the same site)
+    assert acl.rt.set_device(0) == 0
+    try:
+        by_destroy = "aclrtDestroyContext(%s) at %s" % (hex(created), destroyed_at)
+        by_reset = "aclrtResetDevice(0) at %s" % reset_at
+        host = np.zeros(64, np.uint8)
+        for call, released, code in [
+                (lambda: acl.rt.synchronize_stream(stream), by_reset, acl.ACL_ERROR_RT_INVALID_HANDLE),
+                (lambda: acl.rt.record_event(event, None), by_reset, acl.ACL_ERROR_RT_INVALID_HANDLE),
+                (lambda: acl.rt.set_context(default_context), by_reset, acl.ACL_ERROR_RT_INVALID_HANDLE),
+                (lambda: acl.rt.free(memory), by_reset, acl.ACL_ERROR_RT_PARAM_INVALID),
+                (lambda: acl.rt.synchronize_stream(in_created), by_destroy, acl.ACL_ERROR_RT_INVALID_HANDLE),
+                (lambda: acl.rt.query_event_status(event_in_created)[1], by_destroy, acl.ACL_ERROR_RT_INVALID_HANDLE),
+                (lambda: acl.rt.memcpy(host.ctypes.data, 64, memory_in_created, 64, D2H), by_reset,
+                 acl.ACL_ERROR_RT_PARAM_INVALID)]:   # the device's memory goes with its last reset
+            message = assert_rejected(call(), code, "made at")
+            assert released_by(message) == released, message
+    finally:
+        assert acl.rt.reset_device(0) == 0
+        emulator.leaks.forget()  # left to the reset and the destroy on purpose
+
+
+def test_a_default_stream_released_by_a_forced_reset_names_it():
+    """The default stream's handle (a program may keep it) goes with aclrtResetDeviceForce too."""
+    emulator.leaks.forget()
+    assert acl.rt.set_device(0) == 0
+    context, _ = acl.rt.get_context()
+    default_stream = emulator.runtime.live(emulator.context.Context, "context", context).default_stream.handle
+    created, _ = acl.rt.create_context(0)
+    assert acl.rt.reset_device_force(0) == 0; reset_at = str(user_site())  # noqa: E702  (the same line: the same site)
+    assert acl.rt.set_device(0) == 0
+    try:
+        for call in (lambda: acl.rt.synchronize_stream(default_stream), lambda: acl.rt.set_context(created)):
+            message = assert_rejected(call(), acl.ACL_ERROR_RT_INVALID_HANDLE, "already released", "made at")
+            assert released_by(message) == "aclrtResetDeviceForce(0) at %s" % reset_at, message
+    finally:
+        assert acl.rt.reset_device(0) == 0
+        emulator.leaks.forget()
 
 
 def test_messages_about_a_stale_stream_or_event_do_not_repeat_the_kind():

@@ -656,7 +656,7 @@ def _(ctx):
 
 
 @bad_call("aclrtGetMemInfo-attr-99", "device", """size_t free = 0, total = 0;
-  report_status(ID, aclrtGetMemInfo(static_cast<aclrtMemAttr>(99), &free, &total));""", 100000)
+  report_status(ID, aclrtGetMemInfo(static_cast<aclrtMemAttr>(99), &free, &total));""", 107000)
 def _(ctx):
     return rt.aclrtGetMemInfo(99)
 
@@ -726,7 +726,7 @@ def _(ctx):
 
 
 @bad_call("aclrtGetMemInfo-attr--1", "device", """size_t free = 0, total = 0;
-  report_status(ID, aclrtGetMemInfo(static_cast<aclrtMemAttr>(-1), &free, &total));""", 100000)
+  report_status(ID, aclrtGetMemInfo(static_cast<aclrtMemAttr>(-1), &free, &total));""", 107000)
 def _(ctx):
     return rt.aclrtGetMemInfo(-1)
 
