@@ -31,9 +31,9 @@ def _host_readable(api_name: str, ptr: Any, size: int) -> bool:
     if interface.is_device_address(ptr):
         _reject(api_name, "ptr: expected a host address, found device address 0x%x (copy it to the host first)" % ptr)
         return False
-    problem = interface.host_range_problem(ptr, size)
+    problem = interface.host_problem(ptr, size)
     if problem:
-        _reject(api_name, "ptr: expected %d bytes of readable host memory, found %s at 0x%x" % (size, problem, ptr))
+        _reject(api_name, "ptr: " + problem)
         return False
     return True
 

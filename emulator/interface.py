@@ -9,7 +9,7 @@ the runtime. They never touch the process state or its lock; everything they nee
     resolve(address, nbytes, ...)   the host pointer backing a device range, or DeviceFault
     resolver()                      resolve, bound once for a launch of several tensors
     is_device_address(address)      whether an address is in the emulated device address space
-    host_range_problem(a, n, write) what keeps the host from reading (writing) there, or None
+    host_problem(a, n, write)       what keeps the host from reading (writing) there, or None
     checks_memory()                 whether memcheck's reports are on (NPUEMU_SANITIZE)
     TENSOR_ALIGNMENT                what a tensor's data address must be a multiple of
     launch_checks(op, tensors, ..)  a launch's tensors: destroyed since the first phase, misaligned
@@ -27,7 +27,7 @@ from .sanitizer import ALIGNMENT as TENSOR_ALIGNMENT  # noqa: F401  (for the lay
 from .sanitizer import TRACKER as _TRACKER
 from .config import Config
 from .faults import DeviceFault  # noqa: F401  (re-exported for the layers above)
-from .memory import host_range_problem  # noqa: F401
+from .memory import host_memory_problem
 from .sites import Site, user_site
 from .soc import SocProfile
 from .state import PROCESS as _P
@@ -116,6 +116,16 @@ def resolve(address: int, nbytes: int, device_id: int, what, base: Optional[int]
 def resolver() -> Callable[..., int]:
     """`resolve` itself, bound to the address space: for a launch that resolves several tensors."""
     return (_P.space or _P.address_space()).pointer
+
+
+def host_problem(address: int, nbytes: int, write: bool = False) -> Optional[str]:
+    """What keeps the host from reading (writing) [address, address+nbytes), as "expected ..., found
+    ...", or None: the check of a copy's host memory, so that a range past the end of an aclrtMallocHost
+    allocation is refused too (its mapping's neighbour would be read or overwritten)."""
+    space = _P.space
+    if space is None:  # not reserved yet: no aclrtMallocHost memory either
+        return host_memory_problem(address, nbytes, write)
+    return space.host_problem(address, nbytes, write)
 
 
 def is_device_address(address: int) -> bool:

@@ -151,6 +151,20 @@ def host_range_problem(address: int, size: int, write: bool = False) -> Optional
     return _HOST_PROBLEMS.get(_check_host(address, size, write))
 
 
+def host_memory_problem(address: int, nbytes: int, write: bool) -> Optional[str]:
+    """What keeps the host from using [address, address+nbytes), as "expected ..., found ...", or None,
+    without regard to aclrtMallocHost allocations (AddressSpace.host_problem adds them): a size no
+    address space holds, refused before the kernel is asked anything, then what the kernel says."""
+    if nbytes >= ADDRESS_SPACE_END - address:  # (address and nbytes are C arguments: address > 0, nbytes >= 0)
+        return ("expected a range the address space holds, found %d bytes at 0x%x, which end past 2**63"
+                % (nbytes, address))
+    found = _check_host(address, nbytes, write)
+    if found != USABLE:
+        return ("expected %d bytes of %s host memory at 0x%x, found %s"
+                % (nbytes, "writable" if write else "readable", address, _HOST_PROBLEMS[found]))
+    return None
+
+
 def host_range_readable(address: int, size: int) -> bool:
     return host_range_problem(address, size) is None
 
@@ -399,20 +413,14 @@ class AddressSpace:
         and runs past its end (npuemu made it and knows its size: the mapping after it, often the program's
         other data, would pass the probes and be overwritten); with `pinned` (memory the device reaches by
         DMA), a range outside every such allocation; then what the kernel says of the range."""
-        if nbytes >= ADDRESS_SPACE_END - address:  # (address and nbytes are C arguments: address > 0, nbytes >= 0)
-            return ("expected a range the address space holds, found %d bytes at 0x%x, which end past 2**63"
-                    % (nbytes, address))
-        host = self.host_holding(address) if self.host_starts else None  # none: no search (most programs)
-        if host is not None and address + nbytes > host.end:
-            return host.overrun(address, nbytes)
-        if pinned and host is None:
-            return ("expected device memory or aclrtMallocHost memory for %d bytes, found host address 0x%x outside "
-                    "any aclrtMallocHost allocation" % (nbytes, address))
-        found = _check_host(address, nbytes, write)  # host_range_problem's call, without its checks done above
-        if found != USABLE:
-            return ("expected %d bytes of %s host memory at 0x%x, found %s"
-                    % (nbytes, "writable" if write else "readable", address, _HOST_PROBLEMS[found]))
-        return None
+        if nbytes < ADDRESS_SPACE_END - address:  # else host_memory_problem refuses the size first
+            host = self.host_holding(address) if self.host_starts else None  # none: no search (most programs)
+            if host is not None and address + nbytes > host.end:
+                return host.overrun(address, nbytes)
+            if pinned and host is None:
+                return ("expected device memory or aclrtMallocHost memory for %d bytes, found host address 0x%x "
+                        "outside any aclrtMallocHost allocation" % (nbytes, address))
+        return host_memory_problem(address, nbytes, write)
 
     def free_host(self, address: int) -> None:
         host = self.host.pop(address, None)

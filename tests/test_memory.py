@@ -131,6 +131,23 @@ def test_free_rejections_name_the_allocation(device):
     assert os.path.basename(__file__) in message, "the message should name the line that freed it"
 
 
+def test_host_memory_views_stay_within_their_aclrtmallochost_allocation():
+    """ptr_to_bytes/ptr_to_numpy past the end of an aclrtMallocHost allocation read (or, through the
+    view, overwrite) whatever the process keeps after it: refused as a copy there is."""
+    host, ret = acl.rt.malloc_host(164)
+    assert ret == 0
+    try:
+        assert acl.util.ptr_to_bytes(host, 164) is not None
+        assert acl.util.ptr_to_bytes(host + 100, 200) is None
+        message = last_error()
+        assert "ptr: expected at most 64 bytes" in message and "allocation" in message and "164 bytes" in message
+        assert acl.util.ptr_to_numpy(host, (41,), 11) is not None
+        assert acl.util.ptr_to_numpy(host, (42,), 11) is None
+        assert "run 4 bytes past its end" in last_error()
+    finally:
+        acl.rt.free_host(host)
+
+
 def test_host_memory_is_real_and_free_host_checks_its_pointer():
     host, ret = acl.rt.malloc_host(100)
     assert ret == 0
