@@ -44,7 +44,9 @@ std::atomic<bool> g_streaming{MemoryPlan{}.streaming};
 std::atomic<int64_t> g_threshold{MemoryPlan{}.threshold}, g_prefetch{MemoryPlan{}.prefetch}, g_block{MemoryPlan{}.block};
 std::atomic<int> g_hint{MemoryPlan{}.hint};
 std::mutex g_mutex;  // guards g_report and the making of the plan
-PlanReport g_report;
+// Never destroyed: the module's static objects are destroyed at exit before the global destructors of
+// a C program that loaded the toolkit earlier, and such a destructor may still run an operator.
+PlanReport& g_report = *new PlanReport();
 
 void publish(const MemoryPlan& plan) {
   g_streaming.store(plan.streaming, std::memory_order_relaxed);
