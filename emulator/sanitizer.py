@@ -6,7 +6,7 @@ themselves or another view of the launch; `full`: also
 
 - racecheck: two tasks on different streams, not ordered, where one writes what the other touches;
 - synccheck: a synchronous host call (aclrtMemcpy, aclrtMemset, ...) touching memory that queued,
-  unsynchronised work touches; host memory changed or freed while an async copy still needs it;
+  unsynchronised work touches; host memory changed or freed (unmapped) while an async copy still needs it;
   memory freed, a stream destroyed or a device reset while work queued on it was never synchronised;
 - initcheck: a kernel or a copy reading device bytes that nothing ever wrote. Such bytes read as the
   poison pattern 0xFF (a NaN in every floating type), as fresh memory on the card is garbage.
@@ -172,9 +172,12 @@ class HostCopy:
     def mapped(self) -> bool:
         return _mapped(self.start, self.end - self.start)
 
-    def changed(self) -> bool:
-        """Whether the memory (still mapped) no longer holds what it should."""
-        return self.mapped() and self.sum() != self.checksum
+    def changed(self) -> Optional[str]:
+        """How the memory no longer holds what it should: "freed" (no longer mapped: an aclrtFreeHost, a
+        NumPy array or a std::vector gone with its pages), "changed", or None."""
+        if not self.mapped():
+            return "freed"
+        return "changed" if self.sum() != self.checksum else None
 
     def overlaps(self, other: "HostCopy") -> bool:
         return self.start < other.end and other.start < self.end
@@ -522,15 +525,22 @@ class Tracker:
         return [other for other in self.host_copies if other is not copy and other.overlaps(copy)]
 
     def _check_host_copy(self, copy: HostCopy, when: str, site: Site) -> None:
-        if copy.reported or not copy.changed():
+        if copy.reported:
+            return
+        how = copy.changed()
+        if how is None:
             return
         copy.reported = True
+        effect = ("the copy may run after the free, on memory that is gone or has become something else; keep "
+                  "the memory alive" if how == "freed" else
+                  "the copy may see (or overwrite) the change, or not; keep the memory as it is")
         report.publish(
             "host memory in flight", "synccheck",
-            "the host changed memory [0x%x, 0x%x) that %s %s before the program synchronised with the copy: on "
-            "the card the copy may see (or overwrite) the change, or not; keep the memory as it is until the stream "
-            "is synchronised" % (copy.start, copy.end, copy.task.name, copy.role),
-            (("%s, launched" % copy.task.name, copy.task.site), ("found changed %s" % when, site)), ())
+            "the host %s memory [0x%x, 0x%x) that %s %s before the program synchronised with the copy%s: on the "
+            "card %s until the stream is synchronised"
+            % (how, copy.start, copy.end, copy.task.name, copy.role,
+               " (it is no longer mapped)" if how == "freed" else "", effect),
+            (("%s, launched" % copy.task.name, copy.task.site), ("found %s %s" % (how, when), site)), ())
 
     def _settle_host_copies(self) -> None:
         """The copies the host has now seen complete: a last check, then they are forgotten."""

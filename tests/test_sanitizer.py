@@ -1,7 +1,9 @@
 """The sanitizer (docs/sanitizer.md): each scenario is a small client program, run in-process at every
 level and in both execution modes; what it must report follows from the level (`memcheck` kinds from
 memcheck up, the others at `full` only), never from the execution mode. Correct twins report nothing."""
+import ctypes
 import itertools
+import mmap
 import operator
 import os
 import random
@@ -217,6 +219,19 @@ def sync_host_fills_the_gaps_between_the_rows_of_a_2d_download(p):
     assert acl.rt.synchronize_stream(p.s1) == 0
 
 
+def sync_host_memory_unmapped_before_the_async_copy(p):
+    """The pages of a temporary array (a large NumPy array, a std::vector) go back to the system when it
+    goes: freed before the copy was synchronised, as aclrtFreeHost is."""
+    a = p.malloc()
+    pages = mmap.mmap(-1, N)
+    first = ctypes.c_char.from_buffer(pages)
+    address = ctypes.addressof(first)
+    del first  # the mapping can only be closed once nothing points into it
+    assert acl.rt.memcpy_async(a, N, address, N, H2D, p.s1) == 0
+    pages.close()
+    assert acl.rt.synchronize_stream(p.s1) == _fault_if_queued()
+
+
 def sync_pinned_memory_freed_before_the_async_copy(p):
     a = p.malloc()
     pinned, _ = acl.rt.malloc_host(N)
@@ -350,6 +365,7 @@ SCENARIOS = {
     sync_one_host_buffer_uploaded_then_refilled_on_one_stream: set(),
     sync_pinned_buffer_memset_downloaded_into_then_uploaded: set(),
     sync_host_fills_the_gaps_between_the_rows_of_a_2d_download: set(),
+    sync_host_memory_unmapped_before_the_async_copy: {"host memory in flight", "invalid device access"},
     sync_pinned_memory_freed_before_the_async_copy: {"host memory in flight", "invalid device access"},
     sync_pinned_memory_freed_under_a_queued_memset: {"host memory in flight", "invalid device access"},
     mem_unread_parameter_misaligned_and_destroyed: {"destroyed tensor"},
@@ -707,6 +723,25 @@ def test_a_race_names_both_tasks_with_their_launch_sites_and_the_allocation():
     assert all(line.startswith(__file__) for line in lines) and len(set(lines)) == 1  # both from the helper...
     assert all(" <- " in str(site) for _, site in race.sites)  # ...whose callers say which launch it was
     assert race.resources and race.resources[0].startswith("allocation #")
+
+
+@pytest.mark.sanitizer_reports("host memory in flight", "invalid device access")
+@pytest.mark.parametrize("execution", ["async", "eager"])
+def test_host_memory_unmapped_under_a_queued_copy_is_reported_as_freed(execution):
+    """Found when the copy runs (async: it then faults too) or at the synchronisation (eager: it ran
+    before the memory went)."""
+    emulator.configure(execution=execution)
+    program = Program()
+    try:
+        sync_host_memory_unmapped_before_the_async_copy(program)
+    finally:
+        program.close()
+    (finding,) = [found for found in emulator.reports() if found.kind == "host memory in flight"]
+    assert "the host freed memory" in finding.message and "no longer mapped" in finding.message
+    when = "when the copy ran" if execution == "async" else "by the synchronisation"
+    assert [role.split(" at ")[0] for role, _ in finding.sites] == [
+        "aclrtMemcpyAsync(%d bytes), launched" % N, "found freed %s, in the call" % when
+        if execution == "async" else "found freed by the synchronisation"]
 
 
 @pytest.mark.sanitizer_reports("missing synchronisation")
