@@ -163,11 +163,7 @@ class HostCopy:
     def sum(self) -> int:
         if not self.pitch or self.pitch == self.width:
             return _checksum(self.start, self.end - self.start)
-        rows = (self.end - self.start - self.width) // self.pitch + 1
-        crc = 0  # at most SAMPLES rows, evenly spread (the first and the last among them), as _checksum's pages
-        for row in sorted({r * (rows - 1) // (SAMPLES - 1) for r in range(SAMPLES)} if rows > SAMPLES else range(rows)):
-            crc = zlib.crc32((ctypes.c_char * self.width).from_address(self.start + row * self.pitch), crc)
-        return crc
+        return _checksum(self.start, self.end - self.start, self.pitch, self.width)
 
     def mapped(self) -> bool:
         return _mapped(self.start, self.end - self.start)
@@ -192,15 +188,47 @@ SUMMED_WHOLE = 1 << 20   # host memory up to this size is summed whole; larger, 
 SAMPLES, SAMPLE = 256, 4096
 
 
-def _checksum(address: int, nbytes: int) -> int:
-    """CRC-32 of host memory: all of it up to SUMMED_WHOLE bytes, else SAMPLES evenly spread pages (a
-    gigabyte upload is not read three times over; a refill of the buffer is still found)."""
-    if nbytes <= SUMMED_WHOLE:
-        return zlib.crc32((ctypes.c_char * nbytes).from_address(address))
+def _checksum(address: int, nbytes: int, pitch: int = 0, width: int = 0) -> int:
+    """CRC-32 of host memory [address, address+nbytes), or of a 2-D copy's rows there (`width` bytes
+    `pitch` apart) one after the other: all of its bytes up to SUMMED_WHOLE of them, else SAMPLES evenly
+    spread pages of them (a gigabyte upload is not read three times over; a refill is still found)."""
+    if not pitch and nbytes <= SUMMED_WHOLE:  # the common case, at once
+        return zlib.crc32(_at(address, nbytes))
+    size, part = _parts(address, nbytes, pitch, width)
+    if size <= SUMMED_WHOLE:
+        return part(0, size, 0)
     crc = 0
-    for page in range(SAMPLES):  # the first page starts the buffer, the last one ends it
-        crc = zlib.crc32((ctypes.c_char * SAMPLE).from_address(address + page * (nbytes - SAMPLE) // (SAMPLES - 1)), crc)
+    for page in range(SAMPLES):  # the first page starts the bytes, the last one ends them
+        crc = part(page * (size - SAMPLE) // (SAMPLES - 1), SAMPLE, crc)
     return crc
+
+
+def _at(address: int, nbytes: int):
+    return (ctypes.c_char * nbytes).from_address(address)
+
+
+def _parts(address: int, nbytes: int, pitch: int, width: int) -> tuple:
+    """(size, part) of the bytes _checksum sums: their number, and part(offset, count, crc), the CRC-32
+    `crc` carried on over `count` of them from `offset`."""
+    if not pitch:
+        return nbytes, lambda offset, count, crc: zlib.crc32(_at(address + offset, count), crc)
+    rows = (nbytes - width) // pitch + 1  # one element a row: numpy gathers them at memcpy speed
+    grid = np.ndarray((rows,), np.dtype((np.void, width)), buffer=_at(address, nbytes), strides=(pitch,))
+    return rows * width, lambda offset, count, crc: _rows_crc(address, pitch, grid, offset, count, crc)
+
+
+def _rows_crc(address: int, pitch: int, grid: np.ndarray, offset: int, count: int, crc: int) -> int:
+    """The CRC-32 `crc` carried on over bytes [offset, offset+count) of the rows of `grid` one after the
+    other (rows `pitch` apart from `address`): the piece of its first row and of its last as they are in
+    memory, the rows between gathered into one buffer."""
+    width = grid.dtype.itemsize
+    (first, begin), (last, end) = divmod(offset, width), divmod(offset + count, width)
+    if first == last:
+        return zlib.crc32(_at(address + first * pitch + begin, end - begin), crc)
+    crc = zlib.crc32(_at(address + first * pitch + begin, width - begin), crc)
+    if last > first + 1:
+        crc = zlib.crc32(np.ascontiguousarray(grid[first + 1:last]), crc)
+    return zlib.crc32(_at(address + last * pitch, end), crc) if end else crc
 
 
 class Tracker:

@@ -219,6 +219,16 @@ def sync_host_fills_the_gaps_between_the_rows_of_a_2d_download(p):
     assert acl.rt.synchronize_stream(p.s1) == 0
 
 
+def sync_host_changes_a_middle_row_of_a_2d_upload(p):
+    """1000 rows of 16 bytes, 32 apart: all of them are summed, not 256 samples."""
+    rows = 1000
+    a = p.malloc(rows * 16, written=False)
+    host = np.ones((rows, 8), np.float32)
+    assert acl.rt.memcpy_2d_async(a, 16, acl.util.numpy_to_ptr(host), 32, 16, rows, H2D, p.s1) == 0
+    host[500, :4] = 42.0
+    assert acl.rt.synchronize_stream(p.s1) == 0
+
+
 def sync_host_memory_unmapped_before_the_async_copy(p):
     """The pages of a temporary array (a large NumPy array, a std::vector) go back to the system when it
     goes: freed before the copy was synchronised, as aclrtFreeHost is."""
@@ -365,6 +375,7 @@ SCENARIOS = {
     sync_one_host_buffer_uploaded_then_refilled_on_one_stream: set(),
     sync_pinned_buffer_memset_downloaded_into_then_uploaded: set(),
     sync_host_fills_the_gaps_between_the_rows_of_a_2d_download: set(),
+    sync_host_changes_a_middle_row_of_a_2d_upload: {"host memory in flight"},
     sync_host_memory_unmapped_before_the_async_copy: {"host memory in flight", "invalid device access"},
     sync_pinned_memory_freed_before_the_async_copy: {"host memory in flight", "invalid device access"},
     sync_pinned_memory_freed_under_a_queued_memset: {"host memory in flight", "invalid device access"},
@@ -1062,6 +1073,24 @@ def test_a_changed_host_buffer_is_found_whole_or_sampled(nbytes, changed_at):
     assert _checksum(buffer.ctypes.data, nbytes) == before
     buffer[changed_at] = 1  # the first and last bytes are in sampled pages
     assert _checksum(buffer.ctypes.data, nbytes) != before
+
+
+@pytest.mark.parametrize("rows,width,pitch", [(1000, 16, 32), (256, 4096, 8192), (65536, 16, 32), (512, 4096, 4100)])
+def test_a_2d_copys_rows_are_summed_whole_up_to_1_mib_of_them_and_sampled_beyond(rows, width, pitch):
+    """A 2-D copy's memory is its rows: the bytes between them are not summed; its rows' bytes are, as a
+    1-D copy's bytes are (whole up to SUMMED_WHOLE; beyond, sampled pages, the first and the last)."""
+    from emulator.sanitizer import SUMMED_WHOLE, _checksum
+    memory = np.zeros(rows * pitch, np.uint8)
+    copy = (memory.ctypes.data, (rows - 1) * pitch + width, pitch, width)
+    before = _checksum(*copy)
+    memory[width:pitch] = 1  # between rows 0 and 1
+    assert _checksum(*copy) == before
+    if rows * width <= SUMMED_WHOLE:
+        memory[rows // 2 * pitch + 3] = 1
+        assert _checksum(*copy) != before
+        memory[rows // 2 * pitch + 3] = 0
+    memory[(rows - 1) * pitch + width - 1] = 1
+    assert _checksum(*copy) != before
 
 
 @pytest.mark.sanitizer_reports("uninitialised read")
