@@ -4,7 +4,8 @@ Levels (NPUEMU_SANITIZE): `off`; `memcheck`: faults of queued work, overruns int
 padding, misaligned tensors, tensors destroyed between the two phases, outputs that overlap
 themselves or another view of the launch; `full`: also
 
-- racecheck: two tasks on different streams, not ordered, where one writes what the other touches;
+- racecheck: two tasks on different streams, not ordered, where one writes what the other touches
+  (device memory, or the host memory of a copy or memset);
 - synccheck: a synchronous host call (aclrtMemcpy, aclrtMemset, ...) touching memory that queued,
   unsynchronised work touches; host memory changed or freed (unmapped) while an async copy still needs it;
   memory freed, a stream destroyed or a device reset while work queued on it was never synchronised;
@@ -60,9 +61,12 @@ class Access:
 class StreamClock:
     """A stream's vector clock (stream handle -> tasks of that stream ordered before its next task) and
     its tasks that the host has not yet seen complete, in the order queued: (epoch, task); a task's
-    ranges (Task.ranges()) are only asked for when something is checked against them."""
+    ranges (Task.ranges()) are only asked for when something is checked against them. The host memory
+    of its pending copies and memsets is kept apart (`host`): racecheck compares it with other streams'
+    host memory only, not with every pending task's device ranges."""
 
-    __slots__ = ("handle", "clock", "count", "pending", "epochs", "host_version", "last_task", "box", "waits")
+    __slots__ = ("handle", "clock", "count", "pending", "epochs", "host_version", "last_task", "box", "waits",
+                 "host", "host_box")
 
     def __init__(self, handle: int):
         self.handle = handle
@@ -74,6 +78,8 @@ class StreamClock:
         self.last_task = None
         self.box: Optional[tuple] = None     # (low, high) the pending tasks touch, once asked (apart())
         self.waits: list[tuple] = []         # (count, the awaited record's clock): waits, oldest first
+        self.host: list[HostCopy] = []       # the pending tasks' host memory, in the order queued
+        self.host_box = _EMPTY               # (low, high) of that memory
 
     def after(self, stream_handle: int, epoch: int) -> Optional[int]:
         """The count after which this stream's tasks come after task `epoch` of stream `stream_handle`
@@ -97,15 +103,31 @@ class StreamClock:
             self.box = _box([(self.box[0], self.box[1] - self.box[0])] if self.box is not _EMPTY else [],
                             *task.ranges())
 
+    def queued_host(self, copies: list) -> None:
+        """The host memory of a task queued now joins the stream's (and its box grows to take it in)."""
+        self.host.extend(copies)
+        for copy in copies:
+            low, high = self.host_box if self.host_box is not _EMPTY else (copy.start, copy.end)
+            self.host_box = (min(low, copy.start), max(high, copy.end))
+
     def cut(self, count: int) -> None:
         """The oldest `count` pending tasks are done with (seen by the host, or too old to keep)."""
         del self.pending[:count], self.epochs[:count]
         self.box = None
+        if self.host and not self.epochs:  # their host memory goes with them: all of it, as is usual
+            self.host, self.host_box = [], _EMPTY
+        elif self.host:
+            self._cut_host()
         if self.epochs:  # a wait before the oldest pending task orders them all: the latest such one is enough
             older = [wait for wait in self.waits if wait[0] < self.epochs[0]]
             self.waits = older[-1:] + [wait for wait in self.waits if wait[0] >= self.epochs[0]]
         else:
             self.waits = []
+
+    def _cut_host(self) -> None:
+        """The host memory of the tasks cut from the pending ones, some of them, leaves the stream's."""
+        self.host = [copy for copy in self.host if copy.epoch >= self.epochs[0]]
+        self.host_box = _box([(copy.start, copy.end - copy.start) for copy in self.host])
 
 
 _EMPTY = (0, 0)
@@ -144,25 +166,70 @@ def _task_role(access: Access, stream_name: str) -> str:
     return "%s by %s on stream %s, launched" % (access.verb(), access.task.name, stream_name)
 
 
-class HostCopy:
-    """Host memory an async copy reads or writes, from its aclrtMemcpyAsync until the host has seen the
-    copy complete, with a checksum of what the memory should hold: taken when queued, and again after a
-    copy in stream order wrote it. A 2-D copy's memory is its rows (`pitch` apart, `width` bytes each),
-    not the gaps between them, which the host may use meanwhile."""
+class HostRows:
+    """Host memory that a copy or memset reads (`role` "reads") or writes ("writes"): [start, end), or a
+    2-D copy's rows (`width` bytes each, `pitch` apart), not the gaps between them, which the host may
+    use meanwhile (pitch 0: one range)."""
 
-    __slots__ = ("task", "start", "end", "pitch", "width", "checksum", "role", "reported", "stream_handle", "epoch")
+    __slots__ = ("start", "end", "role", "pitch", "width")
+
+    def __init__(self, start: int, end: int, role: str, pitch: int = 0, width: int = 0):
+        self.start, self.end, self.role = start, end, role
+        self.pitch, self.width = (pitch, width) if pitch != width else (0, 0)  # rows that touch: one range
+
+    @property
+    def write(self) -> bool:
+        return self.role == "writes"
+
+    def rows(self) -> int:
+        return (self.end - self.start - self.width) // self.pitch + 1 if self.pitch else 1
+
+    def hits(self, low: int, high: int) -> bool:
+        """Whether a byte of [low, high) is one of its bytes."""
+        if high <= self.start or self.end <= low:
+            return False
+        if not self.pitch:
+            return True
+        first = max(0, (low - self.start - self.width) // self.pitch + 1)  # the first row that ends past low
+        return first < self.rows() and self.start + first * self.pitch < high
+
+    def overlaps(self, other: "HostRows") -> bool:
+        """Whether the two share a byte: a row's, for a 2-D copy."""
+        if other.end <= self.start or self.end <= other.start:
+            return False
+        if not other.pitch:
+            return self.hits(other.start, other.end)
+        if not self.pitch:
+            return other.hits(self.start, self.end)
+        return _rows_meet(*sorted((self, other), key=HostRows.rows))
+
+
+def _rows_meet(fewer: HostRows, more: HostRows) -> bool:
+    """Whether a row of `fewer` shares a byte with a row of `more` (both 2-D): hits() of the rows of
+    `fewer` that lie within `more`'s range, all at once."""
+    first = max(0, (more.start - fewer.start - fewer.width) // fewer.pitch + 1)
+    last = min(fewer.rows(), (more.end - fewer.start - 1) // fewer.pitch + 1)
+    starts = fewer.start + np.arange(first, last, dtype=np.int64) * fewer.pitch
+    rows = np.maximum(0, (starts - more.start - more.width) // more.pitch + 1)
+    return bool(((rows < more.rows()) & (more.start + rows * more.pitch < starts + fewer.width)).any())
+
+
+class HostCopy(HostRows):
+    """Host memory an async copy (or a memset) reads or writes, from its aclrtMemcpyAsync until the host
+    has seen the copy complete, with a checksum of what the memory should hold: taken when queued, and
+    again after a copy in stream order wrote it."""
+
+    __slots__ = ("task", "checksum", "reported", "stream_handle", "epoch")
 
     def __init__(self, task, start: int, end: int, role: str, pitch: int = 0, width: int = 0):
-        self.task, self.start, self.end, self.role = task, start, end, role
-        self.pitch, self.width = pitch, width  # 0: one range [start, end)
+        super().__init__(start, end, role, pitch, width)
+        self.task = task
         self.reported = False
         self.checksum = self.sum()
         self.stream_handle: Optional[int] = None  # where the task was queued, and as which task of its
         self.epoch = 0                            # stream (Tracker.enqueued): None while not queued
 
     def sum(self) -> int:
-        if not self.pitch or self.pitch == self.width:
-            return _checksum(self.start, self.end - self.start)
         return _checksum(self.start, self.end - self.start, self.pitch, self.width)
 
     def mapped(self) -> bool:
@@ -175,8 +242,9 @@ class HostCopy:
             return "freed"
         return "changed" if self.sum() != self.checksum else None
 
-    def overlaps(self, other: "HostCopy") -> bool:
-        return self.start < other.end and other.start < self.end
+    def access(self) -> Access:
+        """The memory as a report names it, with its task (once queued)."""
+        return Access(self.start, self.end, self.write, "host memory", self.task, self.epoch)
 
 
 def _mapped(address: int, nbytes: int) -> bool:
@@ -276,8 +344,9 @@ class Tracker:
                     if other is not state and other.pending and not other.apart(*touched):
                         self._check_race(stream, state, other, epoch, task)
         if self.host_copies:
-            for copy in self.host_copies_of.get(id(task), ()):
-                copy.stream_handle, copy.epoch = state.handle, epoch
+            copies = self.host_copies_of.get(id(task))
+            if copies:
+                self._host_memory_queued(stream, state, epoch, copies)
         state.pending.append((epoch, task))
         state.epochs.append(epoch)
         state.queued(task)
@@ -305,6 +374,30 @@ class Tracker:
                 if hit is not None:
                     return self._report_race(stream, other, _access(hit, True, earlier_task, earlier_epoch),
                                              _access(entry, False, task, epoch))
+
+    def _host_memory_queued(self, stream, state: StreamClock, epoch: int, copies: list) -> None:
+        """The host memory of a copy or memset queued now as task `epoch` of `stream`: checked against the
+        host memory of other streams' pending tasks that it is not ordered after (racecheck: two DMA
+        engines go through it in no fixed order), then kept with its stream's."""
+        for copy in copies:
+            copy.stream_handle, copy.epoch = state.handle, epoch
+        if len(self.clocks) > 1:
+            low, high = min(copy.start for copy in copies), max(copy.end for copy in copies)
+            for other in self.clocks.values():
+                if other is not state and other.host and other.host_box[0] < high and low < other.host_box[1]:
+                    self._check_host_race(stream, state, other, copies)
+        state.queued_host(copies)
+
+    def _check_host_race(self, stream, state: StreamClock, other: StreamClock, copies: list) -> None:
+        """The new task's host memory against that of `other`'s pending tasks it is not ordered after: a
+        write (a download, a memset) and any other access of a byte is a race, two reads are not."""
+        ordered = state.clock.get(other.handle, 0)
+        for earlier in reversed(other.host):  # the newest first: those not ordered before come last
+            if earlier.epoch <= ordered:
+                return
+            for copy in copies:
+                if (copy.write or earlier.write) and copy.overlaps(earlier):
+                    return self._report_race(stream, other, earlier.access(), copy.access())
 
     def _report_race(self, stream, other: StreamClock, earlier: Access, access: Access) -> None:
         from .resource import HANDLES

@@ -35,7 +35,7 @@ class Program:
         assert acl.init() == 0 and acl.rt.set_device(0) == 0
         self.s1, _ = acl.rt.create_stream()
         self.s2, _ = acl.rt.create_stream()
-        self.buffers, self.events, self.tensors = [], [], []
+        self.buffers, self.events, self.tensors, self.pinned = [], [], [], []
         self.host = np.arange(N // 4, dtype=np.float32)
         self.out = np.zeros(N // 4, np.float32)
 
@@ -46,6 +46,14 @@ class Program:
             assert acl.rt.memset(address, size, 0, size) == 0
             assert acl.rt.memcpy(address, size, acl.util.numpy_to_ptr(self.host), min(size, N), H2D) == 0
         self.buffers.append(address)
+        return address
+
+    def malloc_host(self, fill=9.0):
+        """N bytes of pinned memory holding `fill` in every float."""
+        address, ret = acl.rt.malloc_host(N)
+        assert ret == 0
+        acl.util.ptr_to_numpy(address, (N // 4,), np.dtype(np.float32).num)[:] = fill
+        self.pinned.append(address)
         return address
 
     def event(self):
@@ -78,6 +86,8 @@ class Program:
             acl.rt.destroy_event(event)
         for address in self.buffers:
             acl.rt.free(address)
+        for address in self.pinned:
+            acl.rt.free_host(address)
         acl.rt.destroy_stream(self.s1)
         acl.rt.destroy_stream(self.s2)
         acl.rt.reset_device(0)
@@ -119,6 +129,84 @@ def race_readers_only_do_not_race(p):
     a, b, out1, out2 = p.malloc(), p.malloc(), p.malloc(), p.malloc()
     p.log_sigmoid_backward(a, b, out1, p.s1)
     p.log_sigmoid_backward(a, b, out2, p.s2)
+
+
+def race_download_and_upload_of_one_staging_buffer(p):
+    """s1 downloads into the staging buffer while s2 uploads from it: two DMA engines, no event between,
+    so the upload reads it before or after the download wrote it."""
+    a, b = p.malloc(), p.malloc(written=False)
+    stage = p.malloc_host()
+    assert acl.rt.memcpy_async(stage, N, a, N, D2H, p.s1) == 0
+    assert acl.rt.memcpy_async(b, N, stage, N, H2D, p.s2) == 0
+
+
+def race_download_into_the_source_of_an_upload_queued_before(p):
+    a, b = p.malloc(), p.malloc(written=False)
+    stage = p.malloc_host()
+    assert acl.rt.memcpy_async(b, N, stage, N, H2D, p.s2) == 0
+    assert acl.rt.memcpy_async(stage, N, a, N, D2H, p.s1) == 0
+
+
+def race_two_downloads_into_one_host_array(p):
+    a, b = p.malloc(), p.malloc()
+    assert acl.rt.memcpy_async(acl.util.numpy_to_ptr(p.out), N, a, N, D2H, p.s1) == 0
+    assert acl.rt.memcpy_async(acl.util.numpy_to_ptr(p.out), N, b, N, D2H, p.s2) == 0
+
+
+def race_memset_of_pinned_memory_and_an_upload_from_it(p):
+    b = p.malloc(written=False)
+    stage = p.malloc_host()
+    assert acl.rt.memset_async(stage, N, 0, N, p.s1) == 0
+    assert acl.rt.memcpy_async(b, N, stage, N, H2D, p.s2) == 0
+
+
+def race_staging_buffer_ordered_by_an_event(p):
+    a, b = p.malloc(), p.malloc(written=False)
+    stage, event = p.malloc_host(), p.event()
+    assert acl.rt.memcpy_async(stage, N, a, N, D2H, p.s1) == 0
+    assert acl.rt.record_event(event, p.s1) == 0
+    assert acl.rt.stream_wait_event(p.s2, event) == 0
+    assert acl.rt.memcpy_async(b, N, stage, N, H2D, p.s2) == 0
+
+
+def race_staging_buffer_reused_after_each_synchronisation(p):
+    a, b = p.malloc(), p.malloc(written=False)
+    stage = p.malloc_host()
+    assert acl.rt.memcpy_async(stage, N, a, N, D2H, p.s1) == 0
+    assert acl.rt.synchronize_stream(p.s1) == 0
+    assert acl.rt.memcpy_async(b, N, stage, N, H2D, p.s2) == 0
+    assert acl.rt.synchronize_stream(p.s2) == 0
+    assert acl.rt.memcpy_async(stage, N, a, N, D2H, p.s1) == 0
+
+
+def race_two_downloads_into_the_halves_of_one_host_array(p):
+    a, b = p.malloc(), p.malloc()
+    half = acl.util.numpy_to_ptr(p.out) + N // 2
+    assert acl.rt.memcpy_async(acl.util.numpy_to_ptr(p.out), N // 2, a, N // 2, D2H, p.s1) == 0
+    assert acl.rt.memcpy_async(half, N // 2, b, N // 2, D2H, p.s2) == 0
+
+
+def race_two_uploads_from_one_host_buffer(p):
+    a, b = p.malloc(written=False), p.malloc(written=False)
+    stage = p.malloc_host()
+    assert acl.rt.memcpy_async(a, N, stage, N, H2D, p.s1) == 0
+    assert acl.rt.memcpy_async(b, N, stage, N, H2D, p.s2) == 0
+
+
+def two_2d_downloads_of_8_rows_into_one_host_array(p, shift):
+    """Rows of 16 bytes 32 apart from the array's start on s1, and from `shift` bytes further on s2."""
+    a, b = p.malloc(), p.malloc()
+    host = acl.util.numpy_to_ptr(p.out)
+    assert acl.rt.memcpy_2d_async(host, 32, a, 16, 16, 8, D2H, p.s1) == 0
+    assert acl.rt.memcpy_2d_async(host + shift, 32, b, 16, 16, 8, D2H, p.s2) == 0
+
+
+def race_2d_downloads_into_the_same_rows(p):
+    two_2d_downloads_of_8_rows_into_one_host_array(p, 8)  # each row over half of one of the first
+
+
+def race_2d_downloads_into_alternate_rows(p):
+    two_2d_downloads_of_8_rows_into_one_host_array(p, 16)  # the bytes between the first's rows
 
 
 def sync_copy_without_synchronisation(p):
@@ -364,6 +452,16 @@ SCENARIOS = {
     race_ordered_by_a_host_synchronisation: set(),
     race_event_waited_before_it_is_recorded: {"race"},
     race_readers_only_do_not_race: set(),
+    race_download_and_upload_of_one_staging_buffer: {"race"},
+    race_download_into_the_source_of_an_upload_queued_before: {"race"},
+    race_two_downloads_into_one_host_array: {"race"},
+    race_memset_of_pinned_memory_and_an_upload_from_it: {"race"},
+    race_staging_buffer_ordered_by_an_event: set(),
+    race_staging_buffer_reused_after_each_synchronisation: set(),
+    race_two_downloads_into_the_halves_of_one_host_array: set(),
+    race_two_uploads_from_one_host_buffer: set(),
+    race_2d_downloads_into_the_same_rows: {"race"},
+    race_2d_downloads_into_alternate_rows: set(),
     sync_copy_without_synchronisation: {"missing synchronisation"},
     sync_copy_after_synchronisation: set(),
     sync_copy_after_the_event_of_the_kernel: set(),
@@ -736,6 +834,21 @@ def test_a_race_names_both_tasks_with_their_launch_sites_and_the_allocation():
     assert race.resources and race.resources[0].startswith("allocation #")
 
 
+@pytest.mark.sanitizer_reports("race")
+def test_a_race_on_host_memory_names_both_copies_with_their_launch_sites():
+    program = Program()
+    try:
+        race_download_and_upload_of_one_staging_buffer(program)
+    finally:
+        program.close()
+    (race,) = emulator.reports()
+    assert race.tool == "racecheck" and "read/write race" in race.message and "of host memory" in race.message
+    assert [role.split(" on stream ")[0] for role, _ in race.sites] == [
+        "write by aclrtMemcpyAsync(%d bytes)" % N, "read by aclrtMemcpyAsync(%d bytes)" % N]
+    downloaded, uploaded = (site.frames[0][1] for _, site in race.sites)
+    assert uploaded == downloaded + 1
+
+
 @pytest.mark.sanitizer_reports("host memory in flight", "invalid device access")
 @pytest.mark.parametrize("execution", ["async", "eager"])
 def test_host_memory_unmapped_under_a_queued_copy_is_reported_as_freed(execution):
@@ -1091,6 +1204,24 @@ def test_a_2d_copys_rows_are_summed_whole_up_to_1_mib_of_them_and_sampled_beyond
         memory[rows // 2 * pitch + 3] = 0
     memory[(rows - 1) * pitch + width - 1] = 1
     assert _checksum(*copy) != before
+
+
+def test_host_rows_overlap_exactly_when_they_share_a_byte():
+    from emulator.sanitizer import HostRows
+    generator = random.Random(11)
+
+    def rows():
+        width = generator.randint(1, 6)
+        pitch, height, start = generator.randint(width, 10), generator.randint(1, 6), generator.randrange(30)
+        return HostRows(start, start + pitch * (height - 1) + width, "reads", pitch, width)
+
+    def bytes_of(memory):
+        pitch, width = memory.pitch or memory.end - memory.start, memory.width or memory.end - memory.start
+        return {memory.start + row * pitch + column for row in range(memory.rows()) for column in range(width)}
+    for _ in range(3000):
+        a, b = rows(), rows()
+        shared = bool(bytes_of(a) & bytes_of(b))
+        assert a.overlaps(b) == b.overlaps(a) == shared, [(m.start, m.end, m.pitch, m.width) for m in (a, b)]
 
 
 @pytest.mark.sanitizer_reports("uninitialised read")
