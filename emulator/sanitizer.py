@@ -7,7 +7,8 @@ themselves or another view of the launch; `full`: also
 - racecheck: two tasks on different streams, not ordered, where one writes what the other touches
   (device memory, or the host memory of a copy or memset);
 - synccheck: a synchronous host call (aclrtMemcpy, aclrtMemset, ...) touching memory that queued,
-  unsynchronised work touches; host memory changed or freed (unmapped) while an async copy still needs it;
+  unsynchronised work touches (device memory, or host memory that a copy writes); host memory changed
+  or freed (unmapped) while an async copy still needs it;
   memory freed, a stream destroyed or a device reset while work queued on it was never synchronised;
 - initcheck: a kernel or a copy reading device bytes that nothing ever wrote. Such bytes read as the
   poison pattern 0xFF (a NaN in every floating type), as fresh memory on the card is garbage.
@@ -533,18 +534,40 @@ class Tracker:
 
     # -- the host's own accesses ----------------------------------------------------------------------
 
-    def host_access(self, call: str, site: Site, reads: Sequence[tuple], writes: Sequence[tuple]) -> None:
-        """A synchronous host call reads and writes device ranges now: conflicts with unsynchronised
-        queued work are missing synchronisations; reads of never-written bytes are uninitialised."""
+    def host_access(self, call: str, site: Site, reads: Sequence[tuple], writes: Sequence[tuple],
+                    host: Sequence[tuple] = ()) -> None:
+        """A synchronous host call reads and writes device ranges now, and host memory (`host`: (address,
+        nbytes, role[, pitch, width]), as handed_to_copy takes it): conflicts with unsynchronised queued
+        work are missing synchronisations; reads of never-written bytes are uninitialised."""
         for ranges, write in ((reads, False), (writes, True)):
             for start, nbytes, label in ranges:
                 for handle, access in self._unsynchronised(start, start + nbytes, write):
                     self._report_missing_sync(call, site, start, nbytes, label, write, handle, access)
                     break
+        if host and self.host_copies:
+            for address, nbytes, role, *rows in host:
+                self._check_host_memory(call, site, HostRows(address, address + nbytes, role, *rows))
         for start, nbytes, label in reads:
             self._read(start, nbytes, label, "%s, called" % call, site)
         for start, nbytes, _ in writes:
             self._write(start, nbytes)
+
+    def _check_host_memory(self, call: str, site: Site, memory: HostRows) -> None:
+        """A synchronous call's host memory against what unsynchronised copies write there (downloads,
+        memsets of pinned memory): the call does not wait for them, so it reads what was there before, or
+        its write and theirs land in either order. Such a write is this finding, not a change the copy
+        would report again (host memory in flight)."""
+        held = getattr(self.holding, "stream", None)  # what waits for the blocking callback it runs has not run
+        behind = set(self._copies_behind(held, self.holding.epoch)) if held is not None else ()
+        for state in self.clocks.values():
+            if not state.host or memory.end <= state.host_box[0] or state.host_box[1] <= memory.start:
+                continue
+            for copy in state.host:
+                if copy.write and copy not in behind and copy.overlaps(memory):
+                    self._report_missing_sync(call, site, memory.start, memory.end - memory.start, "host memory",
+                                              memory.write, state.handle, copy.access())
+                    copy.reported = copy.reported or memory.write
+                    return
 
     def _report_missing_sync(self, call: str, site: Site, start: int, nbytes: int, label: str, write: bool,
                              handle: int, access: Access) -> None:

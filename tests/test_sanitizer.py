@@ -307,6 +307,37 @@ def sync_host_fills_the_gaps_between_the_rows_of_a_2d_download(p):
     assert acl.rt.synchronize_stream(p.s1) == 0
 
 
+def sync_copy_reads_the_host_memory_a_queued_download_writes(p):
+    """aclrtMemcpy does not wait for the stream: it uploads what the staging buffer held before."""
+    a, b = p.malloc(), p.malloc()
+    stage = p.malloc_host()
+    assert acl.rt.memcpy_async(stage, N, a, N, D2H, p.s1) == 0
+    assert acl.rt.memcpy(b, N, stage, N, H2D) == 0
+
+
+def sync_memset_writes_the_host_memory_a_queued_download_writes(p):
+    """One finding: the memset's, not also the download's memory changed in flight."""
+    a = p.malloc()
+    stage = p.malloc_host()
+    assert acl.rt.memcpy_async(stage, N, a, N, D2H, p.s1) == 0
+    assert acl.rt.memset(stage, N, 0, N) == 0
+
+
+def sync_copy_reads_a_download_after_its_synchronisation(p):
+    a, b = p.malloc(), p.malloc()
+    stage = p.malloc_host()
+    assert acl.rt.memcpy_async(stage, N, a, N, D2H, p.s1) == 0
+    assert acl.rt.synchronize_stream(p.s1) == 0
+    assert acl.rt.memcpy(b, N, stage, N, H2D) == 0
+
+
+def sync_copy_reads_the_host_memory_a_queued_upload_reads(p):
+    a, b = p.malloc(written=False), p.malloc(written=False)
+    stage = p.malloc_host()
+    assert acl.rt.memcpy_async(a, N, stage, N, H2D, p.s1) == 0
+    assert acl.rt.memcpy(b, N, stage, N, H2D) == 0
+
+
 def sync_host_changes_a_middle_row_of_a_2d_upload(p):
     """1000 rows of 16 bytes, 32 apart: all of them are summed, not 256 samples."""
     rows = 1000
@@ -473,6 +504,10 @@ SCENARIOS = {
     sync_one_host_buffer_uploaded_then_refilled_on_one_stream: set(),
     sync_pinned_buffer_memset_downloaded_into_then_uploaded: set(),
     sync_host_fills_the_gaps_between_the_rows_of_a_2d_download: set(),
+    sync_copy_reads_the_host_memory_a_queued_download_writes: {"missing synchronisation"},
+    sync_memset_writes_the_host_memory_a_queued_download_writes: {"missing synchronisation"},
+    sync_copy_reads_a_download_after_its_synchronisation: set(),
+    sync_copy_reads_the_host_memory_a_queued_upload_reads: set(),
     sync_host_changes_a_middle_row_of_a_2d_upload: {"host memory in flight"},
     sync_host_memory_unmapped_before_the_async_copy: {"host memory in flight", "invalid device access"},
     sync_pinned_memory_freed_before_the_async_copy: {"host memory in flight", "invalid device access"},
@@ -847,6 +882,26 @@ def test_a_race_on_host_memory_names_both_copies_with_their_launch_sites():
         "write by aclrtMemcpyAsync(%d bytes)" % N, "read by aclrtMemcpyAsync(%d bytes)" % N]
     downloaded, uploaded = (site.frames[0][1] for _, site in race.sites)
     assert uploaded == downloaded + 1
+
+
+@pytest.mark.sanitizer_reports("missing synchronisation")
+@pytest.mark.parametrize("execution", ["async", "eager"])
+def test_a_copy_of_host_memory_a_queued_download_writes_names_the_call_and_the_download(execution):
+    """The upload copies what the staging buffer held before the download (async), or after it (eager: the
+    download ran at once): on the card either, so both modes report it."""
+    emulator.configure(execution=execution)
+    program = Program()
+    try:
+        sync_copy_reads_the_host_memory_a_queued_download_writes(program)
+        assert program.read(program.buffers[1]) == 0
+        copied = program.out.copy()
+    finally:
+        program.close()
+    (finding,) = emulator.reports()
+    assert finding.tool == "synccheck" and "aclrtMemcpy reads" in finding.message and "host memory" in finding.message
+    assert [role.split(" on stream ")[0] for role, _ in finding.sites] == [
+        "host call aclrtMemcpy", "write by aclrtMemcpyAsync(%d bytes)" % N]
+    assert (copied == (9.0 if execution == "async" else program.host)).all()
 
 
 @pytest.mark.sanitizer_reports("host memory in flight", "invalid device access")
