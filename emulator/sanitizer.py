@@ -1,8 +1,8 @@
 """The sanitizer: what the card would silently get wrong, reported with both sites (docs/sanitizer.md).
 
 Levels (NPUEMU_SANITIZE): `off`; `memcheck`: faults of queued work, overruns into an allocation's
-padding, misaligned tensors, tensors destroyed between the two phases, outputs that overlap
-themselves or another view of the launch; `full`: also
+padding, misaligned tensors, tensors destroyed between the two phases, outputs (and workspaces) that
+overlap themselves or another view of the launch; `full`: also
 
 - racecheck: two tasks on different streams, not ordered, where one writes what the other touches
   (device memory, or the host memory of a copy or memset);
@@ -866,6 +866,17 @@ class Tracker:
                        "go through the two views in no fixed order, so what stays there is not defined (npuemu "
                        "keeps one outcome)%s" % (op, output.describe(), other.describe(), how[0], where, how[1]))
         report.publish("overlapping output", "memcheck", message, tuple(sites), ())
+
+    def overlapping_workspace(self, op: str, workspace: int, nbytes: int, other, where: int, site: Site) -> None:
+        """The workspace handed to the second phase shares memory with a view of the launch: the kernel's
+        scratch writes and its accesses of the view go in no fixed order."""
+        report.publish(
+            "overlapping output", "memcheck",
+            "%s writes its workspace [0x%x, 0x%x) over memory of its %s (both hold the byte at 0x%x): the card's "
+            "cores write their scratch there as they go through the view, in no fixed order, so what stays in "
+            "either is not defined (npuemu keeps one outcome); the workspace must be memory no tensor of the call uses"
+            % (op, workspace, workspace + nbytes, other.describe(), where),
+            (("launch of %s" % op, site), ("%s made" % other.name, other.tensor.site)), _allocations(workspace))
 
 
 class Written:

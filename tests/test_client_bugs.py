@@ -40,7 +40,8 @@ EAGER_BUGGY = ("missing_sync_before_d2h.py", "memset_over_queued_input.cpp", "ra
                "staging_buffer_reused.c", "stream_destroyed_with_queued_work.cpp", "output_sized_for_fp16.py",
                "tensor_destroyed_by_raii_scope.cpp", "kernel_on_freed_memory.cpp", "tensors_leaked_in_loop.py",
                "pitched_upload_row_changed.py", "race_staging_buffer_two_streams.py",
-               "race_two_downloads_one_host_buffer.c", "upload_of_a_pending_download.py")
+               "race_two_downloads_one_host_buffer.c", "upload_of_a_pending_download.py",
+               "workspace_aliases_input.py")
 # Buggy programs run with the sanitizer off (none of them leaks: leaks are reported at every level).
 OFF_BUGGY = ("sync_wrong_stream.py", "race_event_reset_after_record.cpp", "uninit_input_never_copied.py",
              "pinned_buffer_freed_before_async_copy.cpp", "misaligned_packed_inputs.py", "upload_then_readback.c")

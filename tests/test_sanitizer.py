@@ -711,6 +711,36 @@ def run_op(program: Program, name: str, *args) -> None:
     assert acl.rt.synchronize_stream(program.s1) == 0
 
 
+@pytest.mark.sanitizer_reports("overlapping output")
+@pytest.mark.parametrize("execution", ["async", "eager"])
+@pytest.mark.parametrize("place,shared", [(50, "target"), (44, "target"), (96, "out"), (58, None), (200, None)])
+def test_a_workspace_over_memory_of_the_calls_own_tensors_is_an_overlapping_output(execution, place, shared):
+    """The workspace (16 floats at element `place` of the buffer of self at 0, target at 50, out at 100) is
+    the kernel's scratch: over a tensor of the call (a pool's block still in use) it is reported, naming
+    the tensor; next to them, nothing is."""
+    emulator.configure(execution=execution)
+    program = Program()
+    try:
+        buffer = OneBuffer(program)
+        self_ = buffer.tensor((8,), 0, np.linspace(-2, 2, 8))
+        target = buffer.tensor((8,), 50, np.linspace(0.1, 0.9, 8))
+        out = buffer.tensor((), 100)
+        size, executor, ret = nn.aclnnBinaryCrossEntropyWithLogitsGetWorkspaceSize(self_, target, None, None, 1, out)
+        assert ret == 0 and size == 64
+        assert nn.aclnnBinaryCrossEntropyWithLogits(buffer.address + 4 * place, size, executor, program.s1) == 0
+        assert acl.rt.synchronize_stream(program.s1) == 0
+    finally:
+        program.close()
+    found = emulator.reports()
+    if shared is None:
+        assert found == [], "\n".join(map(str, found))
+        return
+    (finding,) = found
+    assert finding.tool == "memcheck" and finding.kind == "overlapping output"
+    assert "writes its workspace" in finding.message and "over memory of its %s (" % shared in finding.message
+    assert [role for role, _ in finding.sites] == ["launch of aclnnBinaryCrossEntropyWithLogits", "%s made" % shared]
+
+
 T, B, C, S = 3, 3, 8, 2   # a CTC problem: time steps, batch items, classes, labels per item (A = C = 8)
 CTC_LOG_PROBS = np.log(np.full((T, B, C), 1.0 / C))
 CTC_TARGETS = np.array([[1, 2], [3, 3], [4, 1]])
