@@ -248,9 +248,14 @@ class HostCopy(HostRows):
         return Access(self.start, self.end, self.write, "host memory", self.task, self.epoch)
 
 
+_readable: list = []  # emulator.memory.host_range_readable, once imported (memory imports this module)
+
+
 def _mapped(address: int, nbytes: int) -> bool:
-    from .memory import host_range_readable  # memory imports this module
-    return host_range_readable(address, nbytes)
+    if not _readable:  # (an import statement at each call cost 1.3 us, twice a copy)
+        from .memory import host_range_readable
+        _readable.append(host_range_readable)
+    return _readable[0](address, nbytes)
 
 
 SUMMED_WHOLE = 1 << 20   # host memory up to this size is summed whole; larger, SAMPLES pages of it
@@ -261,8 +266,8 @@ def _checksum(address: int, nbytes: int, pitch: int = 0, width: int = 0) -> int:
     """CRC-32 of host memory [address, address+nbytes), or of a 2-D copy's rows there (`width` bytes
     `pitch` apart) one after the other: all of its bytes up to SUMMED_WHOLE of them, else SAMPLES evenly
     spread pages of them (a gigabyte upload is not read three times over; a refill is still found)."""
-    if not pitch and nbytes <= SUMMED_WHOLE:  # the common case, at once
-        return zlib.crc32(_at(address, nbytes))
+    if not pitch and nbytes <= SUMMED_WHOLE:  # the common case, at once (three times a copy: _at inline)
+        return zlib.crc32((ctypes.c_char * nbytes).from_address(address))
     size, part = _parts(address, nbytes, pitch, width)
     if size <= SUMMED_WHOLE:
         return part(0, size, 0)
