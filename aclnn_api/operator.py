@@ -194,6 +194,20 @@ class KernelLaunch:
         same_shape = output.shape == other.shape or _without_ones(output.shape) == _without_ones(other.shape)
         return self.units if same_shape and (self.units != "rows" or output.shape[-1:] == other.shape[-1:]) else None
 
+    def over_the_workspace(self, workspace: int) -> list:
+        """(view, where) of the views that share a byte (where) with the workspace at `workspace` (a pool's
+        block still in use): the kernel writes its scratch there as it goes through the view, and the
+        scratch is no unit of work of any view, so no byte may be shared. Asked at each launch: the
+        workspace is the second phase's argument."""
+        end, found = workspace + self.workspace_size, []
+        scratch = (workspace, 1, (self.workspace_size,), (1,))
+        for arg in self.args:
+            if type(arg) is TensorView and arg.nbytes and arg.start < end and workspace < arg.start + arg.nbytes:
+                byte = conflicting_byte(scratch, arg.geometry(), None)
+                if byte is not None:
+                    found.append((arg, byte))
+        return found
+
     def queued(self) -> "KernelLaunch":
         """This launch as queued now: with every view at its tensor's current address (itself when
         none has moved: a queued launch never changes afterwards)."""
@@ -521,6 +535,8 @@ def _launch(op: str, workspace: Any, workspace_size: Any, plan: aclOpExecutor, s
         work = plan.launch = plan.launch.queued()  # a repeatable executor moved by aclSetRawTensorAddr & co. stays moved
         for output, other, where, units in work.overlaps() if memcheck else ():
             interface.overlapping_output(op, output, other, where, site, in_place_possible=units is not None)
+        for other, where in work.over_the_workspace(workspace) if memcheck and work.workspace_size else ():
+            interface.overlapping_workspace(op, workspace, work.workspace_size, other, where, site)
         try:
             interface.launch(target, op, functools.partial(_execute, op, work, device_id, workspace), site=site,
                              ranges=functools.partial(work.ranges, workspace), details=work.details,

@@ -14,6 +14,7 @@ the runtime. They never touch the process state or its lock; everything they nee
     TENSOR_ALIGNMENT                what a tensor's data address must be a multiple of
     launch_checks(op, tensors, ..)  a launch's tensors: destroyed since the first phase, misaligned
     overlapping_output(op, ..)      a launch's output view that overlaps itself or another view
+    overlapping_workspace(op, ..)   a launch's workspace that shares memory with one of its views
 """
 from __future__ import annotations
 
@@ -94,6 +95,12 @@ def overlapping_output(op: str, output, other, where, site: Site, in_place_possi
     (`in_place_possible`: the operator may write `output` over that very view; else over none of it):
     reported (memcheck), the launch goes on."""
     _TRACKER.overlapping_output(op, output, other, where, site, in_place_possible)
+
+
+def overlapping_workspace(op: str, workspace: int, nbytes: int, other, where: int, site: Site) -> None:
+    """The second phase of `op` writes its workspace [workspace, workspace + nbytes) over the byte `where` of
+    the view `other` (a TensorView): reported (memcheck), the launch goes on."""
+    _TRACKER.overlapping_workspace(op, workspace, nbytes, other, where, site)
 
 
 def current_stream() -> Stream:

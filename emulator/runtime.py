@@ -727,20 +727,29 @@ def _enqueue_copy(copy: Copy, device_id: int, stream: Stream, name: str) -> None
     copy.pointers_now(space, device_id, access=False)  # checked again, and accessed, when it runs
     nbytes = copy.width * copy.height
     task = Task("%s(%d bytes)" % (name, nbytes), None, reads=copy.device_reads(), writes=copy.device_writes())
-    _set_run(task, lambda: copy.run(space, device_id), (copy.src, "reads", copy.spitch, copy.width),
-             (copy.dst, "writes", copy.dpitch, copy.width))
+    _set_run(task, lambda: copy.run(space, device_id), _host_memory(_sides(copy)))
     enqueue(stream, task)
 
 
-def _set_run(task: Task, run: Callable[[], None], *spans: tuple) -> None:
-    """The task's work: `run`. Host memory among the (Span, "reads" or "writes"[, pitch, width]) it is handed
-    must stay as it is until the program synchronises with the task (synccheck)."""
-    handed = [spec for spec in spans if not spec[0].on_device]
+def _sides(copy: Copy) -> tuple:
+    """(Span, "reads" or "writes", pitch, width) of the copy's source and target."""
+    return (copy.src, "reads", copy.spitch, copy.width), (copy.dst, "writes", copy.dpitch, copy.width)
+
+
+def _host_memory(spans: Sequence[tuple]) -> list:
+    """(address, nbytes, role[, pitch, width]) of the host memory among the (Span, role[, pitch, width]) of a
+    copy or memset (pitch and width: a 2-D copy's rows), as the sanitizer takes it."""
+    return [(span.address, span.nbytes, role, *rows) for span, role, *rows in spans if not span.on_device]
+
+
+def _set_run(task: Task, run: Callable[[], None], handed: list) -> None:
+    """The task's work: `run`. The host memory it is handed (_host_memory) must stay as it is until the
+    program synchronises with the task (synccheck)."""
     if not (TRACKER.hazards and handed):
         task.run = run
         return
-    for span, role, *rows in handed:  # rows: (pitch, width) of a 2-D copy's side
-        TRACKER.handed_to_copy(task, span.address, span.nbytes, role, *rows)
+    for memory in handed:
+        TRACKER.handed_to_copy(task, *memory)
 
     def checked_run() -> None:
         TRACKER.copy_running(task)
@@ -750,9 +759,9 @@ def _set_run(task: Task, run: Callable[[], None], *spans: tuple) -> None:
 
 
 class _host_call:
-    """`with _host_call(call) as access:` a synchronous call touches device memory now: memcheck's reports
-    of the ranges it resolves name it, and `access.touches(reads, writes)`, once they are resolved (a
-    rejected call touches nothing), tells synccheck and initcheck what it reads and writes."""
+    """`with _host_call(call) as access:` a synchronous call touches memory now: memcheck's reports of the
+    device ranges it resolves name it, and `access.touches(reads, writes, host)`, once they are resolved
+    (a rejected call touches nothing), tells synccheck and initcheck what it reads and writes."""
 
     def __init__(self, call: str):
         self.call = call
@@ -761,9 +770,10 @@ class _host_call:
         TRACKER.calling = self.call
         return self
 
-    def touches(self, reads: Sequence[tuple], writes: Sequence[tuple]) -> None:
-        if TRACKER.hazards and (reads or writes):
-            TRACKER.host_access(self.call, user_site(), reads, writes)
+    def touches(self, reads: Sequence[tuple], writes: Sequence[tuple], host: Sequence[tuple] = ()) -> None:
+        """`host`: the host memory it reads and writes (_host_memory)."""
+        if TRACKER.hazards and (reads or writes or host):
+            TRACKER.host_access(self.call, user_site(), reads, writes, host)
 
     def __exit__(self, *exception) -> None:
         TRACKER.calling = None
@@ -776,7 +786,7 @@ def _copy_now(call: str, copy: Copy, device_id: int) -> None:
     with _host_call(call) as access:
         pointers = copy.pointers_now(space, device_id, access=False)
         copy.accessed(space, device_id)
-        access.touches(copy.device_reads(), copy.device_writes())
+        access.touches(copy.device_reads(), copy.device_writes(), _host_memory(_sides(copy)))
         copy.move(*pointers)
 
 
@@ -849,7 +859,7 @@ def aclrtMemset(devPtr: int, maxCount: int, value: int, count: int) -> None:
             fill, device_id = planned
             with _host_call("aclrtMemset") as access:
                 target = fill.span.pointer_now(_P.address_space(), device_id)
-                access.touches((), fill.device_writes())
+                access.touches((), fill.device_writes(), _host_memory([(fill.span, "writes")]))
                 fill.set_at(target)
 
 
@@ -866,7 +876,7 @@ def aclrtMemsetAsync(devPtr: int, maxCount: int, value: int, count: int, stream:
         space = _P.address_space()
         fill.span.pointer_now(space, device_id, access=False)
         task = Task("aclrtMemsetAsync(%d bytes)" % fill.span.nbytes, None, writes=fill.device_writes())
-        _set_run(task, lambda: fill.run(space, device_id), (fill.span, "writes"))
+        _set_run(task, lambda: fill.run(space, device_id), _host_memory([(fill.span, "writes")]))
         enqueue(target, task)
 
 

@@ -1,12 +1,14 @@
 """The sanitizer: what the card would silently get wrong, reported with both sites (docs/sanitizer.md).
 
 Levels (NPUEMU_SANITIZE): `off`; `memcheck`: faults of queued work, overruns into an allocation's
-padding, misaligned tensors, tensors destroyed between the two phases, outputs that overlap
-themselves or another view of the launch; `full`: also
+padding, misaligned tensors, tensors destroyed between the two phases, outputs (and workspaces) that
+overlap themselves or another view of the launch; `full`: also
 
-- racecheck: two tasks on different streams, not ordered, where one writes what the other touches;
+- racecheck: two tasks on different streams, not ordered, where one writes what the other touches
+  (device memory, or the host memory of a copy or memset);
 - synccheck: a synchronous host call (aclrtMemcpy, aclrtMemset, ...) touching memory that queued,
-  unsynchronised work touches; host memory changed or freed while an async copy still needs it;
+  unsynchronised work touches (device memory, or host memory that a copy writes); host memory changed
+  or freed (unmapped) while an async copy still needs it;
   memory freed, a stream destroyed or a device reset while work queued on it was never synchronised;
 - initcheck: a kernel or a copy reading device bytes that nothing ever wrote. Such bytes read as the
   poison pattern 0xFF (a NaN in every floating type), as fresh memory on the card is garbage.
@@ -60,9 +62,12 @@ class Access:
 class StreamClock:
     """A stream's vector clock (stream handle -> tasks of that stream ordered before its next task) and
     its tasks that the host has not yet seen complete, in the order queued: (epoch, task); a task's
-    ranges (Task.ranges()) are only asked for when something is checked against them."""
+    ranges (Task.ranges()) are only asked for when something is checked against them. The host memory
+    of its pending copies and memsets is kept apart (`host`): racecheck compares it with other streams'
+    host memory only, not with every pending task's device ranges."""
 
-    __slots__ = ("handle", "clock", "count", "pending", "epochs", "host_version", "last_task", "box", "waits")
+    __slots__ = ("handle", "clock", "count", "pending", "epochs", "host_version", "last_task", "box", "waits",
+                 "host", "host_box")
 
     def __init__(self, handle: int):
         self.handle = handle
@@ -74,6 +79,8 @@ class StreamClock:
         self.last_task = None
         self.box: Optional[tuple] = None     # (low, high) the pending tasks touch, once asked (apart())
         self.waits: list[tuple] = []         # (count, the awaited record's clock): waits, oldest first
+        self.host: list[HostCopy] = []       # the pending tasks' host memory, in the order queued
+        self.host_box = _EMPTY               # (low, high) of that memory
 
     def after(self, stream_handle: int, epoch: int) -> Optional[int]:
         """The count after which this stream's tasks come after task `epoch` of stream `stream_handle`
@@ -97,15 +104,31 @@ class StreamClock:
             self.box = _box([(self.box[0], self.box[1] - self.box[0])] if self.box is not _EMPTY else [],
                             *task.ranges())
 
+    def queued_host(self, copies: list) -> None:
+        """The host memory of a task queued now joins the stream's (and its box grows to take it in)."""
+        self.host.extend(copies)
+        for copy in copies:
+            low, high = self.host_box if self.host_box is not _EMPTY else (copy.start, copy.end)
+            self.host_box = (min(low, copy.start), max(high, copy.end))
+
     def cut(self, count: int) -> None:
         """The oldest `count` pending tasks are done with (seen by the host, or too old to keep)."""
         del self.pending[:count], self.epochs[:count]
         self.box = None
+        if self.host and not self.epochs:  # their host memory goes with them: all of it, as is usual
+            self.host, self.host_box = [], _EMPTY
+        elif self.host:
+            self._cut_host()
         if self.epochs:  # a wait before the oldest pending task orders them all: the latest such one is enough
             older = [wait for wait in self.waits if wait[0] < self.epochs[0]]
             self.waits = older[-1:] + [wait for wait in self.waits if wait[0] >= self.epochs[0]]
         else:
             self.waits = []
+
+    def _cut_host(self) -> None:
+        """The host memory of the tasks cut from the pending ones, some of them, leaves the stream's."""
+        self.host = [copy for copy in self.host if copy.epoch >= self.epochs[0]]
+        self.host_box = _box([(copy.start, copy.end - copy.start) for copy in self.host])
 
 
 _EMPTY = (0, 0)
@@ -144,60 +167,142 @@ def _task_role(access: Access, stream_name: str) -> str:
     return "%s by %s on stream %s, launched" % (access.verb(), access.task.name, stream_name)
 
 
-class HostCopy:
-    """Host memory an async copy reads or writes, from its aclrtMemcpyAsync until the host has seen the
-    copy complete, with a checksum of what the memory should hold: taken when queued, and again after a
-    copy in stream order wrote it. A 2-D copy's memory is its rows (`pitch` apart, `width` bytes each),
-    not the gaps between them, which the host may use meanwhile."""
+class HostRows:
+    """Host memory that a copy or memset reads (`role` "reads") or writes ("writes"): [start, end), or a
+    2-D copy's rows (`width` bytes each, `pitch` apart), not the gaps between them, which the host may
+    use meanwhile (pitch 0: one range)."""
 
-    __slots__ = ("task", "start", "end", "pitch", "width", "checksum", "role", "reported", "stream_handle", "epoch")
+    __slots__ = ("start", "end", "role", "pitch", "width")
+
+    def __init__(self, start: int, end: int, role: str, pitch: int = 0, width: int = 0):
+        self.start, self.end, self.role = start, end, role
+        self.pitch, self.width = (pitch, width) if pitch != width else (0, 0)  # rows that touch: one range
+
+    @property
+    def write(self) -> bool:
+        return self.role == "writes"
+
+    def rows(self) -> int:
+        return (self.end - self.start - self.width) // self.pitch + 1 if self.pitch else 1
+
+    def hits(self, low: int, high: int) -> bool:
+        """Whether a byte of [low, high) is one of its bytes."""
+        if high <= self.start or self.end <= low:
+            return False
+        if not self.pitch:
+            return True
+        first = max(0, (low - self.start - self.width) // self.pitch + 1)  # the first row that ends past low
+        return first < self.rows() and self.start + first * self.pitch < high
+
+    def overlaps(self, other: "HostRows") -> bool:
+        """Whether the two share a byte: a row's, for a 2-D copy."""
+        if other.end <= self.start or self.end <= other.start:
+            return False
+        if not other.pitch:
+            return self.hits(other.start, other.end)
+        if not self.pitch:
+            return other.hits(self.start, self.end)
+        return _rows_meet(*sorted((self, other), key=HostRows.rows))
+
+
+def _rows_meet(fewer: HostRows, more: HostRows) -> bool:
+    """Whether a row of `fewer` shares a byte with a row of `more` (both 2-D): hits() of the rows of
+    `fewer` that lie within `more`'s range, all at once."""
+    first = max(0, (more.start - fewer.start - fewer.width) // fewer.pitch + 1)
+    last = min(fewer.rows(), (more.end - fewer.start - 1) // fewer.pitch + 1)
+    starts = fewer.start + np.arange(first, last, dtype=np.int64) * fewer.pitch
+    rows = np.maximum(0, (starts - more.start - more.width) // more.pitch + 1)
+    return bool(((rows < more.rows()) & (more.start + rows * more.pitch < starts + fewer.width)).any())
+
+
+class HostCopy(HostRows):
+    """Host memory an async copy (or a memset) reads or writes, from its aclrtMemcpyAsync until the host
+    has seen the copy complete, with a checksum of what the memory should hold: taken when queued, and
+    again after a copy in stream order wrote it."""
+
+    __slots__ = ("task", "checksum", "reported", "stream_handle", "epoch")
 
     def __init__(self, task, start: int, end: int, role: str, pitch: int = 0, width: int = 0):
-        self.task, self.start, self.end, self.role = task, start, end, role
-        self.pitch, self.width = pitch, width  # 0: one range [start, end)
+        super().__init__(start, end, role, pitch, width)
+        self.task = task
         self.reported = False
         self.checksum = self.sum()
         self.stream_handle: Optional[int] = None  # where the task was queued, and as which task of its
         self.epoch = 0                            # stream (Tracker.enqueued): None while not queued
 
     def sum(self) -> int:
-        if not self.pitch or self.pitch == self.width:
-            return _checksum(self.start, self.end - self.start)
-        rows = (self.end - self.start - self.width) // self.pitch + 1
-        crc = 0  # at most SAMPLES rows, evenly spread (the first and the last among them), as _checksum's pages
-        for row in sorted({r * (rows - 1) // (SAMPLES - 1) for r in range(SAMPLES)} if rows > SAMPLES else range(rows)):
-            crc = zlib.crc32((ctypes.c_char * self.width).from_address(self.start + row * self.pitch), crc)
-        return crc
+        return _checksum(self.start, self.end - self.start, self.pitch, self.width)
 
     def mapped(self) -> bool:
         return _mapped(self.start, self.end - self.start)
 
-    def changed(self) -> bool:
-        """Whether the memory (still mapped) no longer holds what it should."""
-        return self.mapped() and self.sum() != self.checksum
+    def changed(self) -> Optional[str]:
+        """How the memory no longer holds what it should: "freed" (no longer mapped: an aclrtFreeHost, a
+        NumPy array or a std::vector gone with its pages), "changed", or None."""
+        if not self.mapped():
+            return "freed"
+        return "changed" if self.sum() != self.checksum else None
 
-    def overlaps(self, other: "HostCopy") -> bool:
-        return self.start < other.end and other.start < self.end
+    def access(self) -> Access:
+        """The memory as a report names it, with its task (once queued)."""
+        return Access(self.start, self.end, self.write, "host memory", self.task, self.epoch)
+
+
+_readable: list = []  # emulator.memory.host_range_readable, once imported (memory imports this module)
 
 
 def _mapped(address: int, nbytes: int) -> bool:
-    from .memory import host_range_readable  # memory imports this module
-    return host_range_readable(address, nbytes)
+    if not _readable:  # (an import statement at each call cost 1.3 us, twice a copy)
+        from .memory import host_range_readable
+        _readable.append(host_range_readable)
+    return _readable[0](address, nbytes)
 
 
 SUMMED_WHOLE = 1 << 20   # host memory up to this size is summed whole; larger, SAMPLES pages of it
 SAMPLES, SAMPLE = 256, 4096
 
 
-def _checksum(address: int, nbytes: int) -> int:
-    """CRC-32 of host memory: all of it up to SUMMED_WHOLE bytes, else SAMPLES evenly spread pages (a
-    gigabyte upload is not read three times over; a refill of the buffer is still found)."""
-    if nbytes <= SUMMED_WHOLE:
+def _checksum(address: int, nbytes: int, pitch: int = 0, width: int = 0) -> int:
+    """CRC-32 of host memory [address, address+nbytes), or of a 2-D copy's rows there (`width` bytes
+    `pitch` apart) one after the other: all of its bytes up to SUMMED_WHOLE of them, else SAMPLES evenly
+    spread pages of them (a gigabyte upload is not read three times over; a refill is still found)."""
+    if not pitch and nbytes <= SUMMED_WHOLE:  # the common case, at once (three times a copy: _at inline)
         return zlib.crc32((ctypes.c_char * nbytes).from_address(address))
+    size, part = _parts(address, nbytes, pitch, width)
+    if size <= SUMMED_WHOLE:
+        return part(0, size, 0)
     crc = 0
-    for page in range(SAMPLES):  # the first page starts the buffer, the last one ends it
-        crc = zlib.crc32((ctypes.c_char * SAMPLE).from_address(address + page * (nbytes - SAMPLE) // (SAMPLES - 1)), crc)
+    for page in range(SAMPLES):  # the first page starts the bytes, the last one ends them
+        crc = part(page * (size - SAMPLE) // (SAMPLES - 1), SAMPLE, crc)
     return crc
+
+
+def _at(address: int, nbytes: int):
+    return (ctypes.c_char * nbytes).from_address(address)
+
+
+def _parts(address: int, nbytes: int, pitch: int, width: int) -> tuple:
+    """(size, part) of the bytes _checksum sums: their number, and part(offset, count, crc), the CRC-32
+    `crc` carried on over `count` of them from `offset`."""
+    if not pitch:
+        return nbytes, lambda offset, count, crc: zlib.crc32(_at(address + offset, count), crc)
+    rows = (nbytes - width) // pitch + 1  # one element a row: numpy gathers them at memcpy speed
+    grid = np.ndarray((rows,), np.dtype((np.void, width)), buffer=_at(address, nbytes), strides=(pitch,))
+    return rows * width, lambda offset, count, crc: _rows_crc(address, pitch, grid, offset, count, crc)
+
+
+def _rows_crc(address: int, pitch: int, grid: np.ndarray, offset: int, count: int, crc: int) -> int:
+    """The CRC-32 `crc` carried on over bytes [offset, offset+count) of the rows of `grid` one after the
+    other (rows `pitch` apart from `address`): the piece of its first row and of its last as they are in
+    memory, the rows between gathered into one buffer."""
+    width = grid.dtype.itemsize
+    (first, begin), (last, end) = divmod(offset, width), divmod(offset + count, width)
+    if first == last:
+        return zlib.crc32(_at(address + first * pitch + begin, end - begin), crc)
+    crc = zlib.crc32(_at(address + first * pitch + begin, width - begin), crc)
+    if last > first + 1:
+        crc = zlib.crc32(np.ascontiguousarray(grid[first + 1:last]), crc)
+    return zlib.crc32(_at(address + last * pitch, end), crc) if end else crc
 
 
 class Tracker:
@@ -245,8 +350,9 @@ class Tracker:
                     if other is not state and other.pending and not other.apart(*touched):
                         self._check_race(stream, state, other, epoch, task)
         if self.host_copies:
-            for copy in self.host_copies_of.get(id(task), ()):
-                copy.stream_handle, copy.epoch = state.handle, epoch
+            copies = self.host_copies_of.get(id(task))
+            if copies:
+                self._host_memory_queued(stream, state, epoch, copies)
         state.pending.append((epoch, task))
         state.epochs.append(epoch)
         state.queued(task)
@@ -274,6 +380,30 @@ class Tracker:
                 if hit is not None:
                     return self._report_race(stream, other, _access(hit, True, earlier_task, earlier_epoch),
                                              _access(entry, False, task, epoch))
+
+    def _host_memory_queued(self, stream, state: StreamClock, epoch: int, copies: list) -> None:
+        """The host memory of a copy or memset queued now as task `epoch` of `stream`: checked against the
+        host memory of other streams' pending tasks that it is not ordered after (racecheck: two DMA
+        engines go through it in no fixed order), then kept with its stream's."""
+        for copy in copies:
+            copy.stream_handle, copy.epoch = state.handle, epoch
+        if len(self.clocks) > 1:
+            low, high = min(copy.start for copy in copies), max(copy.end for copy in copies)
+            for other in self.clocks.values():
+                if other is not state and other.host and other.host_box[0] < high and low < other.host_box[1]:
+                    self._check_host_race(stream, state, other, copies)
+        state.queued_host(copies)
+
+    def _check_host_race(self, stream, state: StreamClock, other: StreamClock, copies: list) -> None:
+        """The new task's host memory against that of `other`'s pending tasks it is not ordered after: a
+        write (a download, a memset) and any other access of a byte is a race, two reads are not."""
+        ordered = state.clock.get(other.handle, 0)
+        for earlier in reversed(other.host):  # the newest first: those not ordered before come last
+            if earlier.epoch <= ordered:
+                return
+            for copy in copies:
+                if (copy.write or earlier.write) and copy.overlaps(earlier):
+                    return self._report_race(stream, other, earlier.access(), copy.access())
 
     def _report_race(self, stream, other: StreamClock, earlier: Access, access: Access) -> None:
         from .resource import HANDLES
@@ -409,18 +539,40 @@ class Tracker:
 
     # -- the host's own accesses ----------------------------------------------------------------------
 
-    def host_access(self, call: str, site: Site, reads: Sequence[tuple], writes: Sequence[tuple]) -> None:
-        """A synchronous host call reads and writes device ranges now: conflicts with unsynchronised
-        queued work are missing synchronisations; reads of never-written bytes are uninitialised."""
+    def host_access(self, call: str, site: Site, reads: Sequence[tuple], writes: Sequence[tuple],
+                    host: Sequence[tuple] = ()) -> None:
+        """A synchronous host call reads and writes device ranges now, and host memory (`host`: (address,
+        nbytes, role[, pitch, width]), as handed_to_copy takes it): conflicts with unsynchronised queued
+        work are missing synchronisations; reads of never-written bytes are uninitialised."""
         for ranges, write in ((reads, False), (writes, True)):
             for start, nbytes, label in ranges:
                 for handle, access in self._unsynchronised(start, start + nbytes, write):
                     self._report_missing_sync(call, site, start, nbytes, label, write, handle, access)
                     break
+        if host and self.host_copies:
+            for address, nbytes, role, *rows in host:
+                self._check_host_memory(call, site, HostRows(address, address + nbytes, role, *rows))
         for start, nbytes, label in reads:
             self._read(start, nbytes, label, "%s, called" % call, site)
         for start, nbytes, _ in writes:
             self._write(start, nbytes)
+
+    def _check_host_memory(self, call: str, site: Site, memory: HostRows) -> None:
+        """A synchronous call's host memory against what unsynchronised copies write there (downloads,
+        memsets of pinned memory): the call does not wait for them, so it reads what was there before, or
+        its write and theirs land in either order. Such a write is this finding, not a change the copy
+        would report again (host memory in flight)."""
+        held = getattr(self.holding, "stream", None)  # what waits for the blocking callback it runs has not run
+        behind = set(self._copies_behind(held, self.holding.epoch)) if held is not None else ()
+        for state in self.clocks.values():
+            if not state.host or memory.end <= state.host_box[0] or state.host_box[1] <= memory.start:
+                continue
+            for copy in state.host:
+                if copy.write and copy not in behind and copy.overlaps(memory):
+                    self._report_missing_sync(call, site, memory.start, memory.end - memory.start, "host memory",
+                                              memory.write, state.handle, copy.access())
+                    copy.reported = copy.reported or memory.write
+                    return
 
     def _report_missing_sync(self, call: str, site: Site, start: int, nbytes: int, label: str, write: bool,
                              handle: int, access: Access) -> None:
@@ -522,15 +674,22 @@ class Tracker:
         return [other for other in self.host_copies if other is not copy and other.overlaps(copy)]
 
     def _check_host_copy(self, copy: HostCopy, when: str, site: Site) -> None:
-        if copy.reported or not copy.changed():
+        if copy.reported:
+            return
+        how = copy.changed()
+        if how is None:
             return
         copy.reported = True
+        effect = ("the copy may run after the free, on memory that is gone or has become something else; keep "
+                  "the memory alive" if how == "freed" else
+                  "the copy may see (or overwrite) the change, or not; keep the memory as it is")
         report.publish(
             "host memory in flight", "synccheck",
-            "the host changed memory [0x%x, 0x%x) that %s %s before the program synchronised with the copy: on "
-            "the card the copy may see (or overwrite) the change, or not; keep the memory as it is until the stream "
-            "is synchronised" % (copy.start, copy.end, copy.task.name, copy.role),
-            (("%s, launched" % copy.task.name, copy.task.site), ("found changed %s" % when, site)), ())
+            "the host %s memory [0x%x, 0x%x) that %s %s before the program synchronised with the copy%s: on the "
+            "card %s until the stream is synchronised"
+            % (how, copy.start, copy.end, copy.task.name, copy.role,
+               " (it is no longer mapped)" if how == "freed" else "", effect),
+            (("%s, launched" % copy.task.name, copy.task.site), ("found %s %s" % (how, when), site)), ())
 
     def _settle_host_copies(self) -> None:
         """The copies the host has now seen complete: a last check, then they are forgotten."""
@@ -712,6 +871,17 @@ class Tracker:
                        "go through the two views in no fixed order, so what stays there is not defined (npuemu "
                        "keeps one outcome)%s" % (op, output.describe(), other.describe(), how[0], where, how[1]))
         report.publish("overlapping output", "memcheck", message, tuple(sites), ())
+
+    def overlapping_workspace(self, op: str, workspace: int, nbytes: int, other, where: int, site: Site) -> None:
+        """The workspace handed to the second phase shares memory with a view of the launch: the kernel's
+        scratch writes and its accesses of the view go in no fixed order."""
+        report.publish(
+            "overlapping output", "memcheck",
+            "%s writes its workspace [0x%x, 0x%x) over memory of its %s (both hold the byte at 0x%x): the card's "
+            "cores write their scratch there as they go through the view, in no fixed order, so what stays in "
+            "either is not defined (npuemu keeps one outcome); the workspace must be memory no tensor of the call uses"
+            % (op, workspace, workspace + nbytes, other.describe(), where),
+            (("launch of %s" % op, site), ("%s made" % other.name, other.tensor.site)), _allocations(workspace))
 
 
 class Written:

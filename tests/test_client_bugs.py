@@ -34,11 +34,14 @@ BY_NAME = {program.name: program for program in PROGRAMS}
 
 # Buggy programs whose findings do not depend on when queued work really runs, run again in eager mode:
 # one or more of every tool, Python and C/C++. (Not: a free under queued work, whose fault only happens
-# when the work runs after the free, and upload_then_readback.c, see the test below.)
+# when the work runs after the free, and upload_then_readback.c, see the tests below.)
 EAGER_BUGGY = ("missing_sync_before_d2h.py", "memset_over_queued_input.cpp", "race_copy_in_without_event.cpp",
                "race_wait_before_record.py", "uninit_half_input.cpp", "host_array_changed_during_async_copy.py",
                "staging_buffer_reused.c", "stream_destroyed_with_queued_work.cpp", "output_sized_for_fp16.py",
-               "tensor_destroyed_by_raii_scope.cpp", "kernel_on_freed_memory.cpp", "tensors_leaked_in_loop.py")
+               "tensor_destroyed_by_raii_scope.cpp", "kernel_on_freed_memory.cpp", "tensors_leaked_in_loop.py",
+               "pitched_upload_row_changed.py", "race_staging_buffer_two_streams.py",
+               "race_two_downloads_one_host_buffer.c", "upload_of_a_pending_download.py",
+               "workspace_aliases_input.py")
 # Buggy programs run with the sanitizer off (none of them leaks: leaks are reported at every level).
 OFF_BUGGY = ("sync_wrong_stream.py", "race_event_reset_after_record.cpp", "uninit_input_never_copied.py",
              "pinned_buffer_freed_before_async_copy.cpp", "misaligned_packed_inputs.py", "upload_then_readback.c")
@@ -105,6 +108,16 @@ def test_in_eager_mode_an_unsynchronised_read_back_is_a_missing_synchronisation_
     the program's order, is reported in both modes."""
     run = _run(BY_NAME["upload_then_readback.c"], executables, execution="eager")
     assert run.found == {("synccheck", "missing synchronisation")}, run.describe()
+    assert run.returncode == corpus.EXITCODE, run.describe()
+
+
+def test_in_eager_mode_a_temporary_array_freed_after_its_copy_ran_is_host_memory_in_flight_without_a_fault(
+        executables):
+    """Eagerly the upload of temporary_array_freed_under_async_copy.py ran before its array went, so it does
+    not fault; the array freed before the program synchronised with the copy, judged on the program's
+    order, is reported in both modes."""
+    run = _run(BY_NAME["temporary_array_freed_under_async_copy.py"], executables, execution="eager")
+    assert run.found == {("synccheck", "host memory in flight")}, run.describe()
     assert run.returncode == corpus.EXITCODE, run.describe()
 
 

@@ -1,7 +1,9 @@
 """The sanitizer (docs/sanitizer.md): each scenario is a small client program, run in-process at every
 level and in both execution modes; what it must report follows from the level (`memcheck` kinds from
 memcheck up, the others at `full` only), never from the execution mode. Correct twins report nothing."""
+import ctypes
 import itertools
+import mmap
 import operator
 import os
 import random
@@ -33,7 +35,7 @@ class Program:
         assert acl.init() == 0 and acl.rt.set_device(0) == 0
         self.s1, _ = acl.rt.create_stream()
         self.s2, _ = acl.rt.create_stream()
-        self.buffers, self.events, self.tensors = [], [], []
+        self.buffers, self.events, self.tensors, self.pinned = [], [], [], []
         self.host = np.arange(N // 4, dtype=np.float32)
         self.out = np.zeros(N // 4, np.float32)
 
@@ -44,6 +46,14 @@ class Program:
             assert acl.rt.memset(address, size, 0, size) == 0
             assert acl.rt.memcpy(address, size, acl.util.numpy_to_ptr(self.host), min(size, N), H2D) == 0
         self.buffers.append(address)
+        return address
+
+    def malloc_host(self, fill=9.0):
+        """N bytes of pinned memory holding `fill` in every float."""
+        address, ret = acl.rt.malloc_host(N)
+        assert ret == 0
+        acl.util.ptr_to_numpy(address, (N // 4,), np.dtype(np.float32).num)[:] = fill
+        self.pinned.append(address)
         return address
 
     def event(self):
@@ -76,6 +86,8 @@ class Program:
             acl.rt.destroy_event(event)
         for address in self.buffers:
             acl.rt.free(address)
+        for address in self.pinned:
+            acl.rt.free_host(address)
         acl.rt.destroy_stream(self.s1)
         acl.rt.destroy_stream(self.s2)
         acl.rt.reset_device(0)
@@ -117,6 +129,84 @@ def race_readers_only_do_not_race(p):
     a, b, out1, out2 = p.malloc(), p.malloc(), p.malloc(), p.malloc()
     p.log_sigmoid_backward(a, b, out1, p.s1)
     p.log_sigmoid_backward(a, b, out2, p.s2)
+
+
+def race_download_and_upload_of_one_staging_buffer(p):
+    """s1 downloads into the staging buffer while s2 uploads from it: two DMA engines, no event between,
+    so the upload reads it before or after the download wrote it."""
+    a, b = p.malloc(), p.malloc(written=False)
+    stage = p.malloc_host()
+    assert acl.rt.memcpy_async(stage, N, a, N, D2H, p.s1) == 0
+    assert acl.rt.memcpy_async(b, N, stage, N, H2D, p.s2) == 0
+
+
+def race_download_into_the_source_of_an_upload_queued_before(p):
+    a, b = p.malloc(), p.malloc(written=False)
+    stage = p.malloc_host()
+    assert acl.rt.memcpy_async(b, N, stage, N, H2D, p.s2) == 0
+    assert acl.rt.memcpy_async(stage, N, a, N, D2H, p.s1) == 0
+
+
+def race_two_downloads_into_one_host_array(p):
+    a, b = p.malloc(), p.malloc()
+    assert acl.rt.memcpy_async(acl.util.numpy_to_ptr(p.out), N, a, N, D2H, p.s1) == 0
+    assert acl.rt.memcpy_async(acl.util.numpy_to_ptr(p.out), N, b, N, D2H, p.s2) == 0
+
+
+def race_memset_of_pinned_memory_and_an_upload_from_it(p):
+    b = p.malloc(written=False)
+    stage = p.malloc_host()
+    assert acl.rt.memset_async(stage, N, 0, N, p.s1) == 0
+    assert acl.rt.memcpy_async(b, N, stage, N, H2D, p.s2) == 0
+
+
+def race_staging_buffer_ordered_by_an_event(p):
+    a, b = p.malloc(), p.malloc(written=False)
+    stage, event = p.malloc_host(), p.event()
+    assert acl.rt.memcpy_async(stage, N, a, N, D2H, p.s1) == 0
+    assert acl.rt.record_event(event, p.s1) == 0
+    assert acl.rt.stream_wait_event(p.s2, event) == 0
+    assert acl.rt.memcpy_async(b, N, stage, N, H2D, p.s2) == 0
+
+
+def race_staging_buffer_reused_after_each_synchronisation(p):
+    a, b = p.malloc(), p.malloc(written=False)
+    stage = p.malloc_host()
+    assert acl.rt.memcpy_async(stage, N, a, N, D2H, p.s1) == 0
+    assert acl.rt.synchronize_stream(p.s1) == 0
+    assert acl.rt.memcpy_async(b, N, stage, N, H2D, p.s2) == 0
+    assert acl.rt.synchronize_stream(p.s2) == 0
+    assert acl.rt.memcpy_async(stage, N, a, N, D2H, p.s1) == 0
+
+
+def race_two_downloads_into_the_halves_of_one_host_array(p):
+    a, b = p.malloc(), p.malloc()
+    half = acl.util.numpy_to_ptr(p.out) + N // 2
+    assert acl.rt.memcpy_async(acl.util.numpy_to_ptr(p.out), N // 2, a, N // 2, D2H, p.s1) == 0
+    assert acl.rt.memcpy_async(half, N // 2, b, N // 2, D2H, p.s2) == 0
+
+
+def race_two_uploads_from_one_host_buffer(p):
+    a, b = p.malloc(written=False), p.malloc(written=False)
+    stage = p.malloc_host()
+    assert acl.rt.memcpy_async(a, N, stage, N, H2D, p.s1) == 0
+    assert acl.rt.memcpy_async(b, N, stage, N, H2D, p.s2) == 0
+
+
+def two_2d_downloads_of_8_rows_into_one_host_array(p, shift):
+    """Rows of 16 bytes 32 apart from the array's start on s1, and from `shift` bytes further on s2."""
+    a, b = p.malloc(), p.malloc()
+    host = acl.util.numpy_to_ptr(p.out)
+    assert acl.rt.memcpy_2d_async(host, 32, a, 16, 16, 8, D2H, p.s1) == 0
+    assert acl.rt.memcpy_2d_async(host + shift, 32, b, 16, 16, 8, D2H, p.s2) == 0
+
+
+def race_2d_downloads_into_the_same_rows(p):
+    two_2d_downloads_of_8_rows_into_one_host_array(p, 8)  # each row over half of one of the first
+
+
+def race_2d_downloads_into_alternate_rows(p):
+    two_2d_downloads_of_8_rows_into_one_host_array(p, 16)  # the bytes between the first's rows
 
 
 def sync_copy_without_synchronisation(p):
@@ -215,6 +305,60 @@ def sync_host_fills_the_gaps_between_the_rows_of_a_2d_download(p):
     assert acl.rt.memcpy_2d_async(acl.util.numpy_to_ptr(host), 32, a, 16, 16, 16, D2H, p.s1) == 0
     host[:, 4:] = 7.0
     assert acl.rt.synchronize_stream(p.s1) == 0
+
+
+def sync_copy_reads_the_host_memory_a_queued_download_writes(p):
+    """aclrtMemcpy does not wait for the stream: it uploads what the staging buffer held before."""
+    a, b = p.malloc(), p.malloc()
+    stage = p.malloc_host()
+    assert acl.rt.memcpy_async(stage, N, a, N, D2H, p.s1) == 0
+    assert acl.rt.memcpy(b, N, stage, N, H2D) == 0
+
+
+def sync_memset_writes_the_host_memory_a_queued_download_writes(p):
+    """One finding: the memset's, not also the download's memory changed in flight."""
+    a = p.malloc()
+    stage = p.malloc_host()
+    assert acl.rt.memcpy_async(stage, N, a, N, D2H, p.s1) == 0
+    assert acl.rt.memset(stage, N, 0, N) == 0
+
+
+def sync_copy_reads_a_download_after_its_synchronisation(p):
+    a, b = p.malloc(), p.malloc()
+    stage = p.malloc_host()
+    assert acl.rt.memcpy_async(stage, N, a, N, D2H, p.s1) == 0
+    assert acl.rt.synchronize_stream(p.s1) == 0
+    assert acl.rt.memcpy(b, N, stage, N, H2D) == 0
+
+
+def sync_copy_reads_the_host_memory_a_queued_upload_reads(p):
+    a, b = p.malloc(written=False), p.malloc(written=False)
+    stage = p.malloc_host()
+    assert acl.rt.memcpy_async(a, N, stage, N, H2D, p.s1) == 0
+    assert acl.rt.memcpy(b, N, stage, N, H2D) == 0
+
+
+def sync_host_changes_a_middle_row_of_a_2d_upload(p):
+    """1000 rows of 16 bytes, 32 apart: all of them are summed, not 256 samples."""
+    rows = 1000
+    a = p.malloc(rows * 16, written=False)
+    host = np.ones((rows, 8), np.float32)
+    assert acl.rt.memcpy_2d_async(a, 16, acl.util.numpy_to_ptr(host), 32, 16, rows, H2D, p.s1) == 0
+    host[500, :4] = 42.0
+    assert acl.rt.synchronize_stream(p.s1) == 0
+
+
+def sync_host_memory_unmapped_before_the_async_copy(p):
+    """The pages of a temporary array (a large NumPy array, a std::vector) go back to the system when it
+    goes: freed before the copy was synchronised, as aclrtFreeHost is."""
+    a = p.malloc()
+    pages = mmap.mmap(-1, N)
+    first = ctypes.c_char.from_buffer(pages)
+    address = ctypes.addressof(first)
+    del first  # the mapping can only be closed once nothing points into it
+    assert acl.rt.memcpy_async(a, N, address, N, H2D, p.s1) == 0
+    pages.close()
+    assert acl.rt.synchronize_stream(p.s1) == _fault_if_queued()
 
 
 def sync_pinned_memory_freed_before_the_async_copy(p):
@@ -339,6 +483,16 @@ SCENARIOS = {
     race_ordered_by_a_host_synchronisation: set(),
     race_event_waited_before_it_is_recorded: {"race"},
     race_readers_only_do_not_race: set(),
+    race_download_and_upload_of_one_staging_buffer: {"race"},
+    race_download_into_the_source_of_an_upload_queued_before: {"race"},
+    race_two_downloads_into_one_host_array: {"race"},
+    race_memset_of_pinned_memory_and_an_upload_from_it: {"race"},
+    race_staging_buffer_ordered_by_an_event: set(),
+    race_staging_buffer_reused_after_each_synchronisation: set(),
+    race_two_downloads_into_the_halves_of_one_host_array: set(),
+    race_two_uploads_from_one_host_buffer: set(),
+    race_2d_downloads_into_the_same_rows: {"race"},
+    race_2d_downloads_into_alternate_rows: set(),
     sync_copy_without_synchronisation: {"missing synchronisation"},
     sync_copy_after_synchronisation: set(),
     sync_copy_after_the_event_of_the_kernel: set(),
@@ -350,6 +504,12 @@ SCENARIOS = {
     sync_one_host_buffer_uploaded_then_refilled_on_one_stream: set(),
     sync_pinned_buffer_memset_downloaded_into_then_uploaded: set(),
     sync_host_fills_the_gaps_between_the_rows_of_a_2d_download: set(),
+    sync_copy_reads_the_host_memory_a_queued_download_writes: {"missing synchronisation"},
+    sync_memset_writes_the_host_memory_a_queued_download_writes: {"missing synchronisation"},
+    sync_copy_reads_a_download_after_its_synchronisation: set(),
+    sync_copy_reads_the_host_memory_a_queued_upload_reads: set(),
+    sync_host_changes_a_middle_row_of_a_2d_upload: {"host memory in flight"},
+    sync_host_memory_unmapped_before_the_async_copy: {"host memory in flight", "invalid device access"},
     sync_pinned_memory_freed_before_the_async_copy: {"host memory in flight", "invalid device access"},
     sync_pinned_memory_freed_under_a_queued_memset: {"host memory in flight", "invalid device access"},
     mem_unread_parameter_misaligned_and_destroyed: {"destroyed tensor"},
@@ -551,6 +711,36 @@ def run_op(program: Program, name: str, *args) -> None:
     assert acl.rt.synchronize_stream(program.s1) == 0
 
 
+@pytest.mark.sanitizer_reports("overlapping output")
+@pytest.mark.parametrize("execution", ["async", "eager"])
+@pytest.mark.parametrize("place,shared", [(50, "target"), (44, "target"), (96, "out"), (58, None), (200, None)])
+def test_a_workspace_over_memory_of_the_calls_own_tensors_is_an_overlapping_output(execution, place, shared):
+    """The workspace (16 floats at element `place` of the buffer of self at 0, target at 50, out at 100) is
+    the kernel's scratch: over a tensor of the call (a pool's block still in use) it is reported, naming
+    the tensor; next to them, nothing is."""
+    emulator.configure(execution=execution)
+    program = Program()
+    try:
+        buffer = OneBuffer(program)
+        self_ = buffer.tensor((8,), 0, np.linspace(-2, 2, 8))
+        target = buffer.tensor((8,), 50, np.linspace(0.1, 0.9, 8))
+        out = buffer.tensor((), 100)
+        size, executor, ret = nn.aclnnBinaryCrossEntropyWithLogitsGetWorkspaceSize(self_, target, None, None, 1, out)
+        assert ret == 0 and size == 64
+        assert nn.aclnnBinaryCrossEntropyWithLogits(buffer.address + 4 * place, size, executor, program.s1) == 0
+        assert acl.rt.synchronize_stream(program.s1) == 0
+    finally:
+        program.close()
+    found = emulator.reports()
+    if shared is None:
+        assert found == [], "\n".join(map(str, found))
+        return
+    (finding,) = found
+    assert finding.tool == "memcheck" and finding.kind == "overlapping output"
+    assert "writes its workspace" in finding.message and "over memory of its %s (" % shared in finding.message
+    assert [role for role, _ in finding.sites] == ["launch of aclnnBinaryCrossEntropyWithLogits", "%s made" % shared]
+
+
 T, B, C, S = 3, 3, 8, 2   # a CTC problem: time steps, batch items, classes, labels per item (A = C = 8)
 CTC_LOG_PROBS = np.log(np.full((T, B, C), 1.0 / C))
 CTC_TARGETS = np.array([[1, 2], [3, 3], [4, 1]])
@@ -707,6 +897,60 @@ def test_a_race_names_both_tasks_with_their_launch_sites_and_the_allocation():
     assert all(line.startswith(__file__) for line in lines) and len(set(lines)) == 1  # both from the helper...
     assert all(" <- " in str(site) for _, site in race.sites)  # ...whose callers say which launch it was
     assert race.resources and race.resources[0].startswith("allocation #")
+
+
+@pytest.mark.sanitizer_reports("race")
+def test_a_race_on_host_memory_names_both_copies_with_their_launch_sites():
+    program = Program()
+    try:
+        race_download_and_upload_of_one_staging_buffer(program)
+    finally:
+        program.close()
+    (race,) = emulator.reports()
+    assert race.tool == "racecheck" and "read/write race" in race.message and "of host memory" in race.message
+    assert [role.split(" on stream ")[0] for role, _ in race.sites] == [
+        "write by aclrtMemcpyAsync(%d bytes)" % N, "read by aclrtMemcpyAsync(%d bytes)" % N]
+    downloaded, uploaded = (site.frames[0][1] for _, site in race.sites)
+    assert uploaded == downloaded + 1
+
+
+@pytest.mark.sanitizer_reports("missing synchronisation")
+@pytest.mark.parametrize("execution", ["async", "eager"])
+def test_a_copy_of_host_memory_a_queued_download_writes_names_the_call_and_the_download(execution):
+    """The upload copies what the staging buffer held before the download (async), or after it (eager: the
+    download ran at once): on the card either, so both modes report it."""
+    emulator.configure(execution=execution)
+    program = Program()
+    try:
+        sync_copy_reads_the_host_memory_a_queued_download_writes(program)
+        assert program.read(program.buffers[1]) == 0
+        copied = program.out.copy()
+    finally:
+        program.close()
+    (finding,) = emulator.reports()
+    assert finding.tool == "synccheck" and "aclrtMemcpy reads" in finding.message and "host memory" in finding.message
+    assert [role.split(" on stream ")[0] for role, _ in finding.sites] == [
+        "host call aclrtMemcpy", "write by aclrtMemcpyAsync(%d bytes)" % N]
+    assert (copied == (9.0 if execution == "async" else program.host)).all()
+
+
+@pytest.mark.sanitizer_reports("host memory in flight", "invalid device access")
+@pytest.mark.parametrize("execution", ["async", "eager"])
+def test_host_memory_unmapped_under_a_queued_copy_is_reported_as_freed(execution):
+    """Found when the copy runs (async: it then faults too) or at the synchronisation (eager: it ran
+    before the memory went)."""
+    emulator.configure(execution=execution)
+    program = Program()
+    try:
+        sync_host_memory_unmapped_before_the_async_copy(program)
+    finally:
+        program.close()
+    (finding,) = [found for found in emulator.reports() if found.kind == "host memory in flight"]
+    assert "the host freed memory" in finding.message and "no longer mapped" in finding.message
+    when = "when the copy ran" if execution == "async" else "by the synchronisation"
+    assert [role.split(" at ")[0] for role, _ in finding.sites] == [
+        "aclrtMemcpyAsync(%d bytes), launched" % N, "found freed %s, in the call" % when
+        if execution == "async" else "found freed by the synchronisation"]
 
 
 @pytest.mark.sanitizer_reports("missing synchronisation")
@@ -1027,6 +1271,42 @@ def test_a_changed_host_buffer_is_found_whole_or_sampled(nbytes, changed_at):
     assert _checksum(buffer.ctypes.data, nbytes) == before
     buffer[changed_at] = 1  # the first and last bytes are in sampled pages
     assert _checksum(buffer.ctypes.data, nbytes) != before
+
+
+@pytest.mark.parametrize("rows,width,pitch", [(1000, 16, 32), (256, 4096, 8192), (65536, 16, 32), (512, 4096, 4100)])
+def test_a_2d_copys_rows_are_summed_whole_up_to_1_mib_of_them_and_sampled_beyond(rows, width, pitch):
+    """A 2-D copy's memory is its rows: the bytes between them are not summed; its rows' bytes are, as a
+    1-D copy's bytes are (whole up to SUMMED_WHOLE; beyond, sampled pages, the first and the last)."""
+    from emulator.sanitizer import SUMMED_WHOLE, _checksum
+    memory = np.zeros(rows * pitch, np.uint8)
+    copy = (memory.ctypes.data, (rows - 1) * pitch + width, pitch, width)
+    before = _checksum(*copy)
+    memory[width:pitch] = 1  # between rows 0 and 1
+    assert _checksum(*copy) == before
+    if rows * width <= SUMMED_WHOLE:
+        memory[rows // 2 * pitch + 3] = 1
+        assert _checksum(*copy) != before
+        memory[rows // 2 * pitch + 3] = 0
+    memory[(rows - 1) * pitch + width - 1] = 1
+    assert _checksum(*copy) != before
+
+
+def test_host_rows_overlap_exactly_when_they_share_a_byte():
+    from emulator.sanitizer import HostRows
+    generator = random.Random(11)
+
+    def rows():
+        width = generator.randint(1, 6)
+        pitch, height, start = generator.randint(width, 10), generator.randint(1, 6), generator.randrange(30)
+        return HostRows(start, start + pitch * (height - 1) + width, "reads", pitch, width)
+
+    def bytes_of(memory):
+        pitch, width = memory.pitch or memory.end - memory.start, memory.width or memory.end - memory.start
+        return {memory.start + row * pitch + column for row in range(memory.rows()) for column in range(width)}
+    for _ in range(3000):
+        a, b = rows(), rows()
+        shared = bool(bytes_of(a) & bytes_of(b))
+        assert a.overlaps(b) == b.overlaps(a) == shared, [(m.start, m.end, m.pitch, m.width) for m in (a, b)]
 
 
 @pytest.mark.sanitizer_reports("uninitialised read")
