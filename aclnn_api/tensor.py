@@ -52,7 +52,7 @@ class aclTensor(Resource):
         self.storage_dims: tuple = storage_dims
         self.data: int = data
         self.view_nbytes: int = view_nbytes(view_dims, strides, item_size(data_type))
-        self.dense: bool = self.view_nbytes == self.numel * item_size(data_type)  # its elements fill its range
+        self.dense: bool = gapless(view_dims, strides)  # its elements cover its byte range whole
         self.runs: Optional[tuple] = None  # (byte_runs of its view,) once a launch asked (TensorView.byte_runs)
         self.valid_dims: Optional[tuple] = None  # the view_dims that operators' shape checks accepted
         self.version: int = moved()
@@ -116,6 +116,24 @@ def view_nbytes(dims: Sequence[int], strides: Sequence[int], itemsize: int) -> i
             return 0
         last += (dim - 1) * stride
     return (last + 1) * itemsize
+
+
+def gapless(dims: Sequence[int], strides: Sequence[int]) -> bool:
+    """Whether a view's elements cover its byte range whole, elements repeated or not. Its dims of more
+    than one element and a stride above 0, smallest stride first, must each step at most one element
+    past all that the smaller ones span (the first by 1): the smaller ones then cover [0, spanned] whole,
+    and so do all of them. Else the element after that span is not in the view, below its last one.
+    (Comparing the range with the element count is not enough: [3, 3] strides [2, 2] repeats 4 of its 9
+    elements and misses 4 others in a range of 9.)"""
+    if dims and min(dims) <= 0:
+        return True  # no element: nothing to miss
+    spanned = 0
+    for stride, dim in sorted(zip(strides, dims)):  # (every tensor made asks: no generator, no filtered copy)
+        if dim > 1 and stride > 0:
+            if stride > spanned + 1:
+                return False
+            spanned += stride * (dim - 1)
+    return True
 
 
 # A view with gaps is told to the sanitizer as its runs of bytes when it has at most this many (else as

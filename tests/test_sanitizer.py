@@ -756,6 +756,58 @@ def test_byte_runs_are_the_bytes_a_view_covers_exactly_when_it_has_gaps():
             assert all(end < begin for end, begin in zip(ends, starts[1:])), "disjoint, in order, not meeting"
 
 
+def generated_views(rng: random.Random, count: int):
+    """(dims, strides) of tensors' views: strides that repeat elements, leave gaps, or both, zero strides,
+    and permutations of row-major strides (with and without a gap after the innermost dim)."""
+    for _ in range(count):
+        dims = tuple(rng.randint(0, 4) for _ in range(rng.randint(0, 4)))
+        if rng.random() < 0.3:
+            order, step, row_major = list(range(len(dims))), rng.choice((1, 2)), [0] * len(dims)
+            rng.shuffle(order)
+            for axis in order:
+                row_major[axis] = step
+                step *= max(dims[axis], 1)
+            yield dims, tuple(row_major)
+        else:
+            yield dims, tuple(rng.choice((0, 1, 2, 3, 4, 6)) for _ in dims)
+
+
+def test_a_tensor_is_dense_exactly_when_its_elements_cover_its_byte_range():
+    """aclTensor.dense (which spares a launch the look at the view's runs) against every byte listed; and
+    what initcheck takes its own view to touch (its runs, or its whole range) is those bytes exactly."""
+    from aclnn_api.operator import view
+    rng = random.Random(5)
+    for dims, strides in generated_views(rng, 3000):
+        tensor = nn.aclCreateTensor(list(dims), nn.ACL_FLOAT, list(strides), 3, nn.ACL_FORMAT_ND, None, 1 << 20)
+        try:
+            touched = set(bytes_by_unit(((1 << 20) + 12, 4, dims, strides), "elements"))
+            whole = set(range(min(touched), max(touched) + 1)) if touched else set()
+            assert tensor.dense == (touched == whole), (dims, strides)
+            kernel_view = view("self", tensor)
+            runs = kernel_view.byte_runs()
+            if runs is not None:
+                listed = {address for begin, end in zip(*runs) for address in range(begin, end)}
+            else:
+                listed = set(range(kernel_view.start, kernel_view.start + kernel_view.nbytes))
+            assert listed == touched, (dims, strides)
+        finally:
+            nn.aclDestroyTensor(tensor)
+
+
+def test_a_kernel_reading_a_view_that_repeats_elements_and_misses_others_reads_only_its_elements():
+    """[3, 3] strides [2, 2]: elements {0, 2, 4, 6, 8} of 9, repeated, in a range of 9 elements (as many
+    as the view has indices). Only those five are written: initcheck reports nothing."""
+    program = Program()
+    try:
+        storage, result = program.malloc(written=False), program.malloc()
+        for element in (0, 2, 4, 6, 8):
+            assert acl.rt.memcpy(storage + 4 * element, 4, acl.util.numpy_to_ptr(program.host), 4, H2D) == 0
+        log_sigmoid_into(program, described(program, storage, (3, 3), (2, 2)), program.tensor(result, (3, 3)))
+    finally:
+        program.close()
+    assert not emulator.reports(), "\n".join(map(str, emulator.reports()))
+
+
 @pytest.mark.parametrize("width", [6, 4])
 @pytest.mark.sanitizer_reports("uninitialised read")
 def test_a_kernel_reading_a_pitched_view_reads_its_rows_not_the_bytes_between_them(width):
