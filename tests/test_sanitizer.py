@@ -16,7 +16,7 @@ import pytest
 import acl
 import aclnn_api as nn
 import emulator
-from aclnn_api.tensor import byte_runs, conflicting_byte, shared_element
+from aclnn_api.tensor import box_runs, byte_runs, conflicting_byte, shared_element
 from emulator import report
 from emulator.sanitizer import POISON, Written
 
@@ -792,6 +792,54 @@ def test_a_tensor_is_dense_exactly_when_its_elements_cover_its_byte_range():
             assert listed == touched, (dims, strides)
         finally:
             nn.aclDestroyTensor(tensor)
+
+
+def test_box_runs_are_the_bytes_the_boxes_cover():
+    """tensor.box_runs against every byte of every element of every box listed, over generated views and
+    boxes (empty ones, ones that overlap each other, whole views)."""
+    rng = random.Random(7)
+    for dims, strides in generated_views(rng, 2000):
+        boxes = []
+        for _ in range(rng.randint(0, 3)):
+            box = []
+            for dim in dims:
+                start = rng.randint(0, dim)
+                box.append((start, rng.randint(start, dim)))
+            boxes.append(tuple(box))
+        covered = set()
+        for box in boxes:
+            sub_dims = tuple(stop - start for start, stop in box)
+            base = sum(start * stride for (start, _), stride in zip(box, strides))
+            covered |= set(bytes_by_unit((4 * base, 4, sub_dims, strides), "elements"))
+        starts, ends = box_runs(4, strides, boxes)
+        listed = [address for begin, end in zip(starts.tolist(), ends.tolist()) for address in range(begin, end)]
+        assert sorted(listed) == sorted(covered) and len(listed) == len(covered), (dims, strides, boxes)
+        assert all(end < begin for end, begin in zip(ends.tolist(), starts.tolist()[1:])), "disjoint, in order"
+
+
+def test_an_input_read_over_more_boxed_runs_than_listed_is_read_whole(monkeypatch):
+    """Above LISTED_RUNS runs (4 here) of its boxes a view is read as without boxes: its own runs (a
+    pitched view), or its whole range (None)."""
+    from aclnn_api import tensor as tensors
+    from aclnn_api.operator import TensorView
+    monkeypatch.setattr(tensors, "LISTED_RUNS", 4)
+    firsts = lambda rows: tuple(((row, row + 1), (0, 1)) for row in range(rows))  # each row's first element
+    dense = TensorView("x", None, nn.ACL_FLOAT, (4, 2), (2, 1), 0, data=1024)
+    pitched = TensorView("x", None, nn.ACL_FLOAT, (4, 2), (4, 1), 0, data=1024)
+    assert [run.tolist() for run in dense.reading(lambda: firsts(4)).byte_runs()] == [[1024, 1032, 1040, 1048],
+                                                                              [1028, 1036, 1044, 1052]]
+    elements = tuple(((row, row + 1), (column, column + 1)) for row in range(4) for column in range(2))
+    assert dense.reading(lambda: elements).byte_runs() is None  # 8 runs (merged into one, but counted before)
+    assert [run.tolist() for run in pitched.reading(lambda: elements).byte_runs()] == [[1024, 1040, 1056, 1072],
+                                                                               [1032, 1048, 1064, 1080]]
+
+
+def test_a_launch_may_only_declare_boxes_of_its_input_views():
+    from aclnn_api.operator import KernelLaunch, TensorView
+    x, out = (TensorView(name, None, nn.ACL_FLOAT, (4,), (1,), 0, data=1024) for name in ("x", "out"))
+    with pytest.raises(ValueError, match="reads: out, y: not input views of the launch"):
+        KernelLaunch(print, (x, out), outputs=("out",), reads={"y": list, "out": list, "x": list})
+    assert KernelLaunch(print, (x, out), outputs=("out",), reads={"x": list}).args[0].reads is list
 
 
 def test_a_kernel_reading_a_view_that_repeats_elements_and_misses_others_reads_only_its_elements():
