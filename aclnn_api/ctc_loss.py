@@ -15,6 +15,8 @@ docs/ops/ctc_loss.md has the checks in order and the choices where the library i
 """
 from __future__ import annotations
 
+import functools
+import itertools
 from typing import Optional
 
 import numpy as np
@@ -82,6 +84,29 @@ def alpha_width(max_target_length: int, chip: str) -> int:
     """A, logAlphaOut's dim 2: 2·maxTL + 1 rounded up to a multiple of 8, except on Ascend950."""
     exact = 2 * max_target_length + 1
     return exact if chip in UNPADDED_WIDTH_CHIPS else -(-exact // 8) * 8
+
+
+def item_reads(classes: int, targets: aclTensor, inputLengths: aclIntArray, targetLengths: aclIntArray) -> dict:
+    """What both kernels read of logProbs (as the kernels see it: T, N, C) and targets, batch item by
+    batch item, as KernelLaunch's `reads` takes it: of item b, the rows t < L_b of logProbs (whole: the
+    classes of its labels are data), and its S_b labels (padded targets: the first S_b of row b, not the
+    padding; concatenated: its slice). A negative length reads nothing: the kernel faults on it first.
+    The boxes are made when initcheck asks: making them would double the cost of a first phase."""
+    return {"logProbs": functools.partial(_row_boxes, classes, inputLengths.values),
+            "targets": functools.partial(_label_boxes, targets.rank == 2, targetLengths.values)}
+
+
+def _row_boxes(classes: int, input_lengths: tuple) -> list:
+    """Of logProbs (T, N, C), the rows t < L_b of each item b."""
+    return [((0, max(length, 0)), (b, b + 1), (0, classes)) for b, length in enumerate(input_lengths)]
+
+
+def _label_boxes(padded: bool, target_lengths: tuple) -> list:
+    """Each item's labels: the first S_b of row b of padded targets, its slice of concatenated ones."""
+    counts = [max(length, 0) for length in target_lengths]
+    if padded:
+        return [((b, b + 1), (0, count)) for b, count in enumerate(counts)]
+    return [((first, first + count),) for first, count in zip(itertools.accumulate([0] + counts), counts)]
 
 
 def _logical_dims(logProbs: aclTensor) -> tuple:
@@ -177,12 +202,15 @@ def aclnnCtcLossGetWorkspaceSize(logProbs: aclTensor, targets: aclTensor, inputL
     label_width = 2 * max_floor0(targetLengths) + 1  # l' and alpha scratch rows
     sizes = workspace_layout(slots, label_width, logProbs.data_type)
     log_probs, nll = _batched_views(logProbs, negLogLikelihoodOut)
+    # No `reads` of outputs: the kernel writes logAlphaOut whole, rows t >= L as -inf too (the A2/A3
+    # kernel leaves them unwritten; docs/ops/ctc_loss.md), so initcheck takes all of it as written.
     return KernelLaunch(
         _kernels.ctc_loss,
         (log_probs, view("targets", targets), nll, view("logAlphaOut", logAlphaOut), list(inputLengths.values),
          list(targetLengths.values), blank, zero_infinity, slots, label_width, Workspace(0, sizes[0]),
          Workspace(sizes[0], sizes[1]), list(sizes)),
-        workspace_size=sum(sizes), in_place=())
+        workspace_size=sum(sizes), in_place=(),
+        reads=item_reads(log_probs.shape[2], targets, inputLengths, targetLengths))
 
 
 aclnnCtcLoss = second_phase(OP)

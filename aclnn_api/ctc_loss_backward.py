@@ -12,6 +12,8 @@ the checks in order.
 """
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from . import _kernels, checks
@@ -22,7 +24,7 @@ from .declaration import ErrorInput, IntArrayInput, OpDeclaration, SampleInput, 
 from .operator import KernelLaunch, Workspace, first_phase, second_phase, soc, view
 from .ctc_loss import (DTYPES, SCRATCH_SLOTS, TARGET_DTYPES, batch_labels as _labels, check_concatenated_length,
                        check_half_limits, check_padded_width, check_time_steps, declared_targets,
-                       extended_labels as _extended, log_alpha, max_floor0, random_labels)
+                       extended_labels as _extended, item_reads, log_alpha, max_floor0, random_labels)
 from .tensor import aclTensor
 
 OP = "aclnnCtcLossBackward"
@@ -100,6 +102,20 @@ def _check_dtypes(gradOut: aclTensor, logProbs: aclTensor, targets: aclTensor, n
     check_half_limits(logProbs, n, c, logAlpha.view_dims[2], chip)
 
 
+def _reads(logProbs: aclTensor, targets: aclTensor, inputLengths: aclIntArray, targetLengths: aclIntArray) -> dict:
+    """What the kernel reads of logProbs and targets (item_reads) and of logAlpha (_alpha_boxes)."""
+    reads = item_reads(logProbs.view_dims[2], targets, inputLengths, targetLengths)
+    reads["logAlpha"] = functools.partial(_alpha_boxes, inputLengths.values, targetLengths.values)
+    return reads
+
+
+def _alpha_boxes(input_lengths: tuple, target_lengths: tuple) -> list:
+    """Of logAlpha (N, T, A), item b's [b, t, s] for t < L_b and s <= 2 S_b only: the rest of its width A
+    is padding, as are its rows t >= L_b."""
+    return [((b, b + 1), (0, max(length, 0)), (0, 2 * max(count, 0) + 1))
+            for b, (length, count) in enumerate(zip(input_lengths, target_lengths))]
+
+
 def workspace_layout(slots: int, label_width: int, data_type: int) -> tuple:
     """(labels, label classes, classes, beta, lcab) byte sizes, in workspace order, for `slots`
     batch items at once. As int64: the extended label sequence (targets cast to INT64, as the
@@ -138,7 +154,8 @@ def aclnnCtcLossBackwardGetWorkspaceSize(gradOut: aclTensor, logProbs: aclTensor
          view("negLogLikelihood", negLogLikelihood), view("logAlpha", logAlpha), view("out", out),
          list(inputLengths.values), list(targetLengths.values), blank, zero_infinity, slots, label_width,
          *(Workspace(offset, size) for offset, size in zip(offsets, sizes)), list(sizes)),
-        workspace_size=sum(sizes), in_place=(("out", "logProbs"),))
+        workspace_size=sum(sizes), in_place=(("out", "logProbs"),),
+        reads=_reads(logProbs, targets, inputLengths, targetLengths))
 
 
 aclnnCtcLossBackward = second_phase(OP)

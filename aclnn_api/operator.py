@@ -28,7 +28,8 @@ from . import _kernels, kernel_info, status
 from .arrays import aclBoolArray, aclFloatArray, aclIntArray, aclScalar
 from .executor import aclOpExecutor
 from .shapes import broadcast_strides
-from .tensor import aclTensor, byte_runs, conflicting_byte, moves as tensor_moves, shared_element, view_nbytes
+from .tensor import (aclTensor, box_runs, byte_runs, conflicting_byte, moves as tensor_moves, shared_element,
+                     view_nbytes)
 from .tensor_list import aclScalarList, aclTensorList
 
 # The aclnn objects a first phase takes, by the names its parameters' annotations use.
@@ -47,13 +48,14 @@ class TensorView:
     """A tensor as its kernel sees it, fixed by the first phase: dtype, the shape the kernel iterates
     and the element strides that read it (0 along broadcast dims), and the byte range [start, start +
     nbytes) that it touches (nbytes 0 when it touches nothing). The address is the aclTensor's when the
-    work is queued (`at`), so an address set between two launches of a repeatable executor counts."""
+    work is queued (`at`), so an address set between two launches of a repeatable executor counts.
+    `reads`: what gives the index boxes an input is read over, when its launch declared them (KernelLaunch)."""
 
     __slots__ = ("name", "tensor", "data", "data_type", "shape", "strides", "offset", "start", "nbytes", "gappy",
-                 "runs")
+                 "runs", "reads")
 
     def __init__(self, name: str, tensor: aclTensor, data_type: int, shape: tuple, strides: tuple, offset: int,
-                 nbytes: Optional[int] = None, data: Optional[int] = None):
+                 nbytes: Optional[int] = None, data: Optional[int] = None, reads: Optional[Callable] = None):
         itemsize = ITEM_SIZES.get(data_type, 8)
         self.name, self.tensor, self.data_type = name, tensor, data_type
         self.shape, self.strides, self.offset = shape, strides, offset
@@ -63,12 +65,20 @@ class TensorView:
         # whether it may have gaps (byte_runs tells): not when it is its tensor's own view without any,
         # the usual case, which the sanitizer then asks nothing more (a launch writes such a view each time)
         self.gappy = tensor is None or strides is not tensor.strides or not tensor.dense
-        self.runs: Optional[tuple] = None  # (byte_runs of a view not its tensor's own,) once asked
+        self.runs: Optional[tuple] = None  # (runs of a view not its tensor's own, or read over boxes,) once asked
+        self.reads = reads
 
     def at(self, data: int) -> "TensorView":
-        """The same view over another address."""
+        """The same view over another address (with the runs worked out already: offsets from its start)."""
+        moved = TensorView(self.name, self.tensor, self.data_type, self.shape, self.strides, self.offset, self.nbytes,
+                           data, self.reads)
+        moved.runs = self.runs
+        return moved
+
+    def reading(self, boxes: Callable[[], Sequence[tuple]]) -> "TensorView":
+        """The same view, read over the index boxes that boxes() gives only (see KernelLaunch's `reads`)."""
         return TensorView(self.name, self.tensor, self.data_type, self.shape, self.strides, self.offset, self.nbytes,
-                          data)
+                          self.data, boxes)
 
     def geometry(self) -> tuple:
         """(address of element 0, itemsize, dims, element strides), as tensor.conflicting_byte takes views."""
@@ -76,17 +86,28 @@ class TensorView:
 
     def byte_runs(self) -> Optional[tuple]:
         """(starts, ends) of the byte ranges the view covers when it has gaps (a pitched or sliced view;
-        see tensor.byte_runs), else None: what the sanitizer's initcheck takes it to read or write instead
-        of its whole range. A tensor's own view without gaps (the usual case) is told at once; the runs
-        of others are worked out once, as offsets from the view's start, and kept by the tensor for its
-        own view (launch after launch) or by this view."""
-        if not self.gappy:
+        see tensor.byte_runs), or of those its boxes cover when it is read over boxes (`reads`), else
+        None: what the sanitizer's initcheck takes it to read or write instead of its whole range. A
+        tensor's own view without gaps nor boxes (the usual case) is told at once; the runs of others are
+        worked out once, as offsets from the view's start, and kept by the tensor for its own view
+        (launch after launch) or by this view."""
+        if not self.gappy and self.reads is None:
             return None
-        keeper = self.tensor if self.tensor is not None and self.strides is self.tensor.strides else self
+        own = self.reads is None and self.tensor is not None and self.strides is self.tensor.strides
+        keeper = self.tensor if own else self
         if keeper.runs is None:
-            keeper.runs = (byte_runs(0, ITEM_SIZES.get(self.data_type, 8), self.shape, self.strides),)
+            keeper.runs = (self._runs(),)
         runs = keeper.runs[0]
         return None if runs is None else (self.start + runs[0], self.start + runs[1])
+
+    def _runs(self) -> Optional[tuple]:
+        """The runs of the boxes it is read over, unless they are more than tensor.LISTED_RUNS: then, as
+        without boxes, the runs of the view when it has gaps (None without: its whole range)."""
+        itemsize = ITEM_SIZES.get(self.data_type, 8)
+        runs = None if self.reads is None else box_runs(itemsize, self.strides, self.reads())
+        if runs is None and self.gappy:
+            runs = byte_runs(0, itemsize, self.shape, self.strides)
+        return runs
 
     def describe(self) -> str:
         return "%s (%s%s, strides %s, offset %d)" % (self.name, dtype_name(self.data_type), list(self.shape),
@@ -138,13 +159,23 @@ class KernelLaunch:
     every other pair shares none (an output over the softmax's mask, which is read as the row is
     written; any pair of a recursion along batch items but CtcLossBackward's out over logProbs). A view
     of another shape than the output's (a reduction of a broadcast, a broadcast weight; dims of one
-    aside) has no unit in common with it either. Pairs that share no unit may share no byte."""
+    aside) has no unit in common with it either. Pairs that share no unit may share no byte.
+
+    `reads`, when given, says of some inputs that the kernel reads only part of their view, as
+    {input name: a function of no arguments giving its index boxes}, each box a (start, stop) index
+    range per dim of the view: what the first phase knows from host values (CtcLoss's lengths: no row
+    t >= L of logProbs is read); the boxes are made only if initcheck asks for them. initcheck
+    then takes the input to read the byte runs of its boxes only, when they make at most
+    tensor.LISTED_RUNS runs (else its whole view); racecheck and synccheck still take its whole range.
+    A view merged to fit the kernels' dims (fit_kernel_dims) is read whole."""
 
     __slots__ = ("kernel", "args", "workspace_size", "outputs", "moves", "units", "in_place", "_overlaps")
 
     def __init__(self, kernel: Callable, args: tuple, workspace_size: int = 0,
                  outputs: Optional[Sequence[str]] = None, units: str = "elements",
-                 in_place: Optional[tuple] = None):
+                 in_place: Optional[tuple] = None, reads: Optional[dict] = None):
+        if reads:
+            args = _read_over_boxes(args, reads, outputs or ())
         if _wider_than_kernels(args) and not isinstance(kernel, OuterLoop):
             kernel, args = fit_kernel_dims(kernel, args)
         self.kernel, self.args, self.workspace_size = kernel, args, workspace_size
@@ -241,6 +272,17 @@ class KernelLaunch:
     def _moved(self) -> "KernelLaunch":
         args = tuple(arg.at(arg.tensor.data) if type(arg) is TensorView else arg for arg in self.args)
         return KernelLaunch(self.kernel, args, self.workspace_size, self.outputs, self.units, self.in_place)
+
+
+def _read_over_boxes(args: tuple, reads: dict, outputs: Sequence[str]) -> tuple:
+    """`args` with the input views that `reads` names read over its boxes (KernelLaunch's `reads`). A name
+    that is no view of the launch, or an output (which the kernel writes whole), is a broken contract."""
+    views = {arg.name for arg in args if type(arg) is TensorView}
+    wrong = sorted(name for name in reads if name not in views or name in outputs)
+    if wrong:
+        raise ValueError("reads: %s: not input views of the launch" % ", ".join(wrong))
+    return tuple(arg.reading(reads[arg.name]) if type(arg) is TensorView and arg.name in reads else arg
+                 for arg in args)
 
 
 # ---- views of more dims than the kernels take

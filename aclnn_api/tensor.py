@@ -52,7 +52,7 @@ class aclTensor(Resource):
         self.storage_dims: tuple = storage_dims
         self.data: int = data
         self.view_nbytes: int = view_nbytes(view_dims, strides, item_size(data_type))
-        self.dense: bool = self.view_nbytes == self.numel * item_size(data_type)  # its elements fill its range
+        self.dense: bool = gapless(view_dims, strides)  # its elements cover its byte range whole
         self.runs: Optional[tuple] = None  # (byte_runs of its view,) once a launch asked (TensorView.byte_runs)
         self.valid_dims: Optional[tuple] = None  # the view_dims that operators' shape checks accepted
         self.version: int = moved()
@@ -118,6 +118,24 @@ def view_nbytes(dims: Sequence[int], strides: Sequence[int], itemsize: int) -> i
     return (last + 1) * itemsize
 
 
+def gapless(dims: Sequence[int], strides: Sequence[int]) -> bool:
+    """Whether a view's elements cover its byte range whole, elements repeated or not. Its dims of more
+    than one element and a stride above 0, smallest stride first, must each step at most one element
+    past all that the smaller ones span (the first by 1): the smaller ones then cover [0, spanned] whole,
+    and so do all of them. Else the element after that span is not in the view, below its last one.
+    (Comparing the range with the element count is not enough: [3, 3] strides [2, 2] repeats 4 of its 9
+    elements and misses 4 others in a range of 9.)"""
+    if dims and min(dims) <= 0:
+        return True  # no element: nothing to miss
+    spanned = 0
+    for stride, dim in sorted(zip(strides, dims)):  # (every tensor made asks: no generator, no filtered copy)
+        if dim > 1 and stride > 0:
+            if stride > spanned + 1:
+                return False
+            spanned += stride * (dim - 1)
+    return True
+
+
 # A view with gaps is told to the sanitizer as its runs of bytes when it has at most this many (else as
 # its whole byte range).
 LISTED_RUNS = 1 << 16
@@ -131,17 +149,46 @@ def byte_runs(start: int, itemsize: int, dims: Sequence[int], strides: Sequence[
     longer runs, and runs that meet or overlap (a view folded onto itself) into one."""
     if any(dim <= 0 for dim in dims):
         return None
-    kept = sorted(((stride, dim) for dim, stride in zip(dims, strides) if dim > 1 and stride > 0), reverse=True)
-    run = 1  # elements in one run: the innermost dims that step by what the inner ones span
-    while kept and kept[-1][0] == run:
-        run *= kept.pop()[1]
-    count = math.prod(dim for _, dim in kept)
-    if not kept or count > LISTED_RUNS:
+    run, outer, steps = _run_layout(dims, strides)
+    if not outer or math.prod(outer) > LISTED_RUNS:
         return None
-    outer = tuple(dim for _, dim in kept)
-    starts = np.sort(start + _offsets(outer, tuple(stride for stride, _ in kept)) * itemsize)
+    starts = np.sort(start + _offsets(outer, steps) * itemsize)
     starts, ends = merged_ranges(starts, starts + run * itemsize)
     return None if len(starts) == 1 else (starts, ends)
+
+
+def _run_layout(dims: Sequence[int], strides: Sequence[int]) -> tuple:
+    """(elements in one run, outer dims, their strides) of a view with elements: its dims of more than
+    one element and a stride above 0, largest stride first, less the innermost ones that step by what
+    the inner ones span, which make up the run. A run starts at each offset of the outer dims."""
+    kept = sorted(((stride, dim) for dim, stride in zip(dims, strides) if dim > 1 and stride > 0), reverse=True)
+    run = 1
+    while kept and kept[-1][0] == run:
+        run *= kept.pop()[1]
+    return run, tuple(dim for _, dim in kept), tuple(stride for stride, _ in kept)
+
+
+def box_runs(itemsize: int, strides: Sequence[int], boxes: Sequence[tuple]) -> Optional[tuple]:
+    """(starts, ends): numpy arrays of the disjoint [start, end) byte ranges, as offsets from element 0
+    of a view with these element strides, that its index boxes cover, in address order (runs that meet
+    or overlap merged); None when the boxes make more than LISTED_RUNS runs. A box is a (start, stop)
+    index range per dim of the view; an empty one covers nothing."""
+    layouts, count = [], 0
+    for box in boxes:
+        dims = tuple(stop - start for start, stop in box)
+        if min(dims, default=1) <= 0:
+            continue
+        run, outer, steps = _run_layout(dims, strides)
+        count += math.prod(outer)
+        if count > LISTED_RUNS:  # counted before any array is made: a large batch stops here, cheaply
+            return None
+        layouts.append((sum(start * stride for (start, _), stride in zip(box, strides)), run, outer, steps))
+    if not layouts:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    starts = np.concatenate([base + _offsets(outer, steps) for base, _, outer, steps in layouts]) * itemsize
+    lengths = np.repeat([run for _, run, _, _ in layouts], [math.prod(outer) for _, _, outer, _ in layouts]) * itemsize
+    order = np.argsort(starts, kind="stable")
+    return merged_ranges(starts[order], starts[order] + lengths[order])
 
 
 # Views up to this many elements that neither rule of shared_element decides are decided by listing

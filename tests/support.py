@@ -99,10 +99,11 @@ class Npu:
         return address
 
     def tensor(self, values, dtype: int, strides: Optional[Sequence[int]] = None, offset: int = 0,
-               fmt: int = nn.ACL_FORMAT_ND, fill: float = np.nan) -> DeviceTensor:
+               fmt: int = nn.ACL_FORMAT_ND, fill: float = np.nan, written: Optional[np.ndarray] = None) -> DeviceTensor:
         """A device tensor whose view reads `values`. With `strides`/`offset`, the view is laid out in
         a larger storage whose other elements hold `fill` (NaN by default: a kernel that reads
-        outside its view shows up)."""
+        outside its view shows up). `written`, a mask of the view's shape: only those elements are
+        uploaded, and nothing else of the storage is ever written (for the sanitizer's initcheck)."""
         values = np.asarray(values)
         shape = values.shape
         strides = tuple(strides) if strides is not None else nn.tensor.contiguous_strides(shape)
@@ -116,7 +117,10 @@ class Npu:
             storage[index] = values
         raw = np.ascontiguousarray(encode(storage, dtype))
         address = self.malloc(raw.nbytes)
-        assert acl.rt.memcpy(address, raw.nbytes, raw.ctypes.data, raw.nbytes, 1) == 0
+        if written is None:
+            assert acl.rt.memcpy(address, raw.nbytes, raw.ctypes.data, raw.nbytes, 1) == 0
+        elif 0 not in shape:
+            _upload_elements(address, raw, np.atleast_1d(index)[np.atleast_1d(written)])
         tensor = nn.aclCreateTensor(list(shape), dtype, list(strides), offset, fmt, [extent], address)
         assert tensor is not None, acl.get_recent_err_msg()
         result = DeviceTensor(tensor, address, extent, dtype, shape, strides, offset)
@@ -158,6 +162,16 @@ class Npu:
     def close(self) -> None:
         self.release()
         acl.finalize()
+
+
+def _upload_elements(address: int, raw: np.ndarray, elements: np.ndarray) -> None:
+    """Copy the storage elements `elements` of `raw` to the device storage at `address`, a copy for each
+    run of consecutive ones."""
+    elements = np.unique(elements)
+    breaks = np.flatnonzero(np.diff(elements) != 1) + 1
+    for run in np.split(elements, breaks) if elements.size else ():
+        first, nbytes = int(run[0]) * raw.itemsize, run.size * raw.itemsize
+        assert acl.rt.memcpy(address + first, nbytes, raw.ctypes.data + first, nbytes, 1) == 0
 
 
 @contextlib.contextmanager

@@ -23,7 +23,7 @@ import acl
 import aclnn_api as nn
 import emulator
 from aclnn_api import _kernels, ctc_loss as ctc, ctc_loss_backward as ctc_backward
-from test_ctc_loss_backward import FAULTS, dtypes_of, random_labels, strided, target_values  # the backward's
+from test_ctc_loss_backward import FAULTS, dtypes_of, random_labels, read_masks, strided, target_values  # the backward's
 from support import (ALL_SOCS, SANITIZED, assert_close, decode, kernel_variants, last_error, npu, representable,
                      run_sample)
 
@@ -171,14 +171,17 @@ def untouched_outside(device, t) -> bool:
     return bool(np.isnan(decode(raw, t.dtype)[outside]).all())
 
 
-def run_forward(device, case: Case, lp: np.ndarray, dtype: int, width: int, layouts: Optional[dict] = None) -> Outputs:
+def run_forward(device, case: Case, lp: np.ndarray, dtype: int, width: int, layouts: Optional[dict] = None,
+                written: Optional[dict] = None) -> Outputs:
     """Both phases on device tensors of the case's layouts; outputs prefilled with NaN, so that an
-    element the kernel does not write shows up."""
+    element the kernel does not write shows up. `written`: {tensor name: mask of the elements uploaded},
+    for tensors of which nothing else is ever written."""
     layouts = case.layouts if layouts is None else layouts
 
     def tensor(name, values, tensor_dtype):
         layout = layouts.get(name)
-        return device.tensor(values, tensor_dtype, **(strided(np.shape(values), *layout) if layout else {}))
+        return device.tensor(values, tensor_dtype, written=(written or {}).get(name),
+                             **(strided(np.shape(values), *layout) if layout else {}))
 
     x = tensor("logProbs", lp[:, 0, :] if case.unbatched else lp, dtype)
     targets = tensor("targets", target_values(case), case.target_dtype)
@@ -220,6 +223,68 @@ def test_both_outputs_match_float64_references_with_minus_inf_padding(soc, scena
             assert_close(got.alpha, expected_alpha, dtype)
             assert (got.alpha[padding_mask(case, width)] == -np.inf).all()
             assert got.outside_views_untouched
+
+
+def forward_read_masks(case: Case) -> dict:
+    """Where the forward's kernel reads logProbs (rows t < L_b of item b; unbatched: (T, C)) and targets."""
+    masks = read_masks(case.labels, case.input_lengths, case.T, case.C, np.shape(target_values(case)), 1)
+    if case.unbatched:
+        masks["logProbs"] = masks["logProbs"][:, 0, :]
+    return {name: masks[name] for name in ("logProbs", "targets")}
+
+
+@pytest.mark.parametrize("scenario", ["padded-int64-blank-first", "concat-float16-zero-lengths", "strided-padded",
+                                      "unbatched-padded-zero-length", "strided-unbatched"])
+def test_inputs_written_only_where_the_kernel_reads_them_give_both_outputs_and_no_report(scenario):
+    """logProbs rows t >= L_b and the padding of targets past targetLengths[b] are never written: the
+    outputs are the same, and initcheck reports nothing (the fixture fails on a report)."""
+    rng = np.random.default_rng(zlib.crc32(scenario.encode()))
+    case = SCENARIOS[scenario](rng)
+    width = width_on("Ascend910B", case.max_target)
+    with npu("Ascend910B") as device:
+        lp = log_probs(case, F, rng)
+        expected_nll, expected_alpha = reference(case, lp, width)
+        got = run_forward(device, case, lp, F, width, written=forward_read_masks(case))
+        assert_close(got.nll, expected_nll, F)
+        assert_close(got.alpha, expected_alpha, F)
+
+
+@pytest.mark.parametrize("name,position", [("logProbs", (4, 2, 0)), ("targets", (2, 2))])
+@pytest.mark.sanitizer_reports("uninitialised read")
+def test_an_input_position_the_kernel_reads_left_unwritten_is_reported(name, position):
+    """'padded-bool': the blank's class in the last row item 2 reads (L = 5), its last label (S = 3; BOOL
+    targets: the poison reads as label 1, not a fault)."""
+    case = SCENARIOS["padded-bool"](None)
+    masks = forward_read_masks(case)
+    assert masks[name][position]
+    masks[name][position] = False
+    with npu("Ascend910B") as device:
+        run_forward(device, case, log_probs(case, F, np.random.default_rng(2)), F, width_on("Ascend910B", 3),
+                    written=masks)
+    (finding,) = emulator.reports()
+    assert "aclnnCtcLoss reads tensor %s " % name in finding.message and \
+        "of which %d byte(s)" % (1 if name == "targets" else 4) in finding.message, finding.message
+
+
+def test_log_alpha_out_is_written_whole_rows_past_the_input_length_too():
+    """The kernel writes every position of logAlphaOut (-inf where the recursion does not reach, rows
+    t >= L included, unlike the A2/A3 kernel), and initcheck takes all of it as written: a never-written
+    logAlphaOut read back whole after the forward reports nothing."""
+    case = SCENARIOS["padded-int64-blank-first"](np.random.default_rng(3))  # L = 7, 6, 5 of T = 7
+    width = width_on("Ascend910B", case.max_target)
+    with npu("Ascend910B") as device:
+        x, targets = device.tensor(log_probs(case, F, np.random.default_rng(4)), F), \
+            device.tensor(target_values(case), case.target_dtype)
+        nll = device.empty((case.N,), F)
+        alpha = device.tensor(np.zeros((case.N, case.T, width)), F, written=np.zeros((case.N, case.T, width), bool))
+        il, tl = nn.aclCreateIntArray(case.input_lengths), nn.aclCreateIntArray([len(l) for l in case.labels])
+        try:
+            assert device.run(*OP, x.tensor, targets.tensor, il, tl, case.blank, False, nll.tensor, alpha.tensor) == 0
+            values = device.read(alpha)
+        finally:
+            nn.aclDestroyIntArray(il)
+            nn.aclDestroyIntArray(tl)
+    assert (values[padding_mask(case, width)] == -np.inf).all() and (values[2, 5:] == -np.inf).all()
 
 
 def test_the_scenarios_reach_what_they_claim():

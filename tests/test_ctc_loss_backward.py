@@ -219,12 +219,14 @@ def reference(case: Case, x: Inputs) -> np.ndarray:
     return expected
 
 
-def run_kernel(device, case: Case, x: Inputs, dtype: int) -> np.ndarray:
+def run_kernel(device, case: Case, x: Inputs, dtype: int, written: Optional[dict] = None) -> np.ndarray:
     """Both phases on device tensors of the case's layouts; returns `out` (prefilled with NaN, so
-    that an element the kernel does not write shows up)."""
+    that an element the kernel does not write shows up). `written`: {tensor name: mask of the elements
+    uploaded}, for tensors of which nothing else is ever written."""
     def tensor(name, values, tensor_dtype):
         layout = case.layouts.get(name)
-        return device.tensor(values, tensor_dtype, **(strided(np.shape(values), *layout) if layout else {}))
+        return device.tensor(values, tensor_dtype, written=(written or {}).get(name),
+                             **(strided(np.shape(values), *layout) if layout else {}))
 
     tensors = [tensor("gradOut", x.grad, dtype), tensor("logProbs", x.lp, dtype),
                tensor("targets", target_values(case), case.target_dtype)]
@@ -251,6 +253,57 @@ def test_values_match_float64_references(soc, scenario):
             x = make_inputs(case, dtype, rng)
             expected = reference(case, x)
             assert_close(run_kernel(device, case, x, dtype), expected, dtype)
+
+
+def read_masks(labels: list, input_lengths: list, T: int, C: int, targets_shape: tuple, alpha_width: int) -> dict:
+    """Where the two CTC kernels read their inputs, by name: logProbs (T, N, C) rows t < L_b of item b,
+    its S_b labels of the targets (not a padded row's padding), and logAlpha[b, t, s] for t < L_b and
+    s <= 2 S_b (OPS.md §2.2: the rest of the width A is padding)."""
+    N = len(labels)
+    masks = {"logProbs": np.zeros((T, N, C), bool), "targets": np.zeros(targets_shape, bool),
+             "logAlpha": np.zeros((N, T, alpha_width), bool)}
+    for b, (l, L) in enumerate(zip(labels, input_lengths)):
+        masks["logProbs"][:L, b] = True
+        masks["logAlpha"][b, :L, :2 * len(l) + 1] = True
+        if len(targets_shape) == 2:
+            masks["targets"][b, :len(l)] = True
+    if len(targets_shape) == 1:
+        masks["targets"][:] = True  # every item's slice
+    return masks
+
+
+def case_read_masks(case: Case) -> dict:
+    return read_masks(case.labels, case.input_lengths, case.T, case.C, np.shape(target_values(case)),
+                      case.alpha_columns())
+
+
+@pytest.mark.parametrize("scenario", ["padded-int64-blank-first", "concat-float16-short-lengths", "strided-padded",
+                                      "infinite-nll-zeroed"])
+def test_inputs_written_only_where_the_kernel_reads_them_give_the_gradient_and_no_report(scenario):
+    """logAlpha past t < L_b, s <= 2 S_b, logProbs rows t >= L_b and the padding of targets are never
+    written: the gradient is the same, and initcheck reports nothing (the fixture fails on a report)."""
+    rng = np.random.default_rng(zlib.crc32(scenario.encode()))
+    case = SCENARIOS[scenario](rng)
+    with npu() as device:
+        x = make_inputs(case, F, rng)
+        assert_close(run_kernel(device, case, x, F, written=case_read_masks(case)), reference(case, x), F)
+
+
+@pytest.mark.parametrize("name,position", [("logAlpha", (1, 3, 2)), ("logProbs", (3, 1, 2)), ("targets", (1, 0))])
+@pytest.mark.sanitizer_reports("uninitialised read")
+def test_an_input_position_the_kernel_reads_left_unwritten_is_reported(name, position):
+    """Item 1 of 'padded-bool' (L = 4, S = 1): its last alpha row's last label state, a class of its last
+    logProbs row, its label (BOOL targets: the poison reads as label 1, not a fault)."""
+    rng = np.random.default_rng(1)
+    case = SCENARIOS["padded-bool"](rng)
+    masks = case_read_masks(case)
+    assert masks[name][position]
+    masks[name][position] = False
+    with npu() as device:
+        run_kernel(device, case, make_inputs(case, F, rng), F, written=masks)
+    (finding,) = emulator.reports()
+    assert "aclnnCtcLossBackward reads tensor %s " % name in finding.message and \
+        "of which %d byte(s)" % (1 if name == "targets" else 4) in finding.message, finding.message
 
 
 def test_infinite_nll_gives_zeros_or_nan_as_the_formula_says():

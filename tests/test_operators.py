@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import inspect
 import itertools
+import re
 import zlib
 
 import numpy as np
@@ -404,6 +405,27 @@ def test_scalar_parameters_take_what_their_c_type_holds_and_name_anything_else(d
     sample_value = first_sample(declaration).args[name]
     ret, _, message = first_phase_of(declaration, {name: NUMPY_SCALAR[kind](sample_value)})
     assert ret == 0, message
+
+
+def scalar_rule() -> str:
+    """docs/ops/README.md's section "Scalar parameters from Python"."""
+    with open(REPO + "/docs/ops/README.md", encoding="utf-8") as handle:
+        text = handle.read()
+    return text.split("## Scalar parameters from Python", 1)[1].split("\n## ", 1)[0]
+
+
+@pytest.mark.parametrize("declaration,name,kind", scalar_parameter_cases())
+def test_a_scalar_of_the_wrong_type_is_rejected_before_the_tensor_checks_unless_the_rule_names_the_exception(
+        declaration, name, kind):
+    """docs/ops/README.md: a Python value no C argument of the type holds is reported before any check of
+    a tensor (each declared tensor error given with it), except for the operators the rule names."""
+    tensor_errors = [error for error in declaration.error_inputs if error.chip is None and error.code == 161002
+                     and all(isinstance(change, dict) for change in error.changes.values())]
+    assert tensor_errors
+    after = [error.label for error in tensor_errors
+             if "%s: expected" % name not in first_phase_of(declaration, {**error.changes, name: "1"})[2]]
+    named = re.search(r"\b%s\b" % declaration.name, scalar_rule()) is not None
+    assert bool(after) == named, "%s is checked after %s; the rule names it: %s" % (name, after, named)
 
 
 # ------------------------------------------------------------------------------------------------

@@ -18,7 +18,7 @@ import pytest
 import acl
 import aclnn_api as nn
 import emulator
-from aclnn_api.tensor import byte_runs, conflicting_byte, shared_element
+from aclnn_api.tensor import box_runs, byte_runs, conflicting_byte, shared_element
 from emulator import report
 from emulator.sanitizer import POISON, Written
 
@@ -998,6 +998,106 @@ def test_byte_runs_are_the_bytes_a_view_covers_exactly_when_it_has_gaps():
             listed = {address for begin, end in zip(starts, ends) for address in range(begin, end)}
             assert listed == covered and len(covered) < max(covered) - min(covered) + 1, view
             assert all(end < begin for end, begin in zip(ends, starts[1:])), "disjoint, in order, not meeting"
+
+
+def generated_views(rng: random.Random, count: int):
+    """(dims, strides) of tensors' views: strides that repeat elements, leave gaps, or both, zero strides,
+    and permutations of row-major strides (with and without a gap after the innermost dim)."""
+    for _ in range(count):
+        dims = tuple(rng.randint(0, 4) for _ in range(rng.randint(0, 4)))
+        if rng.random() < 0.3:
+            order, step, row_major = list(range(len(dims))), rng.choice((1, 2)), [0] * len(dims)
+            rng.shuffle(order)
+            for axis in order:
+                row_major[axis] = step
+                step *= max(dims[axis], 1)
+            yield dims, tuple(row_major)
+        else:
+            yield dims, tuple(rng.choice((0, 1, 2, 3, 4, 6)) for _ in dims)
+
+
+def test_a_tensor_is_dense_exactly_when_its_elements_cover_its_byte_range():
+    """aclTensor.dense (which spares a launch the look at the view's runs) against every byte listed; and
+    what initcheck takes its own view to touch (its runs, or its whole range) is those bytes exactly."""
+    from aclnn_api.operator import view
+    rng = random.Random(5)
+    for dims, strides in generated_views(rng, 3000):
+        tensor = nn.aclCreateTensor(list(dims), nn.ACL_FLOAT, list(strides), 3, nn.ACL_FORMAT_ND, None, 1 << 20)
+        try:
+            touched = set(bytes_by_unit(((1 << 20) + 12, 4, dims, strides), "elements"))
+            whole = set(range(min(touched), max(touched) + 1)) if touched else set()
+            assert tensor.dense == (touched == whole), (dims, strides)
+            kernel_view = view("self", tensor)
+            runs = kernel_view.byte_runs()
+            if runs is not None:
+                listed = {address for begin, end in zip(*runs) for address in range(begin, end)}
+            else:
+                listed = set(range(kernel_view.start, kernel_view.start + kernel_view.nbytes))
+            assert listed == touched, (dims, strides)
+        finally:
+            nn.aclDestroyTensor(tensor)
+
+
+def test_box_runs_are_the_bytes_the_boxes_cover():
+    """tensor.box_runs against every byte of every element of every box listed, over generated views and
+    boxes (empty ones, ones that overlap each other, whole views)."""
+    rng = random.Random(7)
+    for dims, strides in generated_views(rng, 2000):
+        boxes = []
+        for _ in range(rng.randint(0, 3)):
+            box = []
+            for dim in dims:
+                start = rng.randint(0, dim)
+                box.append((start, rng.randint(start, dim)))
+            boxes.append(tuple(box))
+        covered = set()
+        for box in boxes:
+            sub_dims = tuple(stop - start for start, stop in box)
+            base = sum(start * stride for (start, _), stride in zip(box, strides))
+            covered |= set(bytes_by_unit((4 * base, 4, sub_dims, strides), "elements"))
+        starts, ends = box_runs(4, strides, boxes)
+        listed = [address for begin, end in zip(starts.tolist(), ends.tolist()) for address in range(begin, end)]
+        assert sorted(listed) == sorted(covered) and len(listed) == len(covered), (dims, strides, boxes)
+        assert all(end < begin for end, begin in zip(ends.tolist(), starts.tolist()[1:])), "disjoint, in order"
+
+
+def test_an_input_read_over_more_boxed_runs_than_listed_is_read_whole(monkeypatch):
+    """Above LISTED_RUNS runs (4 here) of its boxes a view is read as without boxes: its own runs (a
+    pitched view), or its whole range (None)."""
+    from aclnn_api import tensor as tensors
+    from aclnn_api.operator import TensorView
+    monkeypatch.setattr(tensors, "LISTED_RUNS", 4)
+    firsts = lambda rows: tuple(((row, row + 1), (0, 1)) for row in range(rows))  # each row's first element
+    dense = TensorView("x", None, nn.ACL_FLOAT, (4, 2), (2, 1), 0, data=1024)
+    pitched = TensorView("x", None, nn.ACL_FLOAT, (4, 2), (4, 1), 0, data=1024)
+    assert [run.tolist() for run in dense.reading(lambda: firsts(4)).byte_runs()] == [[1024, 1032, 1040, 1048],
+                                                                              [1028, 1036, 1044, 1052]]
+    elements = tuple(((row, row + 1), (column, column + 1)) for row in range(4) for column in range(2))
+    assert dense.reading(lambda: elements).byte_runs() is None  # 8 runs (merged into one, but counted before)
+    assert [run.tolist() for run in pitched.reading(lambda: elements).byte_runs()] == [[1024, 1040, 1056, 1072],
+                                                                               [1032, 1048, 1064, 1080]]
+
+
+def test_a_launch_may_only_declare_boxes_of_its_input_views():
+    from aclnn_api.operator import KernelLaunch, TensorView
+    x, out = (TensorView(name, None, nn.ACL_FLOAT, (4,), (1,), 0, data=1024) for name in ("x", "out"))
+    with pytest.raises(ValueError, match="reads: out, y: not input views of the launch"):
+        KernelLaunch(print, (x, out), outputs=("out",), reads={"y": list, "out": list, "x": list})
+    assert KernelLaunch(print, (x, out), outputs=("out",), reads={"x": list}).args[0].reads is list
+
+
+def test_a_kernel_reading_a_view_that_repeats_elements_and_misses_others_reads_only_its_elements():
+    """[3, 3] strides [2, 2]: elements {0, 2, 4, 6, 8} of 9, repeated, in a range of 9 elements (as many
+    as the view has indices). Only those five are written: initcheck reports nothing."""
+    program = Program()
+    try:
+        storage, result = program.malloc(written=False), program.malloc()
+        for element in (0, 2, 4, 6, 8):
+            assert acl.rt.memcpy(storage + 4 * element, 4, acl.util.numpy_to_ptr(program.host), 4, H2D) == 0
+        log_sigmoid_into(program, described(program, storage, (3, 3), (2, 2)), program.tensor(result, (3, 3)))
+    finally:
+        program.close()
+    assert not emulator.reports(), "\n".join(map(str, emulator.reports()))
 
 
 @pytest.mark.parametrize("width", [6, 4])
