@@ -151,6 +151,8 @@ def test_good_specs_are_parsed(spec, expected):
     ("threshold=2G", "threshold=2G", "up to 1G"),
     ("threshold=8X", "threshold=8X", "a size in bytes"),
     ("threshold=-1", "threshold=-1", "a size in bytes"),
+    ("threshold=99999999999G", "threshold=99999999999G", "up to 1G"),  # past int64 once scaled: was accepted,
+    ("prefetch=17179869184G", "prefetch=17179869184G", "in [0, 4096]"),  # as a negative threshold, a 0 prefetch
     ("prefetch=100", "prefetch=100", "a multiple of 64 bytes in [0, 4096]"),
     ("prefetch=8192", "prefetch=8192", "a multiple of 64 bytes in [0, 4096]"),
     ("hint=t3", "hint=t3", "hint=nta, hint=t0, hint=t1 or hint=t2"),

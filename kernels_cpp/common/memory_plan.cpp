@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <limits>
 #include <cctype>
 #include <atomic>
 #include <chrono>
@@ -74,7 +75,9 @@ bool parse_size(const std::string& text, int64_t& value) {
   else if (suffix == "M" || suffix == "m") shift = 20;
   else if (suffix == "G" || suffix == "g") shift = 30;
   else if (!suffix.empty()) return false;
-  value = std::stoll(text.substr(0, digits)) << shift;  // at most 11 digits: no overflow
+  const int64_t count = std::stoll(text.substr(0, digits));  // at most 12 digits: an int64
+  if (count > (std::numeric_limits<int64_t>::max() >> shift)) return false;  // 99999999999G: no int64
+  value = count << shift;
   return true;
 }
 
