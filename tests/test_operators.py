@@ -103,6 +103,34 @@ def test_empty_inputs_need_no_workspace_and_write_nothing(declaration):
             call.close()
 
 
+def far_unit_strides(sample: SampleInput) -> SampleInput:
+    """The sample with every dim of one of every tensor given the stride 2^62: a dim of one moves no
+    address, so any stride is a valid view of the same elements."""
+    args = dict(sample.args)
+    for name, arg in sample.tensors().items():
+        base = arg.strides or nn.tensor.contiguous_strides(arg.shape)
+        strides = tuple(1 << 62 if dim == 1 else stride for dim, stride in zip(arg.shape, base))
+        args[name] = TensorInput(arg.values, arg.dtype, strides, arg.offset, arg.format)
+    return SampleInput(sample.label + "/far unit strides", args)
+
+
+@pytest.mark.parametrize("declaration", DECLARATIONS, ids=ids(DECLARATIONS))
+def test_a_dim_of_one_may_have_any_stride(declaration):
+    """The kernels scaled such a stride by the item size, a signed overflow (undefined behaviour, seen
+    by UBSan in the softmax rows, CtcLoss's class dim, KlDivBackward's axes): they now take the stride
+    a dense layout gives the dim."""
+    dtype = declaration.dtypes.on(DEFAULT_CHIP)[0]
+    samples = [far_unit_strides(s) for s in samples_on(DEFAULT_CHIP, declaration, rng_for(declaration.name, "unit"))
+               if any(1 in arg.shape and arg.values.size for arg in s.tensors().values())]
+    if not samples:
+        pytest.skip("no declared sample of %s has a dim of one" % declaration.name)
+    with npu(DEFAULT_CHIP) as device:
+        for sample in samples:
+            ret, actual, expected = run_declared(device, declaration, sample, dtype)
+            assert ret == 0, "%s: %s" % (sample.label, last_error())
+            assert_close(actual, expected, dtype)
+
+
 # ------------------------------------------------------------------------------------------------
 # Views of more dims than the kernels take (aclnn_api.operator.fit_kernel_dims)
 

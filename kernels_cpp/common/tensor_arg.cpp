@@ -47,6 +47,16 @@ bool read_tensor_tuple(PyObject* tuple, TensorArg& arg) {
   if (arg.shape.size() != arg.strides.size()) return false;
   for (int64_t size : arg.shape)
     if (size < 0) return false;
+  // A dim of one moves no address, so its stride may be anything (2^62 is a valid view), but kernels
+  // scale strides by the item size, which would overflow: it takes the stride a dense layout gives it
+  // (the next dim's extent), which keeps the contiguity tests the kernels make on the other dims.
+  for (size_t d = arg.shape.size(); d-- > 0;) {
+    if (arg.shape[d] != 1) continue;
+    int64_t dense = 1;
+    if (d + 1 < arg.shape.size() && __builtin_mul_overflow(arg.strides[d + 1], arg.shape[d + 1], &dense))
+      dense = 0;  // a view no allocation holds, refused before any kernel runs
+    arg.strides[d] = dense;
+  }
   arg.data = reinterpret_cast<char*>(static_cast<uintptr_t>(address));
   arg.dtype = static_cast<int>(dtype);
   return true;
