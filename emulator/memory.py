@@ -332,6 +332,12 @@ class HostAllocation:
                 % (max(self.end - address, 0), address, self.address, self.end, self.size, self.site, nbytes,
                    address + nbytes - self.end))
 
+    def entered(self, address: int, nbytes: int) -> str:
+        """The "expected ..., found ..." of a range that starts before the allocation and runs into it."""
+        return ("expected at most %d bytes from 0x%x, up to the aclrtMallocHost allocation [0x%x, 0x%x) of %d bytes "
+                "made at %s, found %d bytes, which run into it" % (self.address - address, address, self.address,
+                                                                   self.end, self.size, self.site, nbytes))
+
 
 class AddressSpace:
     """The reserved device range of all devices, and the host memory from aclrtMallocHost."""
@@ -405,18 +411,29 @@ class AddressSpace:
                 return host
         return None
 
+    def host_entered(self, address: int, nbytes: int) -> Optional[HostAllocation]:
+        """The first aclrtMallocHost allocation that starts inside [address, address+nbytes), if any."""
+        index = bisect.bisect_right(self.host_starts, address)
+        if index < len(self.host_starts) and self.host_starts[index] < address + nbytes:
+            return self.host[self.host_starts[index]]
+        return None
+
     def host_problem(self, address: int, nbytes: int, write: bool, pinned: bool = False) -> Optional[str]:
         """What keeps a copy or memset from using [address, address+nbytes) of host memory, as "expected ...,
         found ...", or None: the one check of every host range a copy or memset touches, when called and
         when queued work runs. In order, each before any byte is touched: a size no address space holds
         (refused before the kernel is asked anything); a range that starts in an aclrtMallocHost allocation
         and runs past its end (npuemu made it and knows its size: the mapping after it, often the program's
-        other data, would pass the probes and be overwritten); with `pinned` (memory the device reaches by
+        other data, would pass the probes and be overwritten), or that starts before one and runs into it
+        (the program's buffer overrun into npuemu's, or the reverse); with `pinned` (memory the device reaches by
         DMA), a range outside every such allocation; then what the kernel says of the range."""
         if nbytes < ADDRESS_SPACE_END - address:  # else host_memory_problem refuses the size first
             host = self.host_holding(address) if self.host_starts else None  # none: no search (most programs)
             if host is not None and address + nbytes > host.end:
                 return host.overrun(address, nbytes)
+            entered = self.host_entered(address, nbytes) if host is None and self.host_starts else None
+            if entered is not None:  # from the program's own memory into npuemu's: one of them is overrun
+                return entered.entered(address, nbytes)
             if pinned and host is None:
                 return ("expected device memory or aclrtMallocHost memory for %d bytes, found host address 0x%x "
                         "outside any aclrtMallocHost allocation" % (nbytes, address))

@@ -131,6 +131,22 @@ def test_free_rejections_name_the_allocation(device):
     assert os.path.basename(__file__) in message, "the message should name the line that freed it"
 
 
+def test_a_host_range_that_runs_into_an_aclrtmallochost_allocation_is_refused(device):
+    """From below: only a range that started inside an allocation was bounded, so one starting 16 bytes
+    before it ran through it and past its end unchecked when the pages around were mapped."""
+    host, ret = acl.rt.malloc_host(4096)
+    assert ret == 0
+    address = device(8192)
+    try:
+        for name, call in (("devPtr", lambda: acl.rt.memset(host - 16, 8192, 0xAB, 8192)),
+                           ("dst", lambda: acl.rt.memcpy(host - 16, 8192, address, 8192, D2H))):
+            message = assert_rejected(call(), acl.ACL_ERROR_RT_PARAM_INVALID, name, "aclrtMallocHost allocation")
+            assert "past its end" in message or "run into it" in message, message
+        assert acl.util.ptr_to_bytes(host - 16, 64) is None
+    finally:
+        acl.rt.free_host(host)
+
+
 def test_host_memory_views_stay_within_their_aclrtmallochost_allocation():
     """ptr_to_bytes/ptr_to_numpy past the end of an aclrtMallocHost allocation read (or, through the
     view, overwrite) whatever the process keeps after it: refused as a copy there is."""
