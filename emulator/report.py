@@ -103,9 +103,8 @@ def publish(kind: str, tool: str, message: str, sites: Sequence[tuple] = (), res
         report = Report(kind, tool, message, tuple(sites), tuple(resources), 1, len(_reports) + 1, key)
         _reports.append(report)
         _by_key[key] = report
-        first = len(_reports) == 1
-    if first:
-        _mark_held(True)
+        if len(_reports) == 1:  # under the lock: a clear() on another thread cannot come between
+            _mark_held(True)
     if show:
         write_stderr(report.text())
     for observer in hooks.REPORTS:
@@ -139,12 +138,11 @@ def clear() -> None:
     """Forget the findings (a test harness that checked them)."""
     global _total
     with _lock:
-        held = bool(_reports)
+        if _reports:
+            _mark_held(False)
         _reports.clear()
         _by_key.clear()
         _total = 0
-    if held:
-        _mark_held(False)
 
 
 def _mark_held(held: bool) -> None:
