@@ -455,6 +455,59 @@ def test_the_programs_own_sigint_handler_set_before_or_after_the_first_call_is_k
         0, "before: default\nafter: the program's\nhandled 3\n", ""), shown(done)
 
 
+# Another thread of the program sets its SIGINT handler while the toolkit starts: simulated by wrapping
+# sigaction, so that the handler is set right after the first look at SIGINT's action that follows.
+SIGACTION_WRAPPER = r"""#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <signal.h>
+#include <string.h>
+void programs_handler(int signal) { (void)signal; }
+int sigaction(int sig, const struct sigaction *act, struct sigaction *old) {
+  static int (*real)(int, const struct sigaction *, struct sigaction *);
+  static int done;
+  if (!real) real = (int (*)(int, const struct sigaction *, struct sigaction *))dlsym(RTLD_NEXT, "sigaction");
+  int result = real(sig, act, old);
+  if (sig == SIGINT && act == NULL && !done) {
+    struct sigaction handler;
+    memset(&handler, 0, sizeof handler);
+    handler.sa_handler = programs_handler;
+    done = 1;
+    real(SIGINT, &handler, NULL);
+  }
+  return result;
+}
+"""
+
+HANDLER_NAME_PROGRAM = r"""#include <cstdio>
+#include <dlfcn.h>
+#include <signal.h>
+#include "acl/acl.h"
+
+int main() {
+  if (aclInit(nullptr) != 0) return 10;
+  struct sigaction now;
+  sigaction(SIGINT, nullptr, &now);
+  Dl_info info;
+  const bool named = now.sa_handler != SIG_DFL && dladdr((void *)now.sa_handler, &info) && info.dli_sname;
+  std::printf("%s\n", now.sa_handler == SIG_DFL ? "default" : named ? info.dli_sname : "unnamed");
+  return aclFinalize();
+}
+"""
+
+
+def test_a_sigint_handler_another_thread_sets_while_the_toolkit_starts_is_kept(tmp_path):
+    """The toolkit looked at SIGINT's action, then set its placeholder: a handler set in between was
+    overwritten, then replaced by the default action when the start was over (a reviewer's repro)."""
+    wrapper = tmp_path / "wrapper.c"
+    wrapper.write_text(SIGACTION_WRAPPER)
+    library = str(tmp_path / "wrapper.so")
+    subprocess.run(["gcc", "-shared", "-fPIC", str(wrapper), "-o", library, "-ldl"], check=True)
+    program = ctoolkit.compile_program(HANDLER_NAME_PROGRAM, tmp_path, flags=("-ldl",))
+    env = ctoolkit.toolkit_environment(LD_PRELOAD=library)
+    done = subprocess.run([program], capture_output=True, text=True, timeout=120, env=env, preexec_fn=default_sigint)
+    assert (done.returncode, done.stdout) == (0, "programs_handler\n"), shown(done)
+
+
 # ------------------------------------------------------------------------------------------------
 # 4. Programs that run Python themselves
 

@@ -666,8 +666,12 @@ bool hold_sigint() {
   placeholder.sa_handler = hold_interrupt;
   sigemptyset(&placeholder.sa_mask);
   placeholder.sa_flags = SA_RESTART;  // the start's system calls go on
-  if (sigaction(SIGINT, nullptr, &previous) != 0 || previous.sa_handler != SIG_DFL) return false;
-  return sigaction(SIGINT, &placeholder, nullptr) == 0;
+  // One swap, not a look then a set: a handler another thread of the program sets in between would be
+  // overwritten, then lost to the default action at the release.
+  if (sigaction(SIGINT, &placeholder, &previous) != 0) return false;
+  const bool took_default = !(previous.sa_flags & SA_SIGINFO) && previous.sa_handler == SIG_DFL;
+  if (!took_default) sigaction(SIGINT, &previous, nullptr);  // the program's own: given back at once
+  return took_default;
 }
 
 // The default action back (unless the program changed SIGINT meanwhile, on another thread), and a Ctrl-C
@@ -677,9 +681,9 @@ void release_sigint() {
   std::memset(&default_action, 0, sizeof(default_action));
   default_action.sa_handler = SIG_DFL;
   sigemptyset(&default_action.sa_mask);
-  if (sigaction(SIGINT, nullptr, &current) != 0 || current.sa_handler != hold_interrupt) return;
-  sigaction(SIGINT, &default_action, nullptr);
-  if (interrupted_while_starting) kill(getpid(), SIGINT);
+  if (sigaction(SIGINT, nullptr, &current) == 0 && current.sa_handler == hold_interrupt)
+    sigaction(SIGINT, &default_action, nullptr);
+  if (interrupted_while_starting) kill(getpid(), SIGINT);  // to whatever handles it now, the program's too
 }
 
 // Python's signal module, imported while SIGINT is held, so that no later import of it takes SIGINT.
