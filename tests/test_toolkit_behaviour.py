@@ -2343,8 +2343,8 @@ int main() {
     done = ctoolkit.run_program(executable)
     assert done.returncode == 0, done.stderr
     assert without_prefix(done.stdout).splitlines() == [
-        "1", "AclNN_Parameter_Error(EZ1001): aclCreateScalar: value: expected 4 readable bytes at 0x10, found memory "
-             "the process cannot read",
+        "1", "AclNN_Parameter_Error(EZ1001): aclCreateScalar: value: expected 4 bytes of readable host memory at 0x10, "
+             "found unmapped memory",
         "1", "AclNN_Parameter_Error(EZ1001): aclCreateTensor: viewDims: expected 2 readable values at 0x10, found "
              "memory the process cannot read"]
 

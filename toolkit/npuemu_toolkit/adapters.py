@@ -16,7 +16,7 @@ import aclnn_api
 from emulator import errors, runtime, sites
 from emulator.cargs import C_NULL
 from emulator.dtypes import ACL_BF16, NUMPY_TYPES, aclDataTypeSize
-from emulator.memory import host_range_readable
+from emulator.interface import host_problem
 
 sites.register_package_dir(__file__)
 sites.set_native_caller(_npuemu_c.caller)
@@ -49,9 +49,9 @@ def _scalar_value(address: int, data_type: Any) -> Any:
     if numpy_type is None:
         return address
     size = aclDataTypeSize(data_type)
-    if not host_range_readable(address, size):
-        raise _Unreadable("value: expected %d readable bytes at 0x%x, found memory the process cannot read"
-                          % (size, address))
+    problem = host_problem(address, size)
+    if problem:
+        raise _Unreadable("value: " + problem)
     value = np.frombuffer(ctypes.string_at(address, size), numpy_type)[0]
     if data_type == ACL_BF16:  # the upper half of a float32
         return float(np.array([int(value) << 16], np.uint32).view(np.float32)[0])

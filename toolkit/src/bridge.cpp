@@ -207,6 +207,7 @@ void boot() {
       error = std::string(reason) + (hosted ? "" : " (interpreter " + executable + ")");
     } else {
       core_call = reinterpret_cast<npuemu_core_call_fn>(dlsym(core, "npuemu_core_call"));
+      if (core_call == nullptr) error = "the core library has no npuemu_core_call: " + advice();
       python_running = reinterpret_cast<int (*)()>(dlsym(RTLD_DEFAULT, "Py_IsInitialized"));
       boot_pid = getpid();
       // at_exit (below) runs it: npuemu's "leaks at exit" report. A Python host runs its own exit functions.
