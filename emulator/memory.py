@@ -27,13 +27,13 @@ _libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
 _libc.mmap.restype = ctypes.c_void_p
 _libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
 _libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
-_libc.msync.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
 _libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+_libc.msync.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
 
 PROT_NONE, PROT_READ, PROT_WRITE = 0, 1, 2
 MAP_PRIVATE, MAP_ANONYMOUS, MAP_NORESERVE = 0x02, 0x20, 0x4000
-MS_ASYNC = 1
 MADV_HUGEPAGE = 14
+MS_ASYNC = 1
 HUGE_PAGE = 2 << 20
 MAP_FAILED = ctypes.c_void_p(-1).value
 PAGE = os.sysconf("SC_PAGE_SIZE")
@@ -141,20 +141,12 @@ except ImportError:
 ADDRESS_SPACE_END = 1 << 63  # no user-space address reaches it (x86-64 and AArch64 end far below)
 
 
-def host_range_problem(address: int, size: int, write: bool = False) -> Optional[str]:
-    """What keeps the host from reading [address, address+size) (writing it, with `write`): None when
-    nothing does, else "unmapped memory", "memory the process cannot read" or "read-only memory". The
-    whole range must be mapped; its protection is asked of its first and last page (see
-    native/host_memory.cpp), so that a bad pointer is an error instead of a segfault."""
-    if address <= 0 or size < 0 or address + size >= ADDRESS_SPACE_END:  # beyond any user-space address
-        return _HOST_PROBLEMS[UNMAPPED]
-    return _HOST_PROBLEMS.get(_check_host(address, size, write))
-
-
 def host_memory_problem(address: int, nbytes: int, write: bool) -> Optional[str]:
-    """What keeps the host from using [address, address+nbytes), as "expected ..., found ...", or None,
-    without regard to aclrtMallocHost allocations (AddressSpace.host_problem adds them): a size no
-    address space holds, refused before the kernel is asked anything, then what the kernel says."""
+    """What keeps the host from reading (with `write`, writing) [address, address+nbytes), as "expected
+    ..., found ...", or None, without regard to aclrtMallocHost allocations (AddressSpace.host_problem
+    adds them): a size no address space holds, refused before the kernel is asked anything, then what the
+    kernel says. The whole range must be mapped; its protection is asked of its first and last page (see
+    native/host_memory.cpp), so that a bad pointer is an error instead of a segfault."""
     if nbytes >= ADDRESS_SPACE_END - address:  # (address and nbytes are C arguments: address > 0, nbytes >= 0)
         return ("expected a range the address space holds, found %d bytes at 0x%x, which end past 2**63"
                 % (nbytes, address))
@@ -166,7 +158,8 @@ def host_memory_problem(address: int, nbytes: int, write: bool) -> Optional[str]
 
 
 def host_range_readable(address: int, size: int) -> bool:
-    return host_range_problem(address, size) is None
+    """Whether the host can read [address, address+size), for any integers."""
+    return address > 0 and size >= 0 and host_memory_problem(address, size, False) is None
 
 
 @dataclass(eq=False)
@@ -401,22 +394,16 @@ class AddressSpace:
                            "%d bytes aclrtMallocHost allocations pin already), found %d bytes"
                            % (max(physical - pinned, 0), physical, pinned, size))
 
-    def host_holding(self, address: int) -> Optional[HostAllocation]:
-        """The aclrtMallocHost allocation whose mapping holds `address` (the slack of its last page too:
-        the program was not given those bytes), if any."""
-        index = bisect.bisect_right(self.host_starts, address) - 1
-        if index >= 0:
-            host = self.host[self.host_starts[index]]
-            if address < host.address + host.mapped:
-                return host
-        return None
-
-    def host_entered(self, address: int, nbytes: int) -> Optional[HostAllocation]:
-        """The first aclrtMallocHost allocation that starts inside [address, address+nbytes), if any."""
+    def host_around(self, address: int, nbytes: int) -> tuple[Optional[HostAllocation], Optional[HostAllocation]]:
+        """(the aclrtMallocHost allocation whose mapping holds `address`, the slack of its last page too:
+        the program was not given those bytes; the first one that starts inside [address, address+nbytes)),
+        each None if there is none: one search of the sorted starts."""
         index = bisect.bisect_right(self.host_starts, address)
-        if index < len(self.host_starts) and self.host_starts[index] < address + nbytes:
-            return self.host[self.host_starts[index]]
-        return None
+        holding = self.host[self.host_starts[index - 1]] if index else None
+        if holding is not None and address >= holding.address + holding.mapped:
+            holding = None
+        entered = index < len(self.host_starts) and self.host_starts[index] < address + nbytes
+        return holding, self.host[self.host_starts[index]] if entered else None
 
     def host_problem(self, address: int, nbytes: int, write: bool, pinned: bool = False) -> Optional[str]:
         """What keeps a copy or memset from using [address, address+nbytes) of host memory, as "expected ...,
@@ -428,11 +415,10 @@ class AddressSpace:
         (the program's buffer overrun into npuemu's, or the reverse); with `pinned` (memory the device reaches by
         DMA), a range outside every such allocation; then what the kernel says of the range."""
         if nbytes < ADDRESS_SPACE_END - address:  # else host_memory_problem refuses the size first
-            host = self.host_holding(address) if self.host_starts else None  # none: no search (most programs)
+            host, entered = self.host_around(address, nbytes) if self.host_starts else (None, None)  # most: none
             if host is not None and address + nbytes > host.end:
                 return host.overrun(address, nbytes)
-            entered = self.host_entered(address, nbytes) if host is None and self.host_starts else None
-            if entered is not None:  # from the program's own memory into npuemu's: one of them is overrun
+            if host is None and entered is not None:  # from the program's own memory into npuemu's
                 return entered.entered(address, nbytes)
             if pinned and host is None:
                 return ("expected device memory or aclrtMallocHost memory for %d bytes, found host address 0x%x "
