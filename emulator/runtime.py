@@ -727,7 +727,7 @@ def _enqueue_copy(copy: Copy, device_id: int, stream: Stream, name: str) -> None
     copy.pointers_now(space, device_id, access=False)  # checked again, and accessed, when it runs
     nbytes = copy.width * copy.height
     task = Task("%s(%d bytes)" % (name, nbytes), None, reads=copy.device_reads(), writes=copy.device_writes())
-    _set_run(task, lambda: copy.run(space, device_id), _host_memory(_sides(copy)))
+    _set_run(task, lambda: copy.run(space, device_id), _sides(copy))
     enqueue(stream, task)
 
 
@@ -742,10 +742,11 @@ def _host_memory(spans: Sequence[tuple]) -> list:
     return [(span.address, span.nbytes, role, *rows) for span, role, *rows in spans if not span.on_device]
 
 
-def _set_run(task: Task, run: Callable[[], None], handed: list) -> None:
-    """The task's work: `run`. The host memory it is handed (_host_memory) must stay as it is until the
-    program synchronises with the task (synccheck)."""
-    if not (TRACKER.hazards and handed):
+def _set_run(task: Task, run: Callable[[], None], spans: Sequence[tuple]) -> None:
+    """The task's work: `run`. The host memory among the (Span, role[, pitch, width]) it is handed must
+    stay as it is until the program synchronises with the task (synccheck)."""
+    handed = _host_memory(spans) if TRACKER.hazards else ()  # (no list made when nothing checks it)
+    if not handed:
         task.run = run
         return
     for memory in handed:
@@ -760,7 +761,7 @@ def _set_run(task: Task, run: Callable[[], None], handed: list) -> None:
 
 class _host_call:
     """`with _host_call(call) as access:` a synchronous call touches memory now: memcheck's reports of the
-    device ranges it resolves name it, and `access.touches(reads, writes, host)`, once they are resolved
+    device ranges it resolves name it, and `access.touches(reads, writes, spans)`, once they are resolved
     (a rejected call touches nothing), tells synccheck and initcheck what it reads and writes."""
 
     def __init__(self, call: str):
@@ -770,10 +771,13 @@ class _host_call:
         TRACKER.calling = self.call
         return self
 
-    def touches(self, reads: Sequence[tuple], writes: Sequence[tuple], host: Sequence[tuple] = ()) -> None:
-        """`host`: the host memory it reads and writes (_host_memory)."""
-        if TRACKER.hazards and (reads or writes or host):
-            TRACKER.host_access(self.call, user_site(), reads, writes, host)
+    def touches(self, reads: Sequence[tuple], writes: Sequence[tuple], spans: Sequence[tuple] = ()) -> None:
+        """`spans`: the (Span, role[, pitch, width]) of the copy or memset, whose host memory it reads and
+        writes too."""
+        if TRACKER.hazards:
+            host = _host_memory(spans)
+            if reads or writes or host:
+                TRACKER.host_access(self.call, user_site(), reads, writes, host)
 
     def __exit__(self, *exception) -> None:
         TRACKER.calling = None
@@ -786,7 +790,7 @@ def _copy_now(call: str, copy: Copy, device_id: int) -> None:
     with _host_call(call) as access:
         pointers = copy.pointers_now(space, device_id, access=False)
         copy.accessed(space, device_id)
-        access.touches(copy.device_reads(), copy.device_writes(), _host_memory(_sides(copy)))
+        access.touches(copy.device_reads(), copy.device_writes(), _sides(copy))
         copy.move(*pointers)
 
 
@@ -859,7 +863,7 @@ def aclrtMemset(devPtr: int, maxCount: int, value: int, count: int) -> None:
             fill, device_id = planned
             with _host_call("aclrtMemset") as access:
                 target = fill.span.pointer_now(_P.address_space(), device_id)
-                access.touches((), fill.device_writes(), _host_memory([(fill.span, "writes")]))
+                access.touches((), fill.device_writes(), [(fill.span, "writes")])
                 fill.set_at(target)
 
 
@@ -876,7 +880,7 @@ def aclrtMemsetAsync(devPtr: int, maxCount: int, value: int, count: int, stream:
         space = _P.address_space()
         fill.span.pointer_now(space, device_id, access=False)
         task = Task("aclrtMemsetAsync(%d bytes)" % fill.span.nbytes, None, writes=fill.device_writes())
-        _set_run(task, lambda: fill.run(space, device_id), _host_memory([(fill.span, "writes")]))
+        _set_run(task, lambda: fill.run(space, device_id), [(fill.span, "writes")])
         enqueue(target, task)
 
 
