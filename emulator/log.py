@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from . import calls, hooks
-from .report import write_stderr
+from .report import reason, write_stderr
 
 LEVEL_VARIABLE = "ASCEND_GLOBAL_LOG_LEVEL"
 STDOUT_VARIABLE = "ASCEND_SLOG_PRINT_TO_STDOUT"
@@ -157,7 +157,7 @@ class Sink:
                 stream.flush()
         except (OSError, ValueError) as error:  # ValueError: a closed sys.stdout
             self.failed = True
-            write_stderr("npuemu: cannot write the log to stdout (%s): nothing more is logged" % _reason(error))
+            write_stderr("npuemu: cannot write the log to stdout (%s): nothing more is logged" % reason(error))
 
     def _to_file(self, line: str) -> None:
         """A full disk: one line on stderr, and nothing more is logged in this process."""
@@ -170,7 +170,7 @@ class Sink:
                 file.close()  # flushes the rest again, which fails again: nothing to keep
             except (OSError, ValueError):
                 pass
-            write_stderr("npuemu: cannot write the plog file %s (%s): nothing more is logged" % (self.path, _reason(error)))
+            write_stderr("npuemu: cannot write the plog file %s (%s): nothing more is logged" % (self.path, reason(error)))
 
     def _open(self, pid: int) -> None:
         directory = os.path.join(self.settings.directory, "debug", "plog")
@@ -186,18 +186,13 @@ class Sink:
             self.failed = False
         except OSError as error:
             self.file, self.failed = None, True
-            write_stderr("npuemu: cannot write the plog file %s (%s): no log is written" % (self.path, _reason(error)))
+            write_stderr("npuemu: cannot write the plog file %s (%s): no log is written" % (self.path, reason(error)))
 
     def close(self) -> None:
         with self.lock:
             if self.file is not None:
                 self.file.close()
                 self.file = None
-
-
-def _reason(error: Exception) -> str:
-    """`No space left on device`, not `[Errno 28] No space left on device`."""
-    return error.strerror if isinstance(error, OSError) and error.strerror else str(error) or type(error).__name__
 
 
 _names: dict = {}

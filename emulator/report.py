@@ -123,6 +123,12 @@ def write_stderr(text: str) -> None:
         pass
 
 
+def reason(error: Exception) -> str:
+    """An error as a note on stderr says it: `No space left on device`, not `[Errno 28] No space left
+    on device`."""
+    return error.strerror if isinstance(error, OSError) and error.strerror else str(error) or type(error).__name__
+
+
 def reports() -> list[Report]:
     """Every distinct finding so far, oldest first (each with its `count`)."""
     with _lock:

@@ -34,7 +34,7 @@ import time
 from typing import Any, Optional
 
 from . import calls, hooks
-from .report import write_stderr
+from .report import reason, write_stderr
 
 LIMIT = 1_000_000       # events kept (calls, tasks, flow ends); later ones are dropped and counted
 REPORT_LIMIT = 10_000   # sanitizer reports kept, besides LIMIT (they are few: repeats only count)
@@ -400,8 +400,7 @@ class Trace:
                 os.unlink(temporary)
             except OSError:
                 pass
-            reason = error.strerror if isinstance(error, OSError) and error.strerror else str(error)
-            write_stderr("npuemu: trace: cannot write %s: %s" % (self.path, reason))
+            write_stderr("npuemu: trace: cannot write %s: %s" % (self.path, reason(error)))
 
     def _write_to(self, file) -> None:
         with self.lock:
