@@ -224,13 +224,16 @@ class Npu:
         no report has."""
         for kind in kinds:
             _check_kind("npu.reports", kind, ValueError)
+        return self._untaken(kinds)
+
+    def _untaken(self, kinds: tuple) -> list:
         return [r for r in self._new_reports() if id(r) not in self._taken and (not kinds or r.kind in kinds)]
 
     def take_reports(self, *kinds: str) -> list:
         """reports(*kinds), which then no longer fail the test (it checked them)."""
         for kind in kinds:
             _check_kind("npu.take_reports", kind, ValueError)
-        found = self.reports(*kinds)
+        found = self._untaken(kinds)
         self._taken.update((id(r), r) for r in found)
         return found
 
