@@ -842,9 +842,19 @@ def fresh_venv_python(directory) -> str:
     return os.path.join(venv, "bin", "python")
 
 
+def hidden_numpy(directory) -> str:
+    """A directory whose numpy package fails to import, as another project's on PYTHONPATH may."""
+    hiding = os.path.join(str(directory), "other project")
+    os.makedirs(os.path.join(hiding, "numpy"))
+    with open(os.path.join(hiding, "numpy", "__init__.py"), "w") as module:
+        module.write('raise ImportError("the numpy of another project")\n')
+    return hiding
+
+
 BAD_SETUPS = {
     "missing-python": lambda tmp: ({"NPUEMU_PYTHON": "/nonexistent/bin/python"}, "/nonexistent/bin/python"),
     "python-without-npuemu": lambda tmp: (lambda python: ({"NPUEMU_PYTHON": python}, python))(fresh_venv_python(tmp)),
+    "numpy-hidden-by-pythonpath": lambda tmp: ({}, hidden_numpy(tmp)),
     "missing-libpython": lambda tmp: ({"NPUEMU_LIBPYTHON": "/nonexistent/libpython3.11.so.1.0"},
                                       "/nonexistent/libpython3.11.so.1.0"),
     "no-shared-libpython": lambda tmp: ({"NPUEMU_LIBPYTHON": ""}, "--enable-shared"),
@@ -863,6 +873,8 @@ def test_bad_setup_fails_every_call_with_one_clear_message(bad_setup_program, tm
         root = ctoolkit.toolkit_root()
         env["PYTHONPATH"] = ":".join(entry for entry in env.get("PYTHONPATH", "").split(":")
                                      if entry.startswith(root))
+    if setup == "numpy-hidden-by-pythonpath":  # npuemu is found; NumPy is not the environment's
+        env["PYTHONPATH"] = named + ":" + env.get("PYTHONPATH", "")
     done = ctoolkit.run_program(bad_setup_program, env=env)
     assert done.returncode == 0, "exit status %d\n%s%s" % (done.returncode, done.stdout, done.stderr)
     lines = dict(line.split("=", 1) for line in done.stdout.splitlines() if "=" in line)
@@ -872,7 +884,9 @@ def test_bad_setup_fails_every_call_with_one_clear_message(bad_setup_program, tm
     message = lines.get("aclGetRecentErrMsg", "(null)")
     assert message != "(null)" and named in message, message
     assert re.search(r"/\S*python", message), "the message names no interpreter or libpython: " + message
-    assert any(advice in message for advice in ("NPUEMU_PYTHON", "--enable-shared", "pip install")), message
+    assert any(advice in message for advice in ("NPUEMU_PYTHON", "--enable-shared", "pip install", "PYTHONPATH")), message
+    if setup == "numpy-hidden-by-pythonpath":  # the advice names the cause, not a reinstall
+        assert "unset PYTHONPATH" in message and "NPUEMU_PYTHON" not in message, message
     assert done.stderr.count(message) == 1, done.stderr
 
 

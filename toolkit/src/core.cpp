@@ -16,6 +16,7 @@
 #include <execinfo.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -768,6 +769,46 @@ std::string import_advice(const npuemu_boot *boot) {
          "python is " + executable + "), or run a Python program with that python";
 }
 
+// True if the pending exception says that npuemu's package itself is not on the path (not that
+// something it imports failed).
+bool npuemu_missing() {
+  if (!PyErr_ExceptionMatches(PyExc_ModuleNotFoundError)) return false;
+  PyObject *type, *value, *traceback;
+  PyErr_Fetch(&type, &value, &traceback);
+  PyErr_NormalizeException(&type, &value, &traceback);
+  PyObject *name = value != nullptr ? PyObject_GetAttrString(value, "name") : nullptr;
+  const char *utf8 = name != nullptr && PyUnicode_Check(name) ? PyUnicode_AsUTF8(name) : nullptr;
+  const bool missing = utf8 != nullptr && std::strcmp(utf8, "emulator") == 0;
+  Py_XDECREF(name);
+  PyErr_Clear();
+  PyErr_Restore(type, value, traceback);
+  return missing;
+}
+
+// What to do when npuemu was found but a module it imports failed: installing npuemu again or choosing
+// another interpreter does not help when the cause is a PYTHONPATH entry (another project's, another
+// toolkit's set_env.sh) that hides a module npuemu needs, such as NumPy.
+// Only the entries that exist count: set_env.sh adds the toolkit's own, which hold nothing here.
+std::string broken_import_advice() {
+  const char *path = std::getenv("PYTHONPATH");
+  std::string directories;
+  for (const char *entry = path; entry != nullptr && *entry != '\0';) {
+    const char *end = std::strchr(entry, ':');
+    const std::string name = end != nullptr ? std::string(entry, end) : std::string(entry);
+    struct stat status;
+    if (!name.empty() && stat(name.c_str(), &status) == 0 && S_ISDIR(status.st_mode))
+      directories += (directories.empty() ? "" : ":") + name;
+    entry = end != nullptr ? end + 1 : nullptr;
+  }
+  if (!directories.empty()) {
+    return "npuemu was found, but a module it imports failed, and PYTHONPATH puts " + directories +
+           " before the environment's modules: a module there may hide one npuemu needs; remove that entry or unset "
+           "PYTHONPATH";
+  }
+  return "npuemu was found, but a module it imports failed: reinstall npuemu's dependencies in that environment "
+         "(`make install` or `pip install .`)";
+}
+
 // Import what the table names; "" or what failed.
 std::string import_targets(const npuemu_boot *boot) {
   const npuemu_signature *table = boot->signatures;
@@ -777,7 +818,11 @@ std::string import_targets(const npuemu_boot *boot) {
   if (module == nullptr || PyDict_SetItemString(modules, "_npuemu_c", module) != 0) return python_error();
   Py_DECREF(module);
   PyObject *errors = PyImport_ImportModule("emulator.errors");
-  if (errors == nullptr) return "cannot import npuemu (" + python_error() + "): " + import_advice(boot);
+  if (errors == nullptr) {
+    const bool found = !npuemu_missing();
+    const std::string error = python_error();
+    return "cannot import npuemu (" + error + "): " + (found ? broken_import_advice() : import_advice(boot));
+  }
   record = PyObject_GetAttrString(errors, "record");
   rejected = PyObject_GetAttrString(errors, "c_rejected");
   Py_DECREF(errors);
