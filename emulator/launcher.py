@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -140,6 +141,16 @@ def program_path(program: str, env: dict) -> Optional[str]:
     return shutil.which(program, path=env.get("PATH"))
 
 
+def another_python(path: str) -> bool:
+    """True if `path` is a Python interpreter of another environment than npuemu's: `npuemu run -- python3
+    x.py`, the habit of `valgrind python x.py`, runs whatever python3 PATH has, which may lack npuemu.
+    Environments are told apart by the directory (a venv's python links to its base interpreter)."""
+    if re.fullmatch(r"python[0-9.]*", os.path.basename(path)) is None:
+        return False
+    return os.path.realpath(os.path.dirname(os.path.abspath(path))) != \
+        os.path.realpath(os.path.dirname(os.path.abspath(sys.executable)))
+
+
 def command_line(program: str, args: list, env: dict) -> tuple[list, dict]:
     """(argv, environment) that run `program`; LaunchError if it cannot run."""
     path = program_path(program, env)
@@ -151,6 +162,10 @@ def command_line(program: str, args: list, env: dict) -> tuple[list, dict]:
         return [sys.executable, path, *args], env
     if not os.access(path, os.X_OK):
         raise LaunchError("%s: not executable (and not a Python script)" % program, CANNOT_EXECUTE)
+    if another_python(path):
+        print("npuemu run: note: %s (%s) is not the Python npuemu is installed in (%s): if it cannot import npuemu, "
+              "name the script itself (npuemu run -- script.py), which runs it with npuemu's" %
+              (program, path, sys.executable), file=sys.stderr)
     # executed by a bare name, PATH is searched again: `npuemu run test` ran /usr/bin/test, not ./test
     executable = path if os.sep in path else os.path.join(os.curdir, path)
     return [executable, *args], toolkit_environment(env)

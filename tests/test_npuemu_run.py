@@ -279,3 +279,18 @@ def test_npuemu_whose_reader_goes_away_ends_quietly():
     process.stdout.close()
     stderr = process.stderr.read().decode()
     assert process.wait(timeout=120) == 128 + signal.SIGPIPE and stderr == "", stderr
+
+
+def test_a_python_interpreter_of_another_environment_named_as_the_program_gets_a_note(tmp_path):
+    """`npuemu run -- python3 x.py` runs PATH's python3, as asked; when that is not the interpreter npuemu
+    is installed in (which may lack npuemu), a note says so and how to run the script with npuemu's.
+    npuemu's own interpreter, named so, gets no note."""
+    path = script(tmp_path, "print('ran')\n")
+    other = tmp_path / "elsewhere" / "python3"
+    other.parent.mkdir()
+    other.symlink_to(os.path.realpath(sys.executable))
+    done = npuemu_run("--", str(other), path)
+    assert (done.returncode, done.stdout) == (0, "ran\n"), done.stderr
+    assert "npuemu run: note: %s" % other in done.stderr and "npuemu run -- script.py" in done.stderr, done.stderr
+    done = npuemu_run("--", sys.executable, path)
+    assert (done.returncode, done.stdout, done.stderr) == (0, "ran\n", ""), done.stderr
