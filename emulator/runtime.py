@@ -94,6 +94,22 @@ def stream_of(value: Any, name: str = "stream", for_work: bool = False) -> Strea
     return stream
 
 
+def _settled(check: Callable[[], Any], streams_of: Callable[[Any], Sequence[Stream]]) -> Any:
+    """What `check()` returns (the call's checks: it raises when the call is refused) once the queued work
+    of `streams_of(that)`, the streams the call releases, has run. A release runs that work before it
+    changes anything, so that a call refused there (107020: this thread holds one of the streams, in a
+    blocking callback) leaves everything as it was and reports nothing. A drain that waited for another
+    host thread let it call the runtime meanwhile, so the checks run again, until they pass with nothing
+    queued: from then on the caller holds the lock and the release cannot fail."""
+    while True:
+        checked = check()
+        streams = streams_of(checked)
+        if not any(stream.queue or stream.busy is not None for stream in streams):
+            return checked
+        for stream in streams:
+            stream.drain()
+
+
 def _deadline(value: Any) -> Optional[float]:
     """A synchronisation timeout in milliseconds: -1 waits forever (None); 0 and values below -1 are
     107000, as the runtime rejects them."""
@@ -179,22 +195,34 @@ def _default_device_of(text: str) -> Optional[int]:
 def aclFinalize() -> None:
     """-> ret. Tears down at once; a repeated call is 100037."""
     with _P.lock:
-        if _P.finalized:
-            raise AclError(status.ACL_ERROR_REPEAT_FINALIZE, "call: expected one call per aclInit, found a repeated call")
+        _settled(_expect_not_finalized, lambda _: _open_streams())
         _teardown("aclFinalize")
+
+
+def _expect_not_finalized() -> None:
+    if _P.finalized:
+        raise AclError(status.ACL_ERROR_REPEAT_FINALIZE, "call: expected one call per aclInit, found a repeated call")
+
+
+def _open_streams() -> list:
+    """Every stream of every open device: what a teardown releases."""
+    return [stream for device in _P.devices if device.is_open for stream in device.streams()]
 
 
 @api("aclFinalizeReference", failure=(0,))
 def aclFinalizeReference() -> int:
     """-> (refCount, ret): decrements the aclInit reference count; tears down when it reaches zero."""
     with _P.lock:
-        if _P.init_count < 1:
-            raise AclError(status.ACL_ERROR_REPEAT_FINALIZE,
-                           "call: expected an initialised runtime, found reference count 0")
+        _settled(_expect_initialised, lambda _: _open_streams() if _P.init_count == 1 else [])
         _P.init_count -= 1
         if _P.init_count == 0:
             _teardown("aclFinalizeReference")
         return _P.init_count
+
+
+def _expect_initialised() -> None:
+    if _P.init_count < 1:
+        raise AclError(status.ACL_ERROR_REPEAT_FINALIZE, "call: expected an initialised runtime, found reference count 0")
 
 
 def _teardown(when: str) -> None:
@@ -270,7 +298,7 @@ def aclrtResetDevice(deviceId: int) -> None:
     """-> ret. One reference less; the last one runs the device's queued work (its faults are this
     call's status) and releases everything the device holds."""
     with _P.lock:
-        device = _set_device_of(deviceId)
+        device = _settled(lambda: _set_device_of(deviceId), lambda device: device.streams() if device.ref_count == 1 else [])
         device.set_count -= 1
         faults.raise_faults(device.release("aclrtResetDevice(%d)" % device.id))
 
@@ -279,7 +307,7 @@ def aclrtResetDevice(deviceId: int) -> None:
 def aclrtResetDeviceForce(deviceId: int) -> None:
     """-> ret. Closes the device whatever its reference count."""
     with _P.lock:
-        device = _open_device(deviceId)
+        device = _settled(lambda: _open_device(deviceId), Device.streams)
         faults.raise_faults(device.close("aclrtResetDeviceForce(%d)" % device.id))
 
 
@@ -348,15 +376,20 @@ def aclrtCreateContext(deviceId: int) -> int:
 def aclrtDestroyContext(context: int) -> None:
     """-> ret. Its queued work runs (faults are the status); its streams and events go with it."""
     with _P.lock:
-        target = live(Context, "context", context)
-        if target.is_default:
-            raise AclError(status.ACL_ERROR_RT_PARAM_INVALID,
-                           "context: expected a context made by aclrtCreateContext, found the default context of "
-                           "device %d (released by aclrtResetDevice)" % target.device.id)
+        target = _settled(lambda: _created_context(context), lambda target: target.all_streams)
         found = target.destroy(user_site())
         if context_module.current() is None:
             context_module.set_current(None)
         faults.raise_faults(found)
+
+
+def _created_context(value: Any) -> Context:
+    context = live(Context, "context", value)
+    if context.is_default:
+        raise AclError(status.ACL_ERROR_RT_PARAM_INVALID,
+                       "context: expected a context made by aclrtCreateContext, found the default context of "
+                       "device %d (released by aclrtResetDevice)" % context.device.id)
+    return context
 
 
 @api("aclrtSetCurrentContext")
@@ -411,7 +444,7 @@ def _created_stream(value: Any) -> Stream:
 def aclrtDestroyStream(stream: int) -> None:
     """-> ret. Queued work runs first (a fault in it is this call's status); then the stream is gone."""
     with _P.lock:
-        _created_stream(stream).destroy(user_site())
+        _settled(lambda: _created_stream(stream), lambda target: [target]).destroy(user_site())
 
 
 @api("aclrtDestroyStreamForce")

@@ -317,13 +317,14 @@ class Stream(Resource):
     # -- lifecycle ------------------------------------------------------------------------------
 
     def destroy(self, site: Optional[Site] = None, force: bool = False) -> None:
-        """aclrtDestroyStream: queued work runs first (its faults are reported here); with `force`
-        (aclrtDestroyStreamForce) it is dropped instead."""
+        """aclrtDestroyStream: queued work runs first (its faults are reported here; a failure there, 107020
+        for a thread holding the stream, changes nothing); with `force` (aclrtDestroyStreamForce) it is
+        dropped instead. Then work the host never synchronised is reported (synccheck)."""
+        if not force:
+            self.drain()
         self.forget_order("aclrtDestroyStream%s" % ("Force" if force else ""), site)
         if force:
             self._drop_queue()
-        else:
-            self.drain()
         self.release(site)
         self.context.streams.remove(self)
         self._leave_subscriber()

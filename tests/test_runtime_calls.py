@@ -944,6 +944,56 @@ def test_a_stream_released_with_its_context_or_by_a_reset_leaves_its_report_thre
     assert "(released only by aclrtDestroyContext" in err and "(released only by aclrtResetDevice" in err, err
 
 
+RELEASES = {"aclrtResetDevice": lambda context, stream: acl.rt.reset_device(0),
+            "aclrtResetDeviceForce": lambda context, stream: acl.rt.reset_device_force(0),
+            "aclrtDestroyContext": lambda context, stream: acl.rt.destroy_context(context),
+            "aclrtDestroyStream": lambda context, stream: acl.rt.destroy_stream(stream),
+            "aclFinalize": lambda context, stream: acl.finalize()}
+
+
+@pytest.mark.parametrize("release", RELEASES)
+def test_a_release_refused_inside_a_blocking_callback_of_its_stream_changes_nothing_and_reports_nothing(release):
+    """A blocking callback that releases its own stream (its device reset, its context or the stream
+    destroyed, aclFinalize) would wait for itself: 107020. aclrtResetDevice lowered the device's reference
+    counts all the same (the next reset said "not set", the next set made a second default context), and
+    every such call reported the stream's work as destroyed although nothing was. Refused, the call leaves
+    everything as it was: the same call succeeds afterwards, once, and the sanitizer reports nothing."""
+    assert acl.init() == 0 and acl.rt.set_device(0) == 0
+    context, _ = acl.rt.create_context(0) if release == "aclrtDestroyContext" else acl.rt.get_context()
+    stream, _ = acl.rt.create_stream()
+    reporter = ReportThread(context)
+    assert acl.rt.subscribe_report(reporter.thread.ident, stream) == 0
+    refused = []
+
+    def callback(_):
+        refused.append((RELEASES[release](context, stream), acl.get_recent_err_msg()))
+    event, _ = acl.rt.create_event()
+    try:
+        assert acl.rt.launch_callback(callback, None, acl.ACL_CALLBACK_BLOCK, stream) == 0
+        assert acl.rt.record_event(event, stream) == 0  # work behind the callback, unsynchronised when it calls
+        assert acl.rt.synchronize_stream(stream) == 0, last_error()
+        assert acl.rt.unsubscribe_report(reporter.thread.ident, stream) == 0
+    finally:
+        reporter.join()
+    [(code, message)] = refused
+    assert code == acl.ACL_ERROR_RT_TASK_TIMEOUT, message
+    for word in (release + ": stream: expected", hex(stream)[2:], "held by aclrtLaunchCallback"):
+        assert word in message, message
+    assert emulator.reports() == [], "a refused call reported the stream's work as destroyed"
+    assert acl.rt.get_context() == (context, 0) and acl.rt.synchronize_stream(stream) == 0
+    assert acl.rt.destroy_event(event) == 0 and acl.rt.destroy_stream(stream) == 0
+    if release != "aclrtDestroyStream":
+        assert RELEASES[release](context, stream) == 0, last_error()
+    if release == "aclrtResetDevice":
+        assert_rejected(acl.rt.reset_device(0), acl.ACL_ERROR_RT_CONTEXT_RELEASE_ERROR, "not set"), \
+            "the refused reset left the device set once, as before it"
+    if release in ("aclrtDestroyContext", "aclrtDestroyStream"):
+        assert acl.rt.reset_device(0) == 0
+    if release != "aclFinalize":
+        assert acl.finalize() == 0
+    assert_rejected(acl.finalize(), acl.ACL_ERROR_REPEAT_FINALIZE, "repeated call")
+
+
 def test_a_thread_waiting_for_a_callback_while_its_only_stream_is_destroyed_gets_100035(device):
     """aclrtProcessReport waits for a callback; meanwhile the only stream its thread serves is destroyed:
     it serves none, and returns 100035 (docs/runtime.md), not its timeout."""
