@@ -44,19 +44,29 @@ class Context(Resource):
         return event
 
     def destroy(self, site: Optional[Site] = None) -> list:
-        """aclrtDestroyContext: its queued work runs (a failure there, 107020 for a thread holding one of
-        its streams, changes nothing), its streams and events go with it, and the device reference it held
-        is given back. Returns the faults of the work, for the call to report."""
+        """aclrtDestroyContext, its queued work run (runtime._settled): its streams and events go with it,
+        and the device closes if nothing else holds it. Returns the faults of the work, for the call to report."""
+        released = Released("aclrtDestroyContext(0x%x)" % self.handle, site if site is not None else user_site())
+        found = self.run_work("aclrtDestroyContext", released.site)
+        self.release(site)
+        self.close(released)
+        self.device.forget(self, released)
+        return found
+
+    def run_work(self, call: str, site: Site) -> list:
+        """The context goes by `call` at `site`: its queued work runs first (a failure there, 107020 for a
+        thread holding one of its streams, changes nothing), then work the host never synchronised is
+        reported (synccheck). Returns the faults of the work."""
         for stream in self.all_streams:
             stream.drain()
         for stream in self.all_streams:
-            stream.forget_order("aclrtDestroyContext", site)
-        found = [fault for stream in self.all_streams for fault in stream.take_faults()]
-        how = "aclrtDestroyContext(0x%x)" % self.handle
-        self.release(site)
-        self.close(Released(how, site if site is not None else user_site()))
-        self.device.contexts.remove(self)
-        return found + self.device.release(how)
+            stream.forget_order(call, site)
+        return [fault for stream in self.all_streams for fault in stream.take_faults()]
+
+    def released_by(self) -> str:
+        """The call, and the program's line, that released the context (for a thread it was current on)."""
+        released = self.released_site
+        return str(released) if isinstance(released, Released) else "aclrtDestroyContext(0x%x) at %s" % (self.handle, released)
 
     def close(self, released: Released) -> None:
         """The runtime releases the context and what it holds (`released`: a reset, a destroy, where the
@@ -73,6 +83,13 @@ _current = threading.local()
 def current() -> Optional[Context]:
     context = getattr(_current, "context", None)
     return context if context is not None and context.alive else None
+
+
+def released_current() -> Optional[Context]:
+    """The thread's current context if it was released since it was made current (by a reset, or by
+    aclrtDestroyContext on another thread), else None."""
+    context = getattr(_current, "context", None)
+    return context if context is not None and not context.alive else None
 
 
 def set_current(context: Optional[Context]) -> None:

@@ -1,6 +1,8 @@
-"""Devices: reference-counted by aclrtSetDevice / aclrtResetDevice (and by the contexts made on them),
-each with its memory heap. Closing a device runs its queued work, then releases its contexts,
-streams, events and memory; what the program never released is a leak."""
+"""Devices: opened by aclrtSetDevice (reference-counted with aclrtResetDevice, the references holding the
+default context) or by a context of aclrtCreateContext, each with its memory heap. A device closes when
+neither holds it: its contexts, streams, events and memory are released, and what the program never
+released is a leak. The caller runs the queued work of what goes first (runtime._settled), so that a
+call that fails there has changed nothing."""
 from __future__ import annotations
 
 from typing import Optional
@@ -16,39 +18,61 @@ class Device:
     def __init__(self, device_id: int, heap):
         self.id = device_id
         self.heap = heap
-        self.ref_count = 0  # aclrtSetDevice's references and the contexts of aclrtCreateContext
-        self.set_count = 0  # aclrtSetDevice's alone: what aclrtResetDevice may release
+        self.set_count = 0  # aclrtSetDevice's references: the default context lives while there are any
         self.default_context: Optional[Context] = None
         self.contexts: list[Context] = []   # every live context, the default one first
 
     @property
     def is_open(self) -> bool:
-        return self.ref_count > 0
+        """Set by aclrtSetDevice, or held by a context of aclrtCreateContext."""
+        return bool(self.contexts)
+
+    @property
+    def ref_count(self) -> int:
+        """aclrtSetDevice's references and the contexts of aclrtCreateContext."""
+        return self.set_count + len(self.contexts) - (self.default_context is not None)
 
     def streams(self) -> list:
         """Every live stream of the device, default streams included."""
         return [s for c in self.contexts for s in c.all_streams]
 
-    def retain(self, site: Optional[Site] = None) -> "Device":
-        """One more reference (aclrtSetDevice, or a context made by aclrtCreateContext); the first one
-        opens the device with its default context and default stream."""
-        if self.ref_count == 0:
-            self.default_context = Context(self, is_default=True, site=site)
-            self.contexts.append(self.default_context)
-        self.ref_count += 1
-        return self
+    def set(self) -> Context:
+        """aclrtSetDevice: one more reference; the first one makes the default context (with its default
+        stream), and returns it."""
+        if self.default_context is None:
+            self.default_context = Context(self, is_default=True)
+            self.contexts.insert(0, self.default_context)
+        self.set_count += 1
+        return self.default_context
 
-    def release(self, how: str) -> list[Fault]:
-        """One reference less; the last one closes the device (returns the faults of its queued work)."""
-        self.ref_count -= 1
-        return self.close(how) if self.ref_count == 0 else []
+    def reset(self, how: str) -> list[Fault]:
+        """aclrtResetDevice (`how`), its checks passed: one reference less. The last one releases the default
+        context with its streams and events (returns the faults of their work), and closes the device
+        unless a context of aclrtCreateContext still holds it. The device's memory stays until it closes:
+        it belongs to the device, not to a context."""
+        if self.set_count > 1:
+            self.set_count -= 1
+            return []
+        context = self.default_context
+        released = Released(how, user_site())
+        found = context.run_work(how.split("(")[0], released.site)
+        context.close(released)
+        self.set_count, self.default_context = 0, None
+        self.forget(context, released)
+        return found
 
     def create_context(self, site: Optional[Site] = None) -> Context:
-        """aclrtCreateContext: the context holds a reference to the device until it is destroyed."""
-        self.retain(site)
+        """aclrtCreateContext: the context holds the device open until it is destroyed."""
         context = Context(self, is_default=False, site=site)
         self.contexts.append(context)
         return context
+
+    def forget(self, context: Context, released: Released) -> None:
+        """`context` is gone (`released`: by which call): the last one closes the device, releasing its memory."""
+        self.contexts.remove(context)
+        if not self.contexts:
+            for allocation in self.heap.release_all(released):
+                leaks.orphan(allocation, released.how)
 
     def drain(self, deadline: Optional[float] = None) -> bool:
         """Run the queued work of every stream; False if the deadline passed with work left."""
@@ -67,18 +91,13 @@ class Device:
         return [fault for stream in self.streams() for fault in stream.take_faults()]
 
     def close(self, how: str) -> list[Fault]:
-        """Release everything of the device (`how`: the reset or finalize): queued work runs first (a
-        failure there, 107020 for a thread holding one of its streams, changes nothing), then work the host
-        never synchronised is reported (synccheck); the faults of the work are returned for the closing
-        call to report."""
+        """Release everything of the device (`how`: the forced reset or finalize): queued work runs first
+        (a failure there changes nothing), and its faults are returned for the closing call to report."""
         self.drain()
-        for stream in self.streams():
-            stream.forget_order(how.split("(")[0], None)
-        found = self.take_faults()
         released = Released(how, user_site())  # the program's call that closes the device, for stale handles
-        for context in self.contexts:
+        found = [fault for context in self.contexts for fault in context.run_work(how.split("(")[0], released.site)]
+        for context in list(self.contexts):
             context.close(released)
-        for allocation in self.heap.release_all(released):
-            leaks.orphan(allocation, how)
-        self.contexts, self.default_context, self.ref_count, self.set_count = [], None, 0, 0
+            self.forget(context, released)
+        self.default_context, self.set_count = None, 0
         return found

@@ -266,9 +266,7 @@ def aclrtSetDevice(deviceId: int) -> None:
 
 
 def _set_device(device_id: int) -> None:
-    device = _P.device(device_id).retain()
-    device.set_count += 1
-    context_module.set_current(device.default_context)
+    context_module.set_current(_P.device(device_id).set())
 
 
 def _open_device(value: Any) -> Device:
@@ -295,12 +293,17 @@ def _set_device_of(value: Any) -> Device:
 
 @api("aclrtResetDevice")
 def aclrtResetDevice(deviceId: int) -> None:
-    """-> ret. One reference less; the last one runs the device's queued work (its faults are this
-    call's status) and releases everything the device holds."""
+    """-> ret. One reference less; the last one runs the default context's queued work (its faults are
+    this call's status) and releases the context, its streams and events; the device closes (its memory
+    released) unless a context of aclrtCreateContext holds it."""
     with _P.lock:
-        device = _settled(lambda: _set_device_of(deviceId), lambda device: device.streams() if device.ref_count == 1 else [])
-        device.set_count -= 1
-        faults.raise_faults(device.release("aclrtResetDevice(%d)" % device.id))
+        device = _settled(lambda: _set_device_of(deviceId), _released_by_reset)
+        faults.raise_faults(device.reset("aclrtResetDevice(%d)" % device.id))
+
+
+def _released_by_reset(device: Device) -> list:
+    """The streams a reset of `device` releases: the last one, those of the default context."""
+    return device.default_context.all_streams if device.set_count == 1 else []
 
 
 @api("aclrtResetDeviceForce")

@@ -11,6 +11,7 @@ import acl
 import emulator
 from aclnn_api.operator import soc
 from emulator.config import ConfigError
+from emulator.sites import user_site
 from support import ALL_SOCS, assert_rejected
 
 
@@ -156,17 +157,55 @@ def test_created_context_is_current_until_destroyed_and_then_its_handle_is_stale
         "device 1 was held only by the destroyed context"
 
 
-def test_a_created_context_holds_a_reference_to_its_device():
+def test_a_created_context_holds_its_device_open_but_not_its_default_context():
+    """The last aclrtResetDevice releases what aclrtSetDevice took, the default context, even while a
+    context of aclrtCreateContext holds the device open; the device closes with that context."""
     assert acl.rt.set_device(0) == 0
     default, _ = acl.rt.get_context()
     context, _ = acl.rt.create_context(0)
-    assert acl.rt.reset_device(0) == 0
+    memory, _ = acl.rt.malloc(64, 0)
+    assert acl.rt.reset_device(0) == 0; reset_at = str(user_site())  # noqa: E702  (the same line: the same site)
     assert acl.rt.get_context() == (context, 0), "the context kept the device open"
-    assert acl.rt.set_context(default) == 0, "and its default context"
+    message = assert_rejected(acl.rt.set_context(default), acl.ACL_ERROR_RT_INVALID_HANDLE, "default context")
+    assert "released at aclrtResetDevice(0) at %s" % reset_at in message, "the reset released the default context"
+    assert acl.rt.memset(memory, 64, 0, 64) == 0, "device memory stays until the device closes"
+    assert acl.rt.free(memory) == 0
     assert acl.rt.destroy_context(context) == 0
-    assert_rejected(acl.rt.set_context(default), acl.ACL_ERROR_RT_INVALID_HANDLE, "context"), \
+    assert_rejected(acl.rt.reset_device(0), acl.ACL_ERROR_RT_CONTEXT_RELEASE_ERROR), \
         "destroying the last holder closes the device"
-    assert_rejected(acl.rt.reset_device(0), acl.ACL_ERROR_RT_CONTEXT_RELEASE_ERROR)
+
+
+def test_the_last_reset_releases_the_default_context_its_streams_and_events_while_a_created_context_lives(capsys):
+    """The default context, its streams and events lived on after the last aclrtResetDevice while a context of
+    aclrtCreateContext held the device, and went only with aclrtDestroyContext of that other context, which
+    the stale handles' messages and the leak report then named. They go with the reset: a stale use and the
+    leak report name it; the next aclrtSetDevice makes a new default context; the created context and its
+    stream are untouched."""
+    assert acl.init() == 0
+    created, _ = acl.rt.create_context(1)
+    in_created, _ = acl.rt.create_stream()
+    assert acl.rt.set_device(1) == 0
+    default, _ = acl.rt.get_context()
+    stream, _ = acl.rt.create_stream()
+    event, _ = acl.rt.create_event()
+    assert acl.rt.reset_device(1) == 0; reset_at = str(user_site())  # noqa: E702  (the same line: the same site)
+    released = "already released at aclrtResetDevice(1) at %s" % reset_at
+    assert released in assert_rejected(acl.rt.set_context(default), acl.ACL_ERROR_RT_INVALID_HANDLE, "default context")
+    assert acl.rt.set_context(created) == 0
+    assert released in assert_rejected(acl.rt.synchronize_stream(stream), acl.ACL_ERROR_RT_INVALID_HANDLE, "stream")
+    assert released in assert_rejected(acl.rt.query_event_status(event)[1], acl.ACL_ERROR_RT_INVALID_HANDLE, "event")
+    assert acl.rt.synchronize_stream(in_created) == 0 and acl.rt.get_device() == (1, 0), "the created context lives"
+    assert acl.rt.set_device(1) == 0
+    fresh, _ = acl.rt.get_context()
+    assert fresh not in (default, created), "the next aclrtSetDevice makes a new default context"
+    assert acl.rt.reset_device(1) == 0
+    assert acl.rt.set_context(created) == 0 and acl.rt.destroy_stream(in_created) == 0
+    assert acl.rt.destroy_context(created) == 0
+    assert acl.finalize() == 0
+    leaks = re.findall(r"npuemu: leak: (.*)", capsys.readouterr().err)
+    assert sorted(leak.split(" ")[0] for leak in leaks) == ["event", "stream"], leaks
+    assert all(leak.endswith("(released only by aclrtResetDevice(1))") for leak in leaks), leaks
+    emulator.leaks.forget()
 
 
 def test_context_argument_errors():
