@@ -437,7 +437,10 @@ def aclrtCreateStreamWithConfig(priority: int, flag: int) -> int:
 
 
 def _created_stream(value: Any) -> Stream:
+    """The stream a destroy names, checked as aclrtSynchronizeStream checks it (no current context → 107002,
+    a stream of another device → 107003), except that null is 100000, not the default stream."""
     stream = live(Stream, "stream", value)
+    stream_of(value)
     if stream.is_default:
         raise AclError(status.ACL_ERROR_RT_PARAM_INVALID, "stream: expected a created stream, found a default stream")
     return stream

@@ -367,6 +367,7 @@ def test_pointer_of_another_device_is_107000(device):
 
 @pytest.mark.sanitizer_reports("missing synchronisation")
 def test_async_copy_runs_at_the_sync_and_checks_its_stream(device):
+    context, _ = acl.rt.get_context()
     stream, _ = acl.rt.create_stream()
     address = device(128)
     data = random_bytes(128, 7)
@@ -383,6 +384,7 @@ def test_async_copy_runs_at_the_sync_and_checks_its_stream(device):
     ret = acl.rt.memcpy_async(address, 128, acl.util.bytes_to_ptr(data), 128, H2D, stream)
     assert_rejected(ret, acl.ACL_ERROR_RT_STREAM_CONTEXT, "stream", "device 0")
     assert acl.rt.reset_device(1) == 0
+    assert acl.rt.set_context(context) == 0  # destroying a stream needs its device's context too
     assert acl.rt.destroy_stream(stream) == 0
 
 

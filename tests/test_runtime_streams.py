@@ -2,6 +2,7 @@
 (stream, device, event), in stream order; events order work across streams; aclrtMemcpy does not
 wait for queued work; event status and measured elapsed times; eager mode; stale handles."""
 import re
+import threading
 
 import numpy as np
 import pytest
@@ -308,6 +309,28 @@ def test_work_on_a_stream_of_another_context_of_the_device_is_107003():
         assert acl.rt.synchronize_stream(device.stream) == 0, "synchronising it needs no particular context"
         assert acl.rt.destroy_context(context) == 0
         assert acl.rt.destroy_event(event) == 0
+
+
+@pytest.mark.parametrize("destroy", [acl.rt.destroy_stream, acl.rt.destroy_stream_force])
+def test_destroying_a_stream_of_another_device_or_with_no_current_context_is_refused_as_synchronising_it(destroy):
+    """aclrtDestroyStream and aclrtDestroyStreamForce skipped the check every other stream call makes: with
+    device 1 current a stream of device 0 was destroyed (0), and so it was from a thread with no current
+    context. They now give what aclrtSynchronizeStream gives (107003, 107002), and the stream lives on."""
+    assert acl.rt.set_device(0) == 0
+    context, _ = acl.rt.get_context()
+    stream, _ = acl.rt.create_stream()
+    assert acl.rt.set_device(1) == 0
+    assert_rejected(destroy(stream), acl.ACL_ERROR_RT_STREAM_CONTEXT, "stream", "current device 1", hex(stream)[2:],
+                    "of device 0")
+    codes = []
+    thread = threading.Thread(target=lambda: codes.append((destroy(stream), last_error())))
+    thread.start()
+    thread.join()
+    [(code, message)] = codes
+    assert code == acl.ACL_ERROR_RT_CONTEXT_NULL and "expected a current context" in message, message
+    assert acl.rt.reset_device(1) == 0 and acl.rt.set_context(context) == 0
+    assert acl.rt.synchronize_stream(stream) == 0 and destroy(stream) == 0, "the stream lived on"
+    assert acl.rt.reset_device(0) == 0
 
 
 def released_by(message: str) -> str:
