@@ -107,7 +107,12 @@ class Event(Resource):
 
     def elapsed_since(self, start: "Event") -> float:
         """Milliseconds of device time from `start`'s record to this one's: the measured run time of the
-        work between them, plus any time the stream sat idle waiting for the host to issue work."""
+        work between them, plus any time the stream sat idle waiting for the host to issue work. Two
+        devices' clocks are unrelated: events of two devices are 107000."""
+        if start.context.device.id != self.context.device.id:
+            raise AclError(status.ACL_ERROR_RT_PARAM_INVALID,
+                           "endEvent: expected an event of startEvent's device %d (%s), found event %s: the clocks "
+                           "of two devices are unrelated" % (start.context.device.id, start.describe(), self.describe()))
         for name, marker in (("startEvent", start), ("endEvent", self)):
             if marker.flags & NO_TIMING:
                 raise AclError(status.ACL_ERROR_RT_PARAM_INVALID,

@@ -543,7 +543,7 @@ def aclrtRecordEvent(event: int, stream: Optional[int] = None) -> None:
     """-> ret. Queues the record; the event completes when the stream's work before it has run."""
     with _P.lock:
         marker = live(Event, "event", event)
-        marker.record(stream_of(stream, for_work=True), eager())
+        marker.record(_stream_of_device_of(marker, stream_of(stream, for_work=True)), eager())
 
 
 @api("aclrtResetEvent")
@@ -551,8 +551,19 @@ def aclrtResetEvent(event: int, stream: Optional[int] = None) -> None:
     """-> ret. The event is as never recorded."""
     with _P.lock:
         marker = live(Event, "event", event)
-        stream_of(stream)
+        _stream_of_device_of(marker, stream_of(stream))
         marker.reset(user_site())
+
+
+def _stream_of_device_of(marker: Event, stream: Stream) -> Stream:
+    """The stream of a record or reset of `marker`: an event is a resource of its device's context, stamped
+    with that device's clock, so a stream of another device is 107003 (as CUDA refuses a record across
+    devices; a wait, a synchronisation or a query across devices is allowed)."""
+    if stream.device_id != marker.context.device.id:
+        raise AclError(status.ACL_ERROR_RT_STREAM_CONTEXT,
+                       "stream: expected a stream of the event's device %d, found stream %s (event %s)"
+                       % (marker.context.device.id, stream.describe(), marker.describe()))
+    return stream
 
 
 @api("aclrtQueryEventStatus", failure=(status.ACL_EVENT_RECORDED_STATUS_NOT_READY,))

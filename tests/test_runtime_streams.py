@@ -333,6 +333,40 @@ def test_destroying_a_stream_of_another_device_or_with_no_current_context_is_ref
     assert acl.rt.reset_device(0) == 0
 
 
+def test_an_event_is_recorded_and_timed_on_its_own_device_and_waited_for_from_any():
+    """An event of device 0 was recorded on a stream of device 1 and reset there, and the elapsed time of
+    records on two devices (whose clocks are unrelated) was given. An event belongs to its device, as
+    in CUDA: a record or reset on a stream of another device is 107003, an elapsed time across devices
+    107000, each naming both devices; a wait, a synchronisation and a query across devices still work."""
+    assert acl.rt.set_device(0) == 0
+    context0, _ = acl.rt.get_context()
+    stream0, _ = acl.rt.create_stream()
+    event0, _ = acl.rt.create_event()
+    assert acl.rt.set_device(1) == 0
+    stream1, _ = acl.rt.create_stream()
+    event1, _ = acl.rt.create_event()
+    assert_rejected(acl.rt.record_event(event0, stream1), acl.ACL_ERROR_RT_STREAM_CONTEXT, "stream",
+                    "the event's device 0", "%x of device 1" % stream1, "%x on device 0" % event0)
+    assert_rejected(acl.rt.reset_event(event0, stream1), acl.ACL_ERROR_RT_STREAM_CONTEXT, "stream",
+                    "the event's device 0", "%x of device 1" % stream1)
+    assert acl.rt.record_event(event1, stream1) == 0
+    assert acl.rt.set_context(context0) == 0
+    assert acl.rt.record_event(event0, stream0) == 0
+    assert acl.rt.stream_wait_event(stream0, event1) == 0, "a stream waits for an event of another device"
+    assert acl.rt.query_event_status(event1)[1] == 0
+    assert acl.rt.synchronize_event(event1) == 0 and acl.rt.synchronize_stream(stream0) == 0
+    assert acl.rt.query_event_status(event1) == (acl.ACL_EVENT_RECORDED_STATUS_COMPLETE, 0)
+    assert acl.rt.event_elapsed_time(event0, event0) == (0.0, 0)
+    elapsed, ret = acl.rt.event_elapsed_time(event0, event1)
+    assert elapsed == 0.0
+    assert_rejected(ret, acl.ACL_ERROR_RT_PARAM_INVALID, "endEvent", "startEvent's device 0", "%x on device 1" % event1)
+    for event in (event0, event1):
+        assert acl.rt.destroy_event(event) == 0
+    assert acl.rt.destroy_stream(stream0) == 0 and acl.rt.reset_device(0) == 0
+    assert acl.rt.set_device(1) == 0 and acl.rt.destroy_stream(stream1) == 0
+    assert acl.rt.reset_device(1) == 0 and acl.rt.reset_device(1) == 0
+
+
 def released_by(message: str) -> str:
     """What a 107017 or 107000 message says released the object: the text after "released at" or
     "freed at", up to where it says where the object was made."""
