@@ -66,7 +66,9 @@ class Context(Resource):
     def released_by(self) -> str:
         """The call, and the program's line, that released the context (for a thread it was current on)."""
         released = self.released_site
-        return str(released) if isinstance(released, Released) else "aclrtDestroyContext(0x%x) at %s" % (self.handle, released)
+        if isinstance(released, Released):  # by a reset, or with its device
+            return str(released)
+        return "aclrtDestroyContext(0x%x) at %s" % (self.handle, released)
 
     def close(self, released: Released) -> None:
         """The runtime releases the context and what it holds (`released`: a reset, a destroy, where the

@@ -68,8 +68,17 @@ def current_context() -> Context:
     if context is None:
         raise AclError(status.ACL_ERROR_RT_CONTEXT_NULL,
                        "context: expected a current context on this thread (call aclrtSetDevice or "
-                       "aclrtSetCurrentContext first), found none")
+                       "aclrtSetCurrentContext first), found %s" % _no_context())
     return context
+
+
+def _no_context() -> str:
+    """What the thread has instead of a current context: none, or one released since it was made current
+    (by a reset, or by another thread's aclrtDestroyContext), named with the call that released it."""
+    released = context_module.released_current()
+    if released is None:
+        return "none"
+    return ("none: its current context %s was released by %s" % (released.describe(), released.released_by()))
 
 
 def stream_of(value: Any, name: str = "stream", for_work: bool = False) -> Stream:

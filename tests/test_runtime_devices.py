@@ -254,6 +254,42 @@ def test_each_host_thread_has_its_own_current_context_and_messages():
     assert run_in_thread(adopt) == ((0, 0), (main_context, 0))
 
 
+@pytest.mark.parametrize("release", ["aclrtResetDeviceForce", "aclrtResetDevice", "aclrtDestroyContext"])
+def test_a_thread_whose_current_context_another_thread_released_is_told_by_which_call_and_where(release):
+    """A worker's current context released by the main thread (a reset, a context destroyed): the worker's
+    next call said only "found none", as if it had never set a context. It is 107002 still, and the
+    message names the context and the call that released it, with the program's line, as stale handles do."""
+    if release == "aclrtDestroyContext":
+        context, _ = acl.rt.create_context(0)
+    else:
+        assert acl.rt.set_device(0) == 0
+        context, _ = acl.rt.get_context()
+    worker_ready, released, done = threading.Event(), threading.Event(), []
+
+    def worker():
+        assert acl.rt.set_context(context) == 0
+        worker_ready.set()
+        released.wait(10)
+        done.append((acl.rt.malloc(64, 0)[1], acl.get_recent_err_msg()))
+    thread = threading.Thread(target=worker)
+    thread.start()
+    worker_ready.wait(10)
+    if release == "aclrtResetDeviceForce":  # (each on the line of its site: the same site)
+        assert acl.rt.reset_device_force(0) == 0; released_at = str(user_site())  # noqa: E702
+    elif release == "aclrtResetDevice":
+        assert acl.rt.reset_device(0) == 0; released_at = str(user_site())  # noqa: E702
+    else:
+        assert acl.rt.destroy_context(context) == 0; released_at = str(user_site())  # noqa: E702
+    released.set()
+    thread.join()
+    [(code, message)] = done
+    assert code == acl.ACL_ERROR_RT_CONTEXT_NULL, message
+    assert "aclrtMalloc: context: expected a current context on this thread" in message, message
+    assert "found none: its current context %s" % hex(context) in message, message
+    argument = 0 if "Reset" in release else hex(context)
+    assert "was released by %s(%s) at %s" % (release, argument, released_at) in message, message
+
+
 @pytest.mark.parametrize("family", ALL_SOCS)
 def test_soc_name_of_a_family_is_a_specific_chip_of_that_family(family):
     emulator.configure(soc=family)
