@@ -497,3 +497,73 @@ def test_kernels_of_two_threads_on_big_inputs_are_correct(build):
     executable = build(TWO_BIG_THREADS, "two_big_threads", flags=["-O2", "-pthread"])
     done = ctoolkit.run_program(executable, timeout=RUN_TIMEOUT)
     assert_clean_run(done, ["ok"])
+
+
+# Streams and events of another device, and a thread with no context, from C: the codes (and the words of
+# the messages) Python gets, since the toolkit forwards to the same functions.
+OTHER_DEVICE = r"""
+#include <cstdio>
+#include <thread>
+#include "acl/acl.h"
+
+static void report(const char *name, aclError ret) {
+  const char *message = aclGetRecentErrMsg();
+  std::printf("%s %d %s\n", name, (int)ret, message != nullptr ? message : "(none)");
+}
+
+int main() {
+  aclrtContext context0 = nullptr;
+  aclrtStream s0 = nullptr, s0b = nullptr, s1 = nullptr;
+  aclrtEvent e0 = nullptr, e1 = nullptr;
+  if (aclInit(nullptr) != 0 || aclrtSetDevice(0) != 0 || aclrtGetCurrentContext(&context0) != 0 ||
+      aclrtCreateStream(&s0) != 0 || aclrtCreateStream(&s0b) != 0 || aclrtCreateEvent(&e0) != 0) return 10;
+  if (aclrtSetDevice(1) != 0 || aclrtCreateStream(&s1) != 0 || aclrtCreateEvent(&e1) != 0) return 11;
+  report("destroy-stream-of-device-0", aclrtDestroyStream(s0));
+  report("destroy-stream-force-of-device-0", aclrtDestroyStreamForce(s0));
+  std::thread([&] { report("destroy-stream-without-context", aclrtDestroyStream(s0b)); }).join();
+  report("record-event-of-device-0-on-device-1", aclrtRecordEvent(e0, s1));
+  report("reset-event-of-device-0-on-device-1", aclrtResetEvent(e0, s1));
+  report("record-event", aclrtRecordEvent(e1, s1));
+  if (aclrtSetCurrentContext(context0) != 0 || aclrtRecordEvent(e0, s0) != 0) return 12;
+  report("wait-for-event-of-device-1", aclrtStreamWaitEvent(s0, e1));
+  report("synchronize-event-of-device-1", aclrtSynchronizeEvent(e1));
+  report("synchronize-stream", aclrtSynchronizeStream(s0));
+  float ms = -1.0f;
+  report("elapsed-time-across-devices", aclrtEventElapsedTime(&ms, e0, e1));
+  if (aclrtDestroyEvent(e0) != 0 || aclrtDestroyEvent(e1) != 0 || aclrtDestroyStream(s0) != 0 ||
+      aclrtDestroyStream(s0b) != 0 || aclrtResetDevice(0) != 0) return 13;
+  if (aclrtSetDevice(1) != 0 || aclrtDestroyStream(s1) != 0 || aclrtResetDevice(1) != 0 || aclrtResetDevice(1) != 0 ||
+      aclFinalize() != 0) return 14;
+  return 0;
+}
+"""
+
+
+def test_streams_and_events_of_another_device_from_c_get_the_codes_python_gets(build):
+    """aclrtDestroyStream(Force) of a stream of another device → 107003, without a current context → 107002;
+    an event recorded or reset on a stream of another device → 107003, the elapsed time of events of two
+    devices → 107000; a wait for or a synchronisation with an event of another device works."""
+    executable = build(OTHER_DEVICE, "other_device", flags=["-pthread"])
+    done = ctoolkit.run_program(executable, env=ctoolkit.toolkit_environment(NPUEMU_LEAK_CHECK="1"),
+                                timeout=RUN_TIMEOUT)
+    report = "exit status %d\nstdout:\n%s\nstderr:\n%s" % (done.returncode, done.stdout, done.stderr)
+    assert done.returncode == 0 and "leak" not in done.stderr, report
+    results = {name: (int(code), message) for name, code, message in
+               (line.split(" ", 2) for line in done.stdout.splitlines())}
+    expected = {
+        "destroy-stream-of-device-0": (107003, "aclrtDestroyStream: stream: expected a stream of the current device 1"),
+        "destroy-stream-force-of-device-0": (107003, "aclrtDestroyStreamForce: stream: expected a stream of the "
+                                                     "current device 1"),
+        "destroy-stream-without-context": (107002, "aclrtDestroyStream: context: expected a current context"),
+        "record-event-of-device-0-on-device-1": (107003, "aclrtRecordEvent: stream: expected a stream of the "
+                                                         "event's device 0"),
+        "reset-event-of-device-0-on-device-1": (107003, "aclrtResetEvent: stream: expected a stream of the event's "
+                                                        "device 0"),
+        "record-event": (0, "(none)"), "wait-for-event-of-device-1": (0, "(none)"),
+        "synchronize-event-of-device-1": (0, "(none)"), "synchronize-stream": (0, "(none)"),
+        "elapsed-time-across-devices": (107000, "aclrtEventElapsedTime: endEvent: expected an event of startEvent's "
+                                                "device 0"),
+    }
+    assert sorted(results) == sorted(expected), report
+    for name, (code, words) in expected.items():
+        assert results[name][0] == code and words in results[name][1], (name, results[name])
