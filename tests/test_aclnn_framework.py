@@ -112,6 +112,12 @@ BAD_TENSORS = {  # name: (arguments of aclCreateTensor, parameter named in the m
     "float offset": (([2], FLOAT, None, 1.0, 2, None, 0), "offset"),
     "bad storage": (([2], FLOAT, None, 0, 2, "2", 0), "storageDims"),
     "negative address": (([2], FLOAT, None, 0, 2, None, -64), "tensorData"),
+    # shapes whose element count or contiguous strides no int64 holds (aclGetViewStrides could not return them)
+    "view count beyond int64": (([2, 1 << 62, 2], FLOAT, None, 0, 2, [4], 0), "viewDims"),
+    "view strides beyond int64": (([0, 1 << 62, 4], FLOAT, None, 0, 2, [4], 0), "viewDims"),
+    "view count below int64": (([-(1 << 62), 4], FLOAT, [1, 1], 0, 2, [4], 0), "viewDims"),
+    "storage count beyond int64": (([2], FLOAT, None, 0, 2, [1 << 62, 2], 0), "storageDims"),
+    "storage strides beyond int64": (([2], FLOAT, None, 0, 2, [0, 1 << 32, 1 << 31], 0), "storageDims"),
 }
 
 
@@ -121,6 +127,32 @@ def test_create_tensor_rejects_bad_descriptions_with_null_and_a_message(case):
     assert nn.aclCreateTensor(*args) is None
     message = last_error()
     assert parameter in message and "expected" in message and "found" in message, message
+
+
+@pytest.mark.parametrize("dims", [[2, 1 << 62, 2], [0, 1 << 62, 4]])
+def test_a_shape_beyond_int64_is_refused_by_create_and_init_tensor_naming_it(dims):
+    """The contiguous strides of [2, 2^62, 2] are [2^63, 2, 1]: no int64_t holds the first, so the tensor
+    is refused (as a NULL-returning create does) rather than kept for a getter to fail on."""
+    assert nn.aclCreateTensor(dims, FLOAT, None, 0, nn.ACL_FORMAT_ND, [4], 0x1000) is None
+    message = last_error()
+    assert ("viewDims: expected dims whose element count and contiguous strides fit in int64 (at most %d), found %s"
+            % ((1 << 63) - 1, dims)) in message, message
+    tensor = nn.aclCreateTensor([4], FLOAT, None, 0, nn.ACL_FORMAT_ND, None, 0x1000)
+    assert_rejected(nn.aclInitTensor(tensor, dims, FLOAT, None, 0, nn.ACL_FORMAT_ND, [4], 0x1000),
+                    nn.ACLNN_ERR_PARAM_INVALID, "viewDims", "fit in int64", str(dims))
+    assert getters(tensor)[:2] == [[4], [1]]  # left as it was
+    assert nn.aclDestroyTensor(tensor) == 0
+
+
+def test_the_largest_shapes_accepted_read_back_as_int64_values():
+    """Shapes at the edge of int64 are kept, and every getter returns values an int64_t holds."""
+    for dims in ([1 << 62, 1], [1, (1 << 63) - 1], [3, 0, (1 << 62)], [(1 << 62), -1]):
+        tensor = nn.aclCreateTensor(dims, FLOAT, None, 0, nn.ACL_FORMAT_ND, [(1 << 63) - 1], 0x1000)
+        assert tensor is not None, (dims, last_error())
+        for value in getters(tensor):
+            for item in value if isinstance(value, list) else [value]:
+                assert -(1 << 63) <= item < 1 << 63, (dims, getters(tensor))
+        assert nn.aclDestroyTensor(tensor) == 0
 
 
 def test_a_negative_dim_makes_a_tensor_as_the_library_does():

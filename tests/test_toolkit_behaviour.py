@@ -843,6 +843,27 @@ def _(ctx):
     return t
 
 
+@bad_call("aclCreateTensor-strides-beyond-int64", "device", """int64_t dims[3] = {2, 1LL << 62, 2};
+  void *d = device_memory(64);
+  aclTensor *t = aclCreateTensor(dims, 3, ACL_FLOAT, nullptr, 0, ACL_FORMAT_ND, dims, 3, d);
+  report_pointer(ID, t);
+  if (t != nullptr) {  // what the card's getter would hand back: strides no int64_t holds
+    int64_t *strides = nullptr;
+    uint64_t count = 0;
+    report_status("aclGetViewStrides-of-a-tensor-beyond-int64", aclGetViewStrides(t, &strides, &count));
+    delete[] strides;
+    aclDestroyTensor(t);
+  }
+  aclrtFree(d);""", "null")
+def _(ctx):
+    d, _ = rt.aclrtMalloc(64, 0)
+    t = nn.aclCreateTensor([2, 1 << 62, 2], FLOAT, None, 0, nn.ACL_FORMAT_ND, [2, 1 << 62, 2], d)
+    if t is not None:
+        nn.aclDestroyTensor(t)
+    rt.aclrtFree(d)
+    return t
+
+
 @bad_call("aclDestroyTensor-twice", "device", """int64_t dims[2] = {2, 2};
   void *d = device_memory(16);
   aclTensor *t = aclCreateTensor(dims, 2, ACL_FLOAT, nullptr, 0, ACL_FORMAT_ND, dims, 2, d); // @tensor-made
