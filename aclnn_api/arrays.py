@@ -12,7 +12,8 @@ import numpy as np
 
 from emulator import cargs
 from emulator.cargs import ACLNN, INT64
-from emulator.dtypes import ACL_BOOL, ACL_DT_UNDEFINED, ACL_STRING, COMPLEX, DTYPE_NAMES, FLOATING, NUMPY_TYPES, dtype_name
+from emulator.dtypes import (ACL_BOOL, ACL_DT_UNDEFINED, ACL_STRING, COMPLEX, DTYPE_NAMES, FLOATING, LOW_BIT_FLOATING,
+                             LOW_BIT_INTEGER_RANGES, NUMPY_TYPES, dtype_name)
 from emulator.errors import AclError, api
 from emulator.resource import Resource, live
 
@@ -143,18 +144,25 @@ class aclScalar(Resource):
         return "%s %r" % (dtype_name(self.data_type), self.value)
 
 
+def _integer_range(data_type: int) -> tuple:
+    """(minimum, maximum) of an integer dtype: the values a C variable of it holds (a UINT64 above 2^63
+    too; INT4 and UINT1 by their bits)."""
+    if data_type in LOW_BIT_INTEGER_RANGES:
+        return LOW_BIT_INTEGER_RANGES[data_type]
+    info = np.iinfo(NUMPY_TYPES[data_type])
+    return int(info.min), int(info.max)
+
+
 def _scalar_converter(data_type: int) -> Callable[[str, Any], Any]:
-    if data_type in FLOATING:
+    """What turns a value into the one a scalar of the (numeric, known) dtype holds."""
+    if data_type in FLOATING or data_type in LOW_BIT_FLOATING:
         return _float
     if data_type == ACL_BOOL:
         return _bool
     if data_type in COMPLEX:
         return _complex
-    numpy_type = NUMPY_TYPES.get(data_type)
-    if numpy_type is None or np.dtype(numpy_type).kind not in "iu":
-        return _int64  # the dtypes NumPy has no type for (INT4, ...): any int64
-    info = np.iinfo(numpy_type)  # the values a C variable of the dtype holds (a UINT64 above 2^63 too)
-    return lambda name, value: cargs.integer(name, value, (int(info.min), int(info.max)), ACLNN)
+    bounds = _integer_range(data_type)
+    return lambda name, value: cargs.integer(name, value, bounds, ACLNN)
 
 
 @api("aclCreateScalar", failure=(None,), internal_code=status.ACLNN_ERR_INNER, returns_status=False)
