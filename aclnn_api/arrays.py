@@ -88,13 +88,14 @@ def _complex(name: str, value: Any) -> complex:
     return complex(value)
 
 
-def array_calls(cls: type, values_of: Callable[[Any], tuple], holding: str) -> tuple:
-    """aclCreate<X>(values), aclDestroy<X>(array) and aclGet<X>Size(array) of a HostArray class:
+def array_calls(cls: type, values_of: Callable[[Any], tuple], holding: str, keywords: Optional[dict] = None) -> tuple:
+    """aclCreate<X>(value), aclDestroy<X>(array) and aclGet<X>Size(array) of a HostArray class:
     `values_of` turns the argument into the values held (raising AclError), `holding` says what the
-    new object holds, for the docstring."""
+    new object holds, for the docstring; `keywords`: the create's contract keyword names (emulator.errors.api)."""
     words = cls.__name__[3:]  # IntArray, TensorList, ...
 
-    @api("aclCreate" + words, failure=(None,), internal_code=status.ACLNN_ERR_INNER, returns_status=False)
+    @api("aclCreate" + words, failure=(None,), internal_code=status.ACLNN_ERR_INNER, returns_status=False,
+         keywords=keywords)
     def create(value: Optional[Sequence]) -> Optional[cls]:
         return cls(values_of(value))
 
@@ -123,12 +124,14 @@ def _copied(kind: str, convert: Callable[[str, Any], Any]) -> Callable[[Any], tu
     return lambda values: tuple(convert("value", value) for value in sequence(kind, values))
 
 
+# The Python contract's aclCreateIntArray(values), and the float and bool arrays' alike.
+_VALUES = {"values": "value"}
 aclCreateIntArray, aclDestroyIntArray, aclGetIntArraySize = array_calls(
-    aclIntArray, _copied("int64", _int64), "a copy of the int64 values")
+    aclIntArray, _copied("int64", _int64), "a copy of the int64 values", _VALUES)
 aclCreateFloatArray, aclDestroyFloatArray, aclGetFloatArraySize = array_calls(
-    aclFloatArray, _copied("float", _float), "a copy of the float values")
+    aclFloatArray, _copied("float", _float), "a copy of the float values", _VALUES)
 aclCreateBoolArray, aclDestroyBoolArray, aclGetBoolArraySize = array_calls(
-    aclBoolArray, _copied("bool", _bool), "a copy of the bool values")
+    aclBoolArray, _copied("bool", _bool), "a copy of the bool values", _VALUES)
 
 
 class aclScalar(Resource):

@@ -528,9 +528,12 @@ def first_phase(op: str, outputs: Optional[Sequence[str]] = None) -> Callable:
     return wrap
 
 
+# The Python contract's aclnnXxx(workspace_ptr, workspace_size, executor, stream).
+_SECOND_PHASE_KEYWORDS = {"workspace_ptr": "workspace", "workspace_size": "workspaceSize"}
+
+
 def second_phase(op: str) -> Callable:
     """aclnnXxx(workspace, workspaceSize, executor, stream) -> status: queue the planned work."""
-    @api(op, internal_code=status.ACLNN_ERR_INNER)
     def launch(workspace: Optional[int], workspaceSize: int, executor: aclOpExecutor, stream: Optional[int]) -> int:
         plan = executor if type(executor) is aclOpExecutor and executor.alive else live(aclOpExecutor, "executor", executor)
         with plan.lock:  # the check that it is live and its release by a single use are one step
@@ -540,7 +543,7 @@ def second_phase(op: str) -> Callable:
     launch.__name__ = launch.__qualname__ = op
     launch.__doc__ = ("Returns the status: the work planned by %sGetWorkspaceSize is queued on the stream (null: "
                       "the current context's default stream). A single-use executor is released." % op)
-    return launch
+    return api(op, internal_code=status.ACLNN_ERR_INNER, keywords=_SECOND_PHASE_KEYWORDS)(launch)
 
 
 def _launch(op: str, workspace: Any, workspace_size: Any, plan: aclOpExecutor, stream: Any,
