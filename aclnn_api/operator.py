@@ -539,20 +539,19 @@ def second_phase(op: str) -> Callable:
         with plan.lock:  # the check that it is live and its release by a single use are one step
             if not plan.alive:
                 live(aclOpExecutor, "executor", plan)  # used or destroyed by another thread meanwhile
-            _launch(op, workspace, workspaceSize, plan, stream, user_site(skip=1))
+            _launch(workspace, workspaceSize, plan, stream, user_site(skip=1))
     launch.__name__ = launch.__qualname__ = op
     launch.__doc__ = ("Returns the status: the work planned by %sGetWorkspaceSize is queued on the stream (null: "
-                      "the current context's default stream). A single-use executor is released." % op)
+                      "the current context's default stream). A single-use executor is released. As on the card "
+                      "(CommonOpExecutorRun), the work is the executor's own, whichever operator planned it." % op)
     return api(op, internal_code=status.ACLNN_ERR_INNER, keywords=_SECOND_PHASE_KEYWORDS)(launch)
 
 
-def _launch(op: str, workspace: Any, workspace_size: Any, plan: aclOpExecutor, stream: Any,
-            site: Optional[Site]) -> None:
-    """Queue the executor's work; `site` (the caller's) is where it is launched and where a single-use
-    executor is used up."""
-    if plan.op != op:
-        raise AclError(status.ACLNN_ERR_PARAM_INVALID,
-                       "executor: expected an executor of %sGetWorkspaceSize, found one of %s" % (op, plan.op))
+def _launch(workspace: Any, workspace_size: Any, plan: aclOpExecutor, stream: Any, site: Optional[Site]) -> None:
+    """Queue the executor's work, which is its own operator's whichever second phase was called (the
+    card's aclnnXxx are all CommonOpExecutorRun(workspace, size, executor, stream)); `site` (the
+    caller's) is where it is launched and where a single-use executor is used up."""
+    op = plan.op
     if workspace is not None and (type(workspace) is not int or not 0 <= workspace <= UINT64[1]):
         workspace = optional_pointer("workspace", workspace, ACLNN)  # null and plain ints in range need no converting
     if type(workspace_size) is not int or not 0 <= workspace_size <= UINT64[1]:

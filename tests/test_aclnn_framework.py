@@ -364,18 +364,27 @@ def test_stream_destroyed_by_another_thread_while_the_launch_is_queued_is_361001
         assert acl.rt.synchronize_stream(device.stream) == 0
 
 
-def test_executor_of_another_operator_is_rejected():
+def test_an_executor_runs_its_own_operator_whichever_second_phase_is_given_it():
+    """On the card every aclnnXxx is CommonOpExecutorRun(workspace, size, executor, stream): it runs the work
+    the executor holds. The workspace is checked against that plan, and a single-use executor is used up."""
     with npu() as device:
-        lsb = lsb_executor(device)
-        _, _, size, copy = plan_copy(device, [1.0])
-        assert_rejected(aclnnTestCopy(device.malloc(size), size, lsb, device.stream), nn.ACLNN_ERR_PARAM_INVALID,
-                        "executor", "aclnnTestCopy", "aclnnLogSigmoidBackward")
+        _, target, size, copy = plan_copy(device, [1.0, 2.0])
         assert_rejected(nn.aclnnLogSigmoidBackward(None, 0, copy, device.stream), nn.ACLNN_ERR_PARAM_INVALID,
-                        "executor", "aclnnTestCopy")
+                        "workspaceSize", "at least the %d bytes" % size)
+        assert nn.aclnnLogSigmoidBackward(device.malloc(size), size, copy, device.stream) == 0, last_error()
+        np.testing.assert_array_equal(device.read(target), [1.0, 2.0])  # the copy ran
+        assert_rejected(aclnnTestCopy(device.malloc(size), size, copy, device.stream), nn.ACLNN_ERR_PARAM_INVALID,
+                        "executor", "already used", "aclnnTestCopy")
+        gradient = device.tensor([0.5, 1.0], FLOAT)
+        x = device.tensor([0.0, 2.0], FLOAT)
+        buffer, grad_input = device.empty((2,), FLOAT), device.empty((2,), FLOAT)
+        _, lsb, ret = nn.aclnnLogSigmoidBackwardGetWorkspaceSize(gradient.tensor, x.tensor, buffer.tensor,
+                                                                 grad_input.tensor)
+        assert ret == 0, last_error()
+        assert aclnnTestCopy(None, 0, lsb, device.stream) == 0, last_error()
+        np.testing.assert_allclose(device.read(grad_input), [0.5 * 0.5, 1.0 / (1.0 + np.exp(2.0))], rtol=1e-6)
         assert_rejected(nn.aclnnLogSigmoidBackward(None, 0, "executor", device.stream), nn.ACLNN_ERR_PARAM_INVALID,
                         "executor", "found 'executor'")
-        for executor in (lsb, copy):
-            assert nn.aclDestroyAclOpExecutor(executor) == 0
 
 
 def test_wrong_argument_counts_give_a_status_not_an_exception():

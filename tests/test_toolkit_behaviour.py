@@ -932,18 +932,24 @@ def _(ctx):
     return Read(ret, message)
 
 
+# As CommonOpExecutorRun on the card: any second phase runs the executor's own work, and uses it up.
 @bad_call("aclnnKlDivBackward-given-a-LogSigmoidBackward-executor", "device", """Lsb lsb;
   aclOpExecutor *executor = lsb.plan();
-  report_status(ID, aclnnKlDivBackward(nullptr, 0, executor, stream));
-  aclDestroyAclOpExecutor(executor);""", 161002)
+  const int launched = aclnnKlDivBackward(nullptr, 0, executor, stream);
+  check(aclrtSynchronizeStream(stream), "aclrtSynchronizeStream");
+  const int destroyed = aclDestroyAclOpExecutor(executor);
+  char text[64];
+  std::snprintf(text, sizeof(text), "launch %d, destroy %d", launched, destroyed);
+  report(ID, text);""", "launch 0, destroy 161002")
 def _(ctx):
     lsb = Lsb()
     executor = lsb.plan()
-    ret = nn.aclnnKlDivBackward(None, 0, executor, ctx.stream)
+    launched = nn.aclnnKlDivBackward(None, 0, executor, ctx.stream)
+    assert rt.aclrtSynchronizeStream(ctx.stream) == 0
+    destroyed = nn.aclDestroyAclOpExecutor(executor)
     message = rt.aclGetRecentErrMsg()
-    nn.aclDestroyAclOpExecutor(executor)
     lsb.close()
-    return Read(ret, message)
+    return Read("launch %d, destroy %d" % (launched, destroyed), message)
 
 
 @bad_call("aclnnLogSigmoidBackward-destroyed-stream", "device", """Lsb lsb;
