@@ -26,7 +26,7 @@ from emulator.soc import SocProfile
 
 from . import _kernels, kernel_info, status
 from .arrays import aclBoolArray, aclFloatArray, aclIntArray, aclScalar
-from .executor import aclOpExecutor
+from .executor import NULL_WORKSPACE, aclOpExecutor
 from .shapes import broadcast_strides
 from .tensor import (aclTensor, box_runs, byte_runs, conflicting_byte, moves as tensor_moves, shared_element,
                      view_nbytes)
@@ -556,9 +556,8 @@ def _launch(workspace: Any, workspace_size: Any, plan: aclOpExecutor, stream: An
         workspace = optional_pointer("workspace", workspace, ACLNN)  # null and plain ints in range need no converting
     if type(workspace_size) is not int or not 0 <= workspace_size <= UINT64[1]:
         workspace_size = size("workspaceSize", workspace_size, ACLNN)
-    if workspace_size > 0 and not workspace:
-        if not plan.repeatable:
-            plan.consume(site)
+    if workspace_size > 0 and not workspace:  # the library deletes the executor here, repeatable or not
+        plan.consume(site, NULL_WORKSPACE)
         raise AclError(status.ACLNN_ERR_PARAM_NULLPTR,
                        "workspace: expected a device address for %d bytes, found null" % workspace_size)
     if workspace_size < plan.workspace_size:

@@ -300,6 +300,27 @@ def test_workspace_size_with_null_workspace_is_161001_and_deletes_the_executor()
         assert_rejected(nn.aclnnLogSigmoidBackward(None, 64, lsb, device.stream), nn.ACLNN_ERR_PARAM_NULLPTR, "workspace")
 
 
+def test_a_null_workspace_with_a_size_deletes_a_repeatable_executor_too():
+    """RUNTIME's rule has no exception for repeatable executors: the library deletes it there too. A later
+    launch, aclSetAclOpExecutorRepeatable or aclDestroyAclOpExecutor gets the stale-handle error naming
+    the launch that released it and why."""
+    with npu() as device:
+        _, _, size, executor = plan_copy(device, [1.0, 2.0])
+        assert nn.aclSetAclOpExecutorRepeatable(executor) == 0
+        assert_rejected(aclnnTestCopy(None, size, executor, device.stream), nn.ACLNN_ERR_PARAM_NULLPTR,
+                        "workspace", "null", str(size))
+        for later in (lambda: aclnnTestCopy(device.malloc(size), size, executor, device.stream),
+                      lambda: nn.aclSetAclOpExecutorRepeatable(executor),
+                      lambda: nn.aclDestroyAclOpExecutor(executor)):
+            message = assert_rejected(later(), nn.ACLNN_ERR_PARAM_INVALID, "executor", "already released at",
+                                      "deleted by a second phase given workspaceSize > 0 with a null workspace")
+            assert "%s:" % __file__ in message.split("already released at")[1], message
+        lsb = lsb_executor(device)  # workspace 0 planned, yet a size given with no workspace
+        assert nn.aclSetAclOpExecutorRepeatable(lsb) == 0
+        assert_rejected(nn.aclnnLogSigmoidBackward(None, 64, lsb, device.stream), nn.ACLNN_ERR_PARAM_NULLPTR, "workspace")
+        assert_rejected(nn.aclDestroyAclOpExecutor(lsb), nn.ACLNN_ERR_PARAM_INVALID, "executor", "null workspace")
+
+
 def test_workspace_that_is_too_small_or_not_this_devices_memory_is_rejected():
     with npu() as device:
         _, target, size, executor = plan_copy(device, np.arange(64.0))
