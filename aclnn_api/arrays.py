@@ -94,30 +94,30 @@ def array_calls(cls: type, values_of: Callable[[Any], tuple], holding: str, keyw
     new object holds, for the docstring; `keywords`: the create's contract keyword names (emulator.errors.api)."""
     words = cls.__name__[3:]  # IntArray, TensorList, ...
 
-    @api("aclCreate" + words, failure=(None,), internal_code=status.ACLNN_ERR_INNER, returns_status=False,
-         keywords=keywords)
-    def create(value: Optional[Sequence]) -> Optional[cls]:
+    def create(value: Optional[Sequence]) -> Optional[HostArray]:
         return cls(values_of(value))
 
-    @api("aclDestroy" + words, internal_code=status.ACLNN_ERR_INNER)
     def destroy(array: Any) -> int:
         if not cargs.is_null(array):
             live(cls, "array", array).destroy()
 
-    @api("aclGet%sSize" % words, failure=(0,), internal_code=status.ACLNN_ERR_INNER)
-    def size(array: Any) -> tuple:
+    def size(array: Any) -> int:
         return len(live(cls, "array", array))
 
+    # Named, documented and annotated before `api` wraps them: help() shows what the wrapper copied then.
     create.__doc__ = ("The new %s holding %s (None: an empty one), or None with a message for a value it "
                       "cannot hold." % (cls.kind, holding))
-    create.__wrapped__.__annotations__["return"] = "Optional[%s]" % cls.kind  # the class, not "cls"
+    create.__annotations__["return"] = "Optional[%s]" % cls.kind  # the class itself, not "cls" or the base
     destroy.__doc__ = ("Returns the status: 0, also for null; 161002 for one already destroyed. %s"
                        % (cls.destroy.__doc__ or "")).strip()
     size.__doc__ = "Returns (number of values, status); (0, 161001) for null."
     for function, name in ((create, "aclCreate" + words), (destroy, "aclDestroy" + words),
                            (size, "aclGet%sSize" % words)):
         function.__name__ = function.__qualname__ = name
-    return create, destroy, size
+    return (api(create.__name__, failure=(None,), internal_code=status.ACLNN_ERR_INNER, returns_status=False,
+                keywords=keywords)(create),
+            api(destroy.__name__, internal_code=status.ACLNN_ERR_INNER)(destroy),
+            api(size.__name__, failure=(0,), internal_code=status.ACLNN_ERR_INNER)(size))
 
 
 def _copied(kind: str, convert: Callable[[str, Any], Any]) -> Callable[[Any], tuple]:
