@@ -38,7 +38,7 @@ def _host_readable(api_name: str, ptr: Any, size: int) -> bool:
     return True
 
 
-@errors.value_call("acl.util.bytes_to_ptr", 0)
+@errors.value_call("acl.util.bytes_to_ptr", 0, keywords={"b": "data"})
 def bytes_to_ptr(data: bytes) -> int:
     """The address of the object's own buffer (a `bytes` or `bytearray`, empty ones included): a
     memcpy to it writes into the object in place, as pyACL allows. 0, with a message, for anything else."""
@@ -61,7 +61,7 @@ def ptr_to_bytes(ptr: int, size: int) -> Optional[bytes]:
     return ctypes.string_at(int(ptr), int(size))
 
 
-@errors.value_call("acl.util.numpy_to_ptr", 0)
+@errors.value_call("acl.util.numpy_to_ptr", 0, keywords={"arr": "array"})
 def numpy_to_ptr(array: np.ndarray) -> int:
     """The address of the array's data (0, with a message, for a non-array). The address does not keep
     the array alive: hold the array in a variable for as long as the address is in use."""
@@ -97,7 +97,7 @@ def _dims(shape: Any) -> Optional[tuple]:
     return tuple(int(d) for d in dims)
 
 
-@errors.value_call("acl.util.ptr_to_numpy", None)
+@errors.value_call("acl.util.ptr_to_numpy", None, keywords={"np_type_code": "np_type"})
 def ptr_to_numpy(ptr: int, shape: tuple, np_type: int) -> Optional[np.ndarray]:
     """A NumPy array viewing host memory at `ptr` (no copy), or None with a message."""
     dtype = NPY_TYPES.get(int(np_type)) if is_integer(np_type) else None

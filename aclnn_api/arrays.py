@@ -12,7 +12,8 @@ import numpy as np
 
 from emulator import cargs
 from emulator.cargs import ACLNN, INT64
-from emulator.dtypes import ACL_BOOL, ACL_DT_UNDEFINED, ACL_STRING, COMPLEX, DTYPE_NAMES, FLOATING, NUMPY_TYPES, dtype_name
+from emulator.dtypes import (ACL_BOOL, ACL_DT_UNDEFINED, ACL_STRING, COMPLEX, DTYPE_NAMES, FLOATING, LOW_BIT_FLOATING,
+                             LOW_BIT_INTEGER_RANGES, NUMPY_TYPES, dtype_name)
 from emulator.errors import AclError, api
 from emulator.resource import Resource, live
 
@@ -87,47 +88,50 @@ def _complex(name: str, value: Any) -> complex:
     return complex(value)
 
 
-def array_calls(cls: type, values_of: Callable[[Any], tuple], holding: str) -> tuple:
-    """aclCreate<X>(values), aclDestroy<X>(array) and aclGet<X>Size(array) of a HostArray class:
+def array_calls(cls: type, values_of: Callable[[Any], tuple], holding: str, keywords: Optional[dict] = None) -> tuple:
+    """aclCreate<X>(value), aclDestroy<X>(array) and aclGet<X>Size(array) of a HostArray class:
     `values_of` turns the argument into the values held (raising AclError), `holding` says what the
-    new object holds, for the docstring."""
+    new object holds, for the docstring; `keywords`: the create's contract keyword names (emulator.errors.api)."""
     words = cls.__name__[3:]  # IntArray, TensorList, ...
 
-    @api("aclCreate" + words, failure=(None,), internal_code=status.ACLNN_ERR_INNER, returns_status=False)
-    def create(value: Optional[Sequence]) -> Optional[cls]:
+    def create(value: Optional[Sequence]) -> Optional[HostArray]:
         return cls(values_of(value))
 
-    @api("aclDestroy" + words, internal_code=status.ACLNN_ERR_INNER)
     def destroy(array: Any) -> int:
         if not cargs.is_null(array):
             live(cls, "array", array).destroy()
 
-    @api("aclGet%sSize" % words, failure=(0,), internal_code=status.ACLNN_ERR_INNER)
-    def size(array: Any) -> tuple:
+    def size(array: Any) -> int:
         return len(live(cls, "array", array))
 
+    # Named, documented and annotated before `api` wraps them: help() shows what the wrapper copied then.
     create.__doc__ = ("The new %s holding %s (None: an empty one), or None with a message for a value it "
                       "cannot hold." % (cls.kind, holding))
-    create.__wrapped__.__annotations__["return"] = "Optional[%s]" % cls.kind  # the class, not "cls"
+    create.__annotations__["return"] = "Optional[%s]" % cls.kind  # the class itself, not "cls" or the base
     destroy.__doc__ = ("Returns the status: 0, also for null; 161002 for one already destroyed. %s"
                        % (cls.destroy.__doc__ or "")).strip()
     size.__doc__ = "Returns (number of values, status); (0, 161001) for null."
     for function, name in ((create, "aclCreate" + words), (destroy, "aclDestroy" + words),
                            (size, "aclGet%sSize" % words)):
         function.__name__ = function.__qualname__ = name
-    return create, destroy, size
+    return (api(create.__name__, failure=(None,), internal_code=status.ACLNN_ERR_INNER, returns_status=False,
+                keywords=keywords)(create),
+            api(destroy.__name__, internal_code=status.ACLNN_ERR_INNER)(destroy),
+            api(size.__name__, failure=(0,), internal_code=status.ACLNN_ERR_INNER)(size))
 
 
 def _copied(kind: str, convert: Callable[[str, Any], Any]) -> Callable[[Any], tuple]:
     return lambda values: tuple(convert("value", value) for value in sequence(kind, values))
 
 
+# The Python contract's aclCreateIntArray(values), and the float and bool arrays' alike.
+_VALUES = {"values": "value"}
 aclCreateIntArray, aclDestroyIntArray, aclGetIntArraySize = array_calls(
-    aclIntArray, _copied("int64", _int64), "a copy of the int64 values")
+    aclIntArray, _copied("int64", _int64), "a copy of the int64 values", _VALUES)
 aclCreateFloatArray, aclDestroyFloatArray, aclGetFloatArraySize = array_calls(
-    aclFloatArray, _copied("float", _float), "a copy of the float values")
+    aclFloatArray, _copied("float", _float), "a copy of the float values", _VALUES)
 aclCreateBoolArray, aclDestroyBoolArray, aclGetBoolArraySize = array_calls(
-    aclBoolArray, _copied("bool", _bool), "a copy of the bool values")
+    aclBoolArray, _copied("bool", _bool), "a copy of the bool values", _VALUES)
 
 
 class aclScalar(Resource):
@@ -143,18 +147,25 @@ class aclScalar(Resource):
         return "%s %r" % (dtype_name(self.data_type), self.value)
 
 
+def _integer_range(data_type: int) -> tuple:
+    """(minimum, maximum) of an integer dtype: the values a C variable of it holds (a UINT64 above 2^63
+    too; INT4 and UINT1 by their bits)."""
+    if data_type in LOW_BIT_INTEGER_RANGES:
+        return LOW_BIT_INTEGER_RANGES[data_type]
+    info = np.iinfo(NUMPY_TYPES[data_type])
+    return int(info.min), int(info.max)
+
+
 def _scalar_converter(data_type: int) -> Callable[[str, Any], Any]:
-    if data_type in FLOATING:
+    """What turns a value into the one a scalar of the (numeric, known) dtype holds."""
+    if data_type in FLOATING or data_type in LOW_BIT_FLOATING:
         return _float
     if data_type == ACL_BOOL:
         return _bool
     if data_type in COMPLEX:
         return _complex
-    numpy_type = NUMPY_TYPES.get(data_type)
-    if numpy_type is None or np.dtype(numpy_type).kind not in "iu":
-        return _int64  # the dtypes NumPy has no type for (INT4, ...): any int64
-    info = np.iinfo(numpy_type)  # the values a C variable of the dtype holds (a UINT64 above 2^63 too)
-    return lambda name, value: cargs.integer(name, value, (int(info.min), int(info.max)), ACLNN)
+    bounds = _integer_range(data_type)
+    return lambda name, value: cargs.integer(name, value, bounds, ACLNN)
 
 
 @api("aclCreateScalar", failure=(None,), internal_code=status.ACLNN_ERR_INNER, returns_status=False)

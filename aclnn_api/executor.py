@@ -1,7 +1,8 @@
 """aclOpExecutor: what the first phase planned, run by the second phase on a stream.
 
 Single use: the second phase releases it, unless aclSetAclOpExecutorRepeatable was called, in which
-case it lives until aclDestroyAclOpExecutor (docs/runtime.md, "aclnn framework").
+case it lives until aclDestroyAclOpExecutor, or until a second phase given workspaceSize > 0 with a null
+workspace, which deletes any executor as the library does (docs/runtime.md, "aclnn framework").
 
 The executor knows the operator's tensor parameters in the order of its C prototype, as inputs
 (every tensor parameter before the outputs) and outputs, so that aclSetInputTensorAddr and its
@@ -25,6 +26,10 @@ from .tensor import aclTensor
 from .tensor_list import aclTensorList
 
 Slot = tuple  # (parameter name, aclTensor | aclTensorList | None)
+# Why a second phase released an executor, as a later use's message says it.
+USED_UP = "already used by its second phase: executors are single-use unless made repeatable"
+NULL_WORKSPACE = ("deleted by a second phase given workspaceSize > 0 with a null workspace, as the library "
+                  "deletes it, repeatable or not")
 INPUTS, OUTPUTS, ALL = "input", "output", "tensor"
 
 
@@ -32,7 +37,7 @@ class aclOpExecutor(Resource):
     kind = "aclOpExecutor"
     layer = ACLNN
 
-    __slots__ = ("op", "launch", "workspace_size", "repeatable", "used", "parameters", "arguments", "lock")
+    __slots__ = ("op", "launch", "workspace_size", "repeatable", "ended", "parameters", "arguments", "lock")
 
     def __init__(self, op: str, launch, workspace_size: int, parameters=None, arguments: tuple = ((), {}),
                  site: Optional[Site] = None):
@@ -40,7 +45,7 @@ class aclOpExecutor(Resource):
         self.launch = launch            # an operator.KernelLaunch, or None when there is nothing to run
         self.workspace_size = workspace_size
         self.repeatable = False
-        self.used = False               # released by its (single) second phase
+        self.ended: Optional[str] = None  # why a second phase released it (USED_UP, NULL_WORKSPACE)
         self.parameters = parameters    # the operator's operator.Parameters (None: no tensor parameters)
         self.arguments = arguments      # (args, kwargs) of the first phase, aclnn objects by object
         # Held from the liveness check of a second phase to the release that ends a single use: two
@@ -49,13 +54,13 @@ class aclOpExecutor(Resource):
         Resource.__init__(self, site)  # not super(): on every first phase
 
     def describe(self) -> str:
-        used = (", already used by its second phase: executors are single-use unless made repeatable"
-                if self.used else "")
-        return "of %s (workspace %d bytes%s)" % (self.op, self.workspace_size, used)
+        ended = ", " + self.ended if self.ended else ""
+        return "of %s (workspace %d bytes%s)" % (self.op, self.workspace_size, ended)
 
-    def consume(self, site: Optional[Site] = None) -> None:
-        """The second phase of a single-use executor (called at `site`) ends its life."""
-        self.used = True
+    def consume(self, site: Optional[Site] = None, why: str = USED_UP) -> None:
+        """A second phase (called at `site`) ends its life, for the reason `why`, which a later use's
+        message says."""
+        self.ended = why
         self.release(site)
 
     def release(self, site: Optional[Site] = None) -> None:

@@ -26,7 +26,7 @@ from emulator.soc import SocProfile
 
 from . import _kernels, kernel_info, status
 from .arrays import aclBoolArray, aclFloatArray, aclIntArray, aclScalar
-from .executor import aclOpExecutor
+from .executor import NULL_WORKSPACE, aclOpExecutor
 from .shapes import broadcast_strides
 from .tensor import (aclTensor, box_runs, byte_runs, conflicting_byte, moves as tensor_moves, shared_element,
                      view_nbytes)
@@ -528,35 +528,36 @@ def first_phase(op: str, outputs: Optional[Sequence[str]] = None) -> Callable:
     return wrap
 
 
+# The Python contract's aclnnXxx(workspace_ptr, workspace_size, executor, stream).
+_SECOND_PHASE_KEYWORDS = {"workspace_ptr": "workspace", "workspace_size": "workspaceSize"}
+
+
 def second_phase(op: str) -> Callable:
     """aclnnXxx(workspace, workspaceSize, executor, stream) -> status: queue the planned work."""
-    @api(op, internal_code=status.ACLNN_ERR_INNER)
     def launch(workspace: Optional[int], workspaceSize: int, executor: aclOpExecutor, stream: Optional[int]) -> int:
         plan = executor if type(executor) is aclOpExecutor and executor.alive else live(aclOpExecutor, "executor", executor)
         with plan.lock:  # the check that it is live and its release by a single use are one step
             if not plan.alive:
                 live(aclOpExecutor, "executor", plan)  # used or destroyed by another thread meanwhile
-            _launch(op, workspace, workspaceSize, plan, stream, user_site(skip=1))
+            _launch(workspace, workspaceSize, plan, stream, user_site(skip=1))
     launch.__name__ = launch.__qualname__ = op
     launch.__doc__ = ("Returns the status: the work planned by %sGetWorkspaceSize is queued on the stream (null: "
-                      "the current context's default stream). A single-use executor is released." % op)
-    return launch
+                      "the current context's default stream). A single-use executor is released. As on the card "
+                      "(CommonOpExecutorRun), the work is the executor's own, whichever operator planned it." % op)
+    return api(op, internal_code=status.ACLNN_ERR_INNER, keywords=_SECOND_PHASE_KEYWORDS)(launch)
 
 
-def _launch(op: str, workspace: Any, workspace_size: Any, plan: aclOpExecutor, stream: Any,
-            site: Optional[Site]) -> None:
-    """Queue the executor's work; `site` (the caller's) is where it is launched and where a single-use
-    executor is used up."""
-    if plan.op != op:
-        raise AclError(status.ACLNN_ERR_PARAM_INVALID,
-                       "executor: expected an executor of %sGetWorkspaceSize, found one of %s" % (op, plan.op))
+def _launch(workspace: Any, workspace_size: Any, plan: aclOpExecutor, stream: Any, site: Optional[Site]) -> None:
+    """Queue the executor's work, which is its own operator's whichever second phase was called (the
+    card's aclnnXxx are all CommonOpExecutorRun(workspace, size, executor, stream)); `site` (the
+    caller's) is where it is launched and where a single-use executor is used up."""
+    op = plan.op
     if workspace is not None and (type(workspace) is not int or not 0 <= workspace <= UINT64[1]):
         workspace = optional_pointer("workspace", workspace, ACLNN)  # null and plain ints in range need no converting
     if type(workspace_size) is not int or not 0 <= workspace_size <= UINT64[1]:
         workspace_size = size("workspaceSize", workspace_size, ACLNN)
-    if workspace_size > 0 and not workspace:
-        if not plan.repeatable:
-            plan.consume(site)
+    if workspace_size > 0 and not workspace:  # the library deletes the executor here, repeatable or not
+        plan.consume(site, NULL_WORKSPACE)
         raise AclError(status.ACLNN_ERR_PARAM_NULLPTR,
                        "workspace: expected a device address for %d bytes, found null" % workspace_size)
     if workspace_size < plan.workspace_size:

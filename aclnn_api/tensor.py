@@ -334,6 +334,22 @@ def contiguous_strides(dims: Sequence[int]) -> tuple:
     return tuple(reversed(strides))
 
 
+def _fitting_shape(name: str, dims: tuple) -> tuple:
+    """The dims, if their element count and their contiguous strides are int64 values: the getters
+    (aclGetViewStrides hands the strides to C as int64_t) and every size worked out from the shape
+    need them to be. Dims of 0 or below count as 1 in the strides, as contiguous_strides takes them."""
+    count, stride = 1, 1
+    for dim in dims:
+        count *= dim
+    for dim in reversed(dims[1:]):
+        stride *= max(dim, 1)
+    if not INT64[0] <= count <= INT64[1] or stride > INT64[1]:
+        raise AclError(status.ACLNN_ERR_PARAM_INVALID,
+                       "%s: expected dims whose element count and contiguous strides fit in int64 (at most %d), "
+                       "found %s: %d elements, outermost stride %d" % (name, INT64[1], list(dims), count, stride))
+    return dims
+
+
 def _description(view_dims: Any, data_type: Any, strides: Any, offset: Any, format: Any, storage_dims: Any,
                  tensor_data: Any) -> tuple:
     """The checked arguments of aclCreateTensor / aclInitTensor, in their order. Dims may be negative,
@@ -341,7 +357,7 @@ def _description(view_dims: Any, data_type: Any, strides: Any, offset: Any, form
     and the address may not."""
     if view_dims is None:
         raise AclError(status.ACLNN_ERR_PARAM_NULLPTR, "viewDims: expected a list of dims, found null")
-    dims = cargs.integer_list("viewDims", view_dims, INT64, ACLNN)
+    dims = _fitting_shape("viewDims", cargs.integer_list("viewDims", view_dims, INT64, ACLNN))
     data_type = cargs.enum("dataType", data_type, DTYPE_NAMES, "aclDataType", ACLNN, excluded=(ACL_DT_UNDEFINED,))
     steps = contiguous_strides(dims) if strides is None else cargs.integer_list("stride", strides, NON_NEGATIVE, ACLNN)
     if len(steps) != len(dims):
@@ -351,7 +367,8 @@ def _description(view_dims: Any, data_type: Any, strides: Any, offset: Any, form
     format = cargs.enum("format", format, FORMAT_NAMES, "aclFormat", ACLNN, excluded=(ACL_FORMAT_UNDEFINED,))
     if storage_dims is cargs.C_NULL:
         raise AclError(status.ACLNN_ERR_PARAM_NULLPTR, "storageDims: expected a list of dims, found null")
-    storage = dims if storage_dims is None else cargs.integer_list("storageDims", storage_dims, NON_NEGATIVE, ACLNN)
+    storage = dims if storage_dims is None else _fitting_shape(
+        "storageDims", cargs.integer_list("storageDims", storage_dims, NON_NEGATIVE, ACLNN))
     data = cargs.integer("tensorData", tensor_data, NON_NEGATIVE, ACLNN) if tensor_data is not None else 0
     return dims, data_type, steps, offset, format, storage, data
 

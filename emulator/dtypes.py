@@ -102,6 +102,11 @@ NUMPY_TYPES = {ACL_FLOAT: np.float32, ACL_FLOAT16: np.float16, ACL_DOUBLE: np.fl
                ACL_BF16: np.uint16, ACL_COMPLEX64: np.complex64, ACL_COMPLEX128: np.complex128}
 
 FLOATING = (ACL_FLOAT16, ACL_BF16, ACL_FLOAT, ACL_DOUBLE)
+# The 8-, 6- and 4-bit floating dtypes (no operator takes them; an aclScalar of one holds a real number).
+LOW_BIT_FLOATING = (ACL_HIFLOAT8, ACL_FLOAT8_E5M2, ACL_FLOAT8_E4M3FN, ACL_FLOAT8_E8M0, ACL_FLOAT6_E3M2,
+                    ACL_FLOAT6_E2M3, ACL_FLOAT4_E2M1, ACL_FLOAT4_E1M2)
+# The integer dtypes narrower than a byte, by the (minimum, maximum) value they hold.
+LOW_BIT_INTEGER_RANGES = {ACL_INT4: (-8, 7), ACL_UINT1: (0, 1)}
 INTEGRAL = (ACL_BOOL, ACL_UINT8, ACL_INT8, ACL_INT16, ACL_INT32, ACL_INT64)
 COMPLEX = (ACL_COMPLEX32, ACL_COMPLEX64, ACL_COMPLEX128)
 _INT_RANK = {ACL_BOOL: 0, ACL_UINT8: 1, ACL_INT8: 1, ACL_INT16: 2, ACL_INT32: 3, ACL_INT64: 4}

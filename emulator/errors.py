@@ -102,8 +102,24 @@ def _arguments_error(fn: Callable, name: str, args: tuple, kwargs: dict, code: i
     return None
 
 
+def _by_own_names(kwargs: dict, keywords: dict) -> dict:
+    """kwargs with the Python contract's keyword names (`keywords`: {contract name: the function's own,
+    C, name}) given as the function's own; a parameter named both ways keeps the contract's name, which
+    the call then refuses as any unexpected keyword."""
+    return {(keywords[key] if key in keywords and keywords[key] not in kwargs else key): value
+            for key, value in kwargs.items()}
+
+
+def _taking_keywords(call: Callable, keywords: Optional[dict]) -> None:
+    """Say in help() which keyword names of the Python contract the call takes besides its C names."""
+    if keywords:
+        names = ", ".join("%s (for %s)" % item for item in keywords.items())
+        call.__doc__ = ("%s\n\nAlso takes the Python contract's keyword names: %s." % ((call.__doc__ or "").rstrip(),
+                                                                                      names)).lstrip()
+
+
 def api(name: str, failure: tuple = (), internal_code: int = status.ACL_ERROR_RT_INTERNAL_ERROR,
-        returns_status: bool = True) -> Callable:
+        returns_status: bool = True, keywords: Optional[dict] = None) -> Callable:
     """Wrap a public call: its outputs come first, the status last, as in pyACL.
 
     The wrapped function returns its outputs (a tuple, a single value, or None when it has
@@ -112,11 +128,15 @@ def api(name: str, failure: tuple = (), internal_code: int = status.ACL_ERROR_RT
     with the message left as usual. An AclError becomes its code; a call with the wrong number of
     arguments, or one that needs settings whose NPUEMU_* value is unusable, becomes the layer's
     invalid-parameter code (100000 or 161002); any other exception is a bug of ours and becomes
-    `internal_code` with its traceback.
+    `internal_code` with its traceback. `keywords` ({name: parameter}) are the keyword names the Python
+    contract gives parameters whose own names are the C ones (`acl.rt.set_device(id=0)` for `deviceId`):
+    the call takes both, and everything behind it (the logs, the trace) sees the C names.
     """
     def wrap(fn: Callable) -> Callable:
         @functools.wraps(fn)
         def call(*args: Any, **kwargs: Any):
+            if keywords and kwargs:
+                kwargs = _by_own_names(kwargs, keywords)
             afters = [] if hooks.CALLS else None
             try:
                 if afters is not None:
@@ -150,6 +170,7 @@ def api(name: str, failure: tuple = (), internal_code: int = status.ACL_ERROR_RT
             return (outputs, code) if len(failure) == 1 else (*outputs, code)
         call.c_name = name
         call.__signature__ = _pyacl_signature(fn, failure, returns_status)
+        _taking_keywords(call, keywords)
         return call
     return wrap
 
@@ -159,15 +180,17 @@ def _record_internal(code: int, name: str, error: Exception) -> None:
     record(code, name, "internal error of the emulator (please report): " + detail)
 
 
-def value_call(name: str, failure: Any) -> Callable:
+def value_call(name: str, failure: Any, keywords: Optional[dict] = None) -> Callable:
     """Wrap a public call whose C form returns a value, not a status (aclGetRecentErrMsg,
     aclrtGetSocName, aclFloat16ToFloat, aclDataTypeSize, the acl.util helpers): a wrong number of
     arguments, or settings whose NPUEMU_* value is unusable, give `failure` (what C gets on failure:
     null, 0) and a message with 100000, never an exception; a bug of ours gives `failure` and a
-    507000 message. The call itself checks its values."""
+    507000 message. The call itself checks its values. `keywords` as for `api`."""
     def wrap(fn: Callable) -> Callable:
         @functools.wraps(fn)
         def call(*args: Any, **kwargs: Any):
+            if keywords and kwargs:
+                kwargs = _by_own_names(kwargs, keywords)
             try:
                 return fn(*args, **kwargs)
             except ConfigError as error:
@@ -180,6 +203,7 @@ def value_call(name: str, failure: Any) -> Callable:
                 else:
                     _record_internal(status.ACL_ERROR_RT_INTERNAL_ERROR, name, error)
             return failure
+        _taking_keywords(call, keywords)
         return call  # no c_name: fault injection (emulator.calls) takes the calls that return a status
     return wrap
 

@@ -141,11 +141,19 @@ def enqueue(stream: Stream, task: Task) -> None:
     stream.enqueue(task, eager())
 
 
+# The keyword names the Python contract (pyACL's, docs/runtime.md) gives parameters that carry their C
+# names here: a call takes both (emulator.errors.api).
+_DEVICE_ID = {"id": "deviceId"}
+_DEV_PTR = {"dev_ptr": "devPtr"}
+_DEST_MAX = {"dest_max": "destMax"}
+_MEMSET = {"dev_ptr": "devPtr", "max_count": "maxCount"}
+
+
 # ---------------------------------------------------------------------------------------------
 # initialisation: aclInit / aclFinalize
 
 
-@api("aclInit")
+@api("aclInit", keywords={"config_path": "configPath"})
 def aclInit(configPath: Optional[str] = None) -> None:
     """-> ret. Reference-counted: a repeated call is 100002 (harmless), one with another config 100000."""
     with _P.lock:
@@ -267,7 +275,7 @@ def aclrtGetVersion() -> tuple[int, int, int]:
 # devices
 
 
-@api("aclrtSetDevice")
+@api("aclrtSetDevice", keywords=_DEVICE_ID)
 def aclrtSetDevice(deviceId: int) -> None:
     """-> ret. Reference-counted; the first call opens the device and makes its default context current."""
     with _P.lock:
@@ -300,7 +308,7 @@ def _set_device_of(value: Any) -> Device:
     return device
 
 
-@api("aclrtResetDevice")
+@api("aclrtResetDevice", keywords=_DEVICE_ID)
 def aclrtResetDevice(deviceId: int) -> None:
     """-> ret. One reference less; the last one runs the default context's queued work (its faults are
     this call's status) and releases the context, its streams and events; the device closes (its memory
@@ -374,7 +382,7 @@ def aclrtSynchronizeDeviceWithTimeout(timeout: int) -> None:
 # contexts
 
 
-@api("aclrtCreateContext", failure=(0,))
+@api("aclrtCreateContext", failure=(0,), keywords=_DEVICE_ID)
 def aclrtCreateContext(deviceId: int) -> int:
     """-> (context, ret). Makes it current; it holds a reference to the device (opening it if needed)
     until aclrtDestroyContext, as the runtime retains and releases the device with each context."""
@@ -384,7 +392,7 @@ def aclrtCreateContext(deviceId: int) -> int:
         return context.handle
 
 
-@api("aclrtDestroyContext")
+@api("aclrtDestroyContext", keywords={"ctx": "context"})
 def aclrtDestroyContext(context: int) -> None:
     """-> ret. Its queued work runs (faults are the status); its streams and events go with it."""
     with _P.lock:
@@ -404,7 +412,7 @@ def _created_context(value: Any) -> Context:
     return context
 
 
-@api("aclrtSetCurrentContext")
+@api("aclrtSetCurrentContext", keywords={"ctx": "context"})
 def aclrtSetCurrentContext(context: int) -> None:
     """-> ret."""
     with _P.lock:
@@ -618,7 +626,7 @@ def aclrtSynchronizeEventWithTimeout(event: int, timeout: int) -> None:
         marker.synchronize(_deadline(timeout))
 
 
-@api("aclrtEventElapsedTime", failure=(0.0,))
+@api("aclrtEventElapsedTime", failure=(0.0,), keywords={"start": "startEvent", "end": "endEvent"})
 def aclrtEventElapsedTime(startEvent: int, endEvent: int) -> float:
     """-> (ms, ret): device time between the two records (measured run time of the work between them,
     plus any time the stream sat idle waiting for the host to issue work)."""
@@ -686,7 +694,7 @@ def aclrtMallocCached(size: int, policy: int = status.ACL_MEM_MALLOC_HUGE_FIRST)
     return _malloc(size, policy)
 
 
-@api("aclrtFree")
+@api("aclrtFree", keywords=_DEV_PTR)
 def aclrtFree(devPtr: int) -> None:
     """-> ret. Needs no context. Work still queued that uses the memory will fault when it runs."""
     with _P.lock:
@@ -715,7 +723,7 @@ def aclrtMallocHost(size: int) -> int:
         return host.address
 
 
-@api("aclrtFreeHost")
+@api("aclrtFreeHost", keywords={"host_ptr": "hostPtr"})
 def aclrtFreeHost(hostPtr: int) -> None:
     """-> ret."""
     with _P.lock:
@@ -767,7 +775,7 @@ def _copy_of(dst: Any, destMax: Any, src: Any, count: Any, kind: Any) -> Optiona
     return Copy.plan(_P.address_space(), dst, src, kind, count), device.id
 
 
-@api("aclrtMemcpy")
+@api("aclrtMemcpy", keywords=_DEST_MAX)
 def aclrtMemcpy(dst: int, destMax: int, src: int, count: int, kind: int) -> None:
     """-> ret. Copies now. It does not wait for queued stream work: synchronise first."""
     with _P.lock:
@@ -853,7 +861,7 @@ def _copy_now(call: str, copy: Copy, device_id: int) -> None:
         copy.move(*pointers)
 
 
-@api("aclrtMemcpyAsync")
+@api("aclrtMemcpyAsync", keywords=_DEST_MAX)
 def aclrtMemcpyAsync(dst: int, destMax: int, src: int, count: int, kind: int, stream: Optional[int] = None) -> None:
     """-> ret. Queued on the stream; the addresses are checked now and again when the copy runs."""
     with _P.lock:
@@ -913,7 +921,7 @@ def _fill_of(devPtr: Any, maxCount: Any, value: Any, count: Any, pinned: bool) -
     return Fill.plan(_P.address_space(), address, value, count, pinned), device.id
 
 
-@api("aclrtMemset")
+@api("aclrtMemset", keywords=_MEMSET)
 def aclrtMemset(devPtr: int, maxCount: int, value: int, count: int) -> None:
     """-> ret. Sets bytes now, device or host memory (the pyACL samples memset aclrtMallocHost memory)."""
     with _P.lock:
@@ -926,7 +934,7 @@ def aclrtMemset(devPtr: int, maxCount: int, value: int, count: int) -> None:
                 fill.set_at(target)
 
 
-@api("aclrtMemsetAsync")
+@api("aclrtMemsetAsync", keywords=_MEMSET)
 def aclrtMemsetAsync(devPtr: int, maxCount: int, value: int, count: int, stream: Optional[int] = None) -> None:
     """-> ret. Queued on the stream. Device memory, or pinned host memory from aclrtMallocHost (which the
     device reaches by DMA, as aclrtMemcpyAsync does); other host memory is rejected now."""

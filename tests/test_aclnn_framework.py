@@ -112,6 +112,12 @@ BAD_TENSORS = {  # name: (arguments of aclCreateTensor, parameter named in the m
     "float offset": (([2], FLOAT, None, 1.0, 2, None, 0), "offset"),
     "bad storage": (([2], FLOAT, None, 0, 2, "2", 0), "storageDims"),
     "negative address": (([2], FLOAT, None, 0, 2, None, -64), "tensorData"),
+    # shapes whose element count or contiguous strides no int64 holds (aclGetViewStrides could not return them)
+    "view count beyond int64": (([2, 1 << 62, 2], FLOAT, None, 0, 2, [4], 0), "viewDims"),
+    "view strides beyond int64": (([0, 1 << 62, 4], FLOAT, None, 0, 2, [4], 0), "viewDims"),
+    "view count below int64": (([-(1 << 62), 4], FLOAT, [1, 1], 0, 2, [4], 0), "viewDims"),
+    "storage count beyond int64": (([2], FLOAT, None, 0, 2, [1 << 62, 2], 0), "storageDims"),
+    "storage strides beyond int64": (([2], FLOAT, None, 0, 2, [0, 1 << 32, 1 << 31], 0), "storageDims"),
 }
 
 
@@ -121,6 +127,32 @@ def test_create_tensor_rejects_bad_descriptions_with_null_and_a_message(case):
     assert nn.aclCreateTensor(*args) is None
     message = last_error()
     assert parameter in message and "expected" in message and "found" in message, message
+
+
+@pytest.mark.parametrize("dims", [[2, 1 << 62, 2], [0, 1 << 62, 4]])
+def test_a_shape_beyond_int64_is_refused_by_create_and_init_tensor_naming_it(dims):
+    """The contiguous strides of [2, 2^62, 2] are [2^63, 2, 1]: no int64_t holds the first, so the tensor
+    is refused (as a NULL-returning create does) rather than kept for a getter to fail on."""
+    assert nn.aclCreateTensor(dims, FLOAT, None, 0, nn.ACL_FORMAT_ND, [4], 0x1000) is None
+    message = last_error()
+    assert ("viewDims: expected dims whose element count and contiguous strides fit in int64 (at most %d), found %s"
+            % ((1 << 63) - 1, dims)) in message, message
+    tensor = nn.aclCreateTensor([4], FLOAT, None, 0, nn.ACL_FORMAT_ND, None, 0x1000)
+    assert_rejected(nn.aclInitTensor(tensor, dims, FLOAT, None, 0, nn.ACL_FORMAT_ND, [4], 0x1000),
+                    nn.ACLNN_ERR_PARAM_INVALID, "viewDims", "fit in int64", str(dims))
+    assert getters(tensor)[:2] == [[4], [1]]  # left as it was
+    assert nn.aclDestroyTensor(tensor) == 0
+
+
+def test_the_largest_shapes_accepted_read_back_as_int64_values():
+    """Shapes at the edge of int64 are kept, and every getter returns values an int64_t holds."""
+    for dims in ([1 << 62, 1], [1, (1 << 63) - 1], [3, 0, (1 << 62)], [(1 << 62), -1]):
+        tensor = nn.aclCreateTensor(dims, FLOAT, None, 0, nn.ACL_FORMAT_ND, [(1 << 63) - 1], 0x1000)
+        assert tensor is not None, (dims, last_error())
+        for value in getters(tensor):
+            for item in value if isinstance(value, list) else [value]:
+                assert -(1 << 63) <= item < 1 << 63, (dims, getters(tensor))
+        assert nn.aclDestroyTensor(tensor) == 0
 
 
 def test_a_negative_dim_makes_a_tensor_as_the_library_does():
@@ -268,6 +300,27 @@ def test_workspace_size_with_null_workspace_is_161001_and_deletes_the_executor()
         assert_rejected(nn.aclnnLogSigmoidBackward(None, 64, lsb, device.stream), nn.ACLNN_ERR_PARAM_NULLPTR, "workspace")
 
 
+def test_a_null_workspace_with_a_size_deletes_a_repeatable_executor_too():
+    """RUNTIME's rule has no exception for repeatable executors: the library deletes it there too. A later
+    launch, aclSetAclOpExecutorRepeatable or aclDestroyAclOpExecutor gets the stale-handle error naming
+    the launch that released it and why."""
+    with npu() as device:
+        _, _, size, executor = plan_copy(device, [1.0, 2.0])
+        assert nn.aclSetAclOpExecutorRepeatable(executor) == 0
+        assert_rejected(aclnnTestCopy(None, size, executor, device.stream), nn.ACLNN_ERR_PARAM_NULLPTR,
+                        "workspace", "null", str(size))
+        for later in (lambda: aclnnTestCopy(device.malloc(size), size, executor, device.stream),
+                      lambda: nn.aclSetAclOpExecutorRepeatable(executor),
+                      lambda: nn.aclDestroyAclOpExecutor(executor)):
+            message = assert_rejected(later(), nn.ACLNN_ERR_PARAM_INVALID, "executor", "already released at",
+                                      "deleted by a second phase given workspaceSize > 0 with a null workspace")
+            assert "%s:" % __file__ in message.split("already released at")[1], message
+        lsb = lsb_executor(device)  # workspace 0 planned, yet a size given with no workspace
+        assert nn.aclSetAclOpExecutorRepeatable(lsb) == 0
+        assert_rejected(nn.aclnnLogSigmoidBackward(None, 64, lsb, device.stream), nn.ACLNN_ERR_PARAM_NULLPTR, "workspace")
+        assert_rejected(nn.aclDestroyAclOpExecutor(lsb), nn.ACLNN_ERR_PARAM_INVALID, "executor", "null workspace")
+
+
 def test_workspace_that_is_too_small_or_not_this_devices_memory_is_rejected():
     with npu() as device:
         _, target, size, executor = plan_copy(device, np.arange(64.0))
@@ -332,18 +385,27 @@ def test_stream_destroyed_by_another_thread_while_the_launch_is_queued_is_361001
         assert acl.rt.synchronize_stream(device.stream) == 0
 
 
-def test_executor_of_another_operator_is_rejected():
+def test_an_executor_runs_its_own_operator_whichever_second_phase_is_given_it():
+    """On the card every aclnnXxx is CommonOpExecutorRun(workspace, size, executor, stream): it runs the work
+    the executor holds. The workspace is checked against that plan, and a single-use executor is used up."""
     with npu() as device:
-        lsb = lsb_executor(device)
-        _, _, size, copy = plan_copy(device, [1.0])
-        assert_rejected(aclnnTestCopy(device.malloc(size), size, lsb, device.stream), nn.ACLNN_ERR_PARAM_INVALID,
-                        "executor", "aclnnTestCopy", "aclnnLogSigmoidBackward")
+        _, target, size, copy = plan_copy(device, [1.0, 2.0])
         assert_rejected(nn.aclnnLogSigmoidBackward(None, 0, copy, device.stream), nn.ACLNN_ERR_PARAM_INVALID,
-                        "executor", "aclnnTestCopy")
+                        "workspaceSize", "at least the %d bytes" % size)
+        assert nn.aclnnLogSigmoidBackward(device.malloc(size), size, copy, device.stream) == 0, last_error()
+        np.testing.assert_array_equal(device.read(target), [1.0, 2.0])  # the copy ran
+        assert_rejected(aclnnTestCopy(device.malloc(size), size, copy, device.stream), nn.ACLNN_ERR_PARAM_INVALID,
+                        "executor", "already used", "aclnnTestCopy")
+        gradient = device.tensor([0.5, 1.0], FLOAT)
+        x = device.tensor([0.0, 2.0], FLOAT)
+        buffer, grad_input = device.empty((2,), FLOAT), device.empty((2,), FLOAT)
+        _, lsb, ret = nn.aclnnLogSigmoidBackwardGetWorkspaceSize(gradient.tensor, x.tensor, buffer.tensor,
+                                                                 grad_input.tensor)
+        assert ret == 0, last_error()
+        assert aclnnTestCopy(None, 0, lsb, device.stream) == 0, last_error()
+        np.testing.assert_allclose(device.read(grad_input), [0.5 * 0.5, 1.0 / (1.0 + np.exp(2.0))], rtol=1e-6)
         assert_rejected(nn.aclnnLogSigmoidBackward(None, 0, "executor", device.stream), nn.ACLNN_ERR_PARAM_INVALID,
                         "executor", "found 'executor'")
-        for executor in (lsb, copy):
-            assert nn.aclDestroyAclOpExecutor(executor) == 0
 
 
 def test_wrong_argument_counts_give_a_status_not_an_exception():

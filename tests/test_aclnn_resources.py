@@ -220,6 +220,50 @@ def test_an_integer_scalar_holds_what_a_c_variable_of_its_dtype_holds(data_type,
         assert "value: expected an integer in [%d, %d], found %d" % (info.min, info.max, value) in message, message
 
 
+LOW_BIT_INTEGER_DTYPES = [(nn.ACL_INT4, -8, 7), (nn.ACL_UINT1, 0, 1)]  # every integer dtype narrower than a byte
+
+
+@pytest.mark.parametrize("data_type,least,most", LOW_BIT_INTEGER_DTYPES, ids=["INT4", "UINT1"])
+def test_a_low_bit_integer_scalar_holds_the_range_of_its_bits_and_nothing_outside(data_type, least, most):
+    for value in range(least, most + 1):
+        scalar = nn.aclCreateScalar(value, data_type)
+        assert scalar is not None and scalar.value == value, last_error()
+        assert nn.aclDestroyScalar(scalar) == 0
+    for value in (least - 1, most + 1, 300, -(1 << 40), 1 << 40):
+        assert nn.aclCreateScalar(value, data_type) is None
+        message = last_error()
+        assert "value: expected an integer in [%d, %d], found %d (for a scalar of dtype %s)" % (
+            least, most, value, nn.tensor.dtype_name(data_type)) in message, message
+
+
+LOW_BIT_FLOATING_DTYPES = ["ACL_HIFLOAT8", "ACL_FLOAT8_E5M2", "ACL_FLOAT8_E4M3FN", "ACL_FLOAT8_E8M0", "ACL_FLOAT6_E3M2",
+                           "ACL_FLOAT6_E2M3", "ACL_FLOAT4_E2M1", "ACL_FLOAT4_E1M2"]
+
+
+@pytest.mark.parametrize("name", LOW_BIT_FLOATING_DTYPES)
+def test_a_low_bit_floating_scalar_takes_any_real_number(name):
+    """As the wider floating dtypes: a real number, fractional or not, and no string or complex."""
+    for value in (1.5, -0.375, 3, np.float32(0.25)):
+        scalar = nn.aclCreateScalar(value, getattr(nn, name))
+        assert scalar is not None and scalar.value == float(value) and type(scalar.value) is float, last_error()
+        assert nn.aclDestroyScalar(scalar) == 0
+    for value in ("1.5", 1 + 2j):
+        assert nn.aclCreateScalar(value, getattr(nn, name)) is None
+        message = last_error()
+        assert "value: expected a number" in message and name[len("ACL_"):] in message, message
+
+
+def test_every_numeric_dtype_makes_a_scalar_of_a_value_it_holds():
+    """No dtype falls through to a catch-all: each numeric one takes 1 (True for BOOL) and refuses a string."""
+    numeric = sorted(set(nn.tensor.DTYPE_NAMES) - {nn.ACL_DT_UNDEFINED, nn.ACL_STRING})
+    for data_type in numeric:
+        value = True if data_type == nn.ACL_BOOL else 1
+        scalar = nn.aclCreateScalar(value, data_type)
+        assert scalar is not None and scalar.value == value, (data_type, last_error())
+        assert nn.aclDestroyScalar(scalar) == 0
+        assert nn.aclCreateScalar("1", data_type) is None and "value: expected" in last_error()
+
+
 # ---------------------------------------------------------------------------------------------
 # tensor and scalar lists
 

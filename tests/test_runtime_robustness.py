@@ -247,6 +247,38 @@ def test_help_of_every_runtime_call_says_what_it_returns():
             assert (str(returned) == "int") == (outputs.strip().startswith("ret")), "%s: %s vs %r" % (name, returned, doc)
 
 
+def _unresolved(annotation: str, fn, module) -> bool:
+    """Whether a shown annotation names something a reader of the package cannot resolve (a placeholder
+    such as `cls`): it is evaluated among typing's names, the public module's and the function's own."""
+    import typing
+    names = {**vars(typing), **vars(module), **getattr(inspect.unwrap(fn), "__globals__", {})}
+    try:
+        eval(annotation, names)
+    except NameError:
+        return True
+    return False
+
+
+def test_help_of_every_public_call_shows_resolvable_annotations():
+    """help(aclCreateIntArray) showed `-> 'Optional[cls]'` and help(aclGetIntArraySize) `-> 'tuple[tuple,
+    int]'`: the annotations of every public call name real types, and each size getter's is (size, ret)."""
+    unresolved = []
+    top_level = {"acl." + name: fn for name, fn in vars(acl).items() if not name.startswith("_") and inspect.isfunction(fn)}
+    for name, fn in {**top_level, **FUNCTIONS}.items():
+        module = nn if name.startswith("aclnn_api.") else acl
+        signature = inspect.signature(fn)
+        shown = [p.annotation for p in signature.parameters.values()] + [signature.return_annotation]
+        unresolved += ["%s%s" % (name, signature) for annotation in shown
+                       if isinstance(annotation, str) and _unresolved(annotation, fn, module)]
+    assert unresolved == []
+    for name in FUNCTIONS:
+        if re.fullmatch(r"aclnn_api\.aclGet\w+(Array|List)Size", name):
+            assert str(inspect.signature(FUNCTIONS[name]).return_annotation) == "tuple[int, int]", name
+        if re.fullmatch(r"aclnn_api\.aclCreate\w+(Array|List)", name):
+            kind = name[len("aclnn_api.aclCreate"):]
+            assert str(inspect.signature(FUNCTIONS[name]).return_annotation) == "Optional[acl%s]" % kind, name
+
+
 def test_the_repository_stands_alone():
     """The code, docs and tests cited the design notes and specifications the project was built
     from: files outside the repository. What npuemu relies on is written in its own docs/."""

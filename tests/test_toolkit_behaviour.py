@@ -843,6 +843,27 @@ def _(ctx):
     return t
 
 
+@bad_call("aclCreateTensor-strides-beyond-int64", "device", """int64_t dims[3] = {2, 1LL << 62, 2};
+  void *d = device_memory(64);
+  aclTensor *t = aclCreateTensor(dims, 3, ACL_FLOAT, nullptr, 0, ACL_FORMAT_ND, dims, 3, d);
+  report_pointer(ID, t);
+  if (t != nullptr) {  // what the card's getter would hand back: strides no int64_t holds
+    int64_t *strides = nullptr;
+    uint64_t count = 0;
+    report_status("aclGetViewStrides-of-a-tensor-beyond-int64", aclGetViewStrides(t, &strides, &count));
+    delete[] strides;
+    aclDestroyTensor(t);
+  }
+  aclrtFree(d);""", "null")
+def _(ctx):
+    d, _ = rt.aclrtMalloc(64, 0)
+    t = nn.aclCreateTensor([2, 1 << 62, 2], FLOAT, None, 0, nn.ACL_FORMAT_ND, [2, 1 << 62, 2], d)
+    if t is not None:
+        nn.aclDestroyTensor(t)
+    rt.aclrtFree(d)
+    return t
+
+
 @bad_call("aclDestroyTensor-twice", "device", """int64_t dims[2] = {2, 2};
   void *d = device_memory(16);
   aclTensor *t = aclCreateTensor(dims, 2, ACL_FLOAT, nullptr, 0, ACL_FORMAT_ND, dims, 2, d); // @tensor-made
@@ -911,18 +932,24 @@ def _(ctx):
     return Read(ret, message)
 
 
+# As CommonOpExecutorRun on the card: any second phase runs the executor's own work, and uses it up.
 @bad_call("aclnnKlDivBackward-given-a-LogSigmoidBackward-executor", "device", """Lsb lsb;
   aclOpExecutor *executor = lsb.plan();
-  report_status(ID, aclnnKlDivBackward(nullptr, 0, executor, stream));
-  aclDestroyAclOpExecutor(executor);""", 161002)
+  const int launched = aclnnKlDivBackward(nullptr, 0, executor, stream);
+  check(aclrtSynchronizeStream(stream), "aclrtSynchronizeStream");
+  const int destroyed = aclDestroyAclOpExecutor(executor);
+  char text[64];
+  std::snprintf(text, sizeof(text), "launch %d, destroy %d", launched, destroyed);
+  report(ID, text);""", "launch 0, destroy 161002")
 def _(ctx):
     lsb = Lsb()
     executor = lsb.plan()
-    ret = nn.aclnnKlDivBackward(None, 0, executor, ctx.stream)
+    launched = nn.aclnnKlDivBackward(None, 0, executor, ctx.stream)
+    assert rt.aclrtSynchronizeStream(ctx.stream) == 0
+    destroyed = nn.aclDestroyAclOpExecutor(executor)
     message = rt.aclGetRecentErrMsg()
-    nn.aclDestroyAclOpExecutor(executor)
     lsb.close()
-    return Read(ret, message)
+    return Read("launch %d, destroy %d" % (launched, destroyed), message)
 
 
 @bad_call("aclnnLogSigmoidBackward-destroyed-stream", "device", """Lsb lsb;
@@ -1437,6 +1464,62 @@ int main() {
 }
 """)
 
+# aclCreateScalar from C, for every numeric dtype: (case id, dtype, the bytes at `value`, the value the scalar
+# must hold; None: refused, as npuemu cannot decode the dtype). FLOAT6 and FLOAT4 sit in the low bits of
+# the first byte (aclDataTypeSize says 8 bytes, which the library copies); INT4 is the low nibble, signed.
+def _le(numpy_type, *values) -> bytes:
+    return np.array(values, numpy_type).tobytes()
+
+
+C_SCALARS = [
+    ("FLOAT", "ACL_FLOAT", _le(np.float32, 1.5), 1.5), ("FLOAT16", "ACL_FLOAT16", _le(np.float16, 1.5), 1.5),
+    ("BF16", "ACL_BF16", _le(np.uint16, 0x3FC0), 1.5), ("DOUBLE", "ACL_DOUBLE", _le(np.float64, 0.1), 0.1),
+    ("INT8", "ACL_INT8", _le(np.int8, -7), -7), ("UINT8", "ACL_UINT8", _le(np.uint8, 200), 200),
+    ("INT16", "ACL_INT16", _le(np.int16, -300), -300), ("UINT16", "ACL_UINT16", _le(np.uint16, 60000), 60000),
+    ("INT32", "ACL_INT32", _le(np.int32, -7), -7), ("UINT32", "ACL_UINT32", _le(np.uint32, 4000000000), 4000000000),
+    ("INT64", "ACL_INT64", _le(np.int64, 1 << 40), 1 << 40),
+    ("UINT64", "ACL_UINT64", _le(np.uint64, (1 << 64) - 1), (1 << 64) - 1), ("BOOL", "ACL_BOOL", b"\x01", True),
+    ("COMPLEX32", "ACL_COMPLEX32", _le(np.float16, 1.5, -2.0), 1.5 - 2j),
+    ("COMPLEX64", "ACL_COMPLEX64", _le(np.float32, 1.5, -2.0), 1.5 - 2j),
+    ("COMPLEX128", "ACL_COMPLEX128", _le(np.float64, 0.25, 4.0), 0.25 + 4j),
+    ("FLOAT8_E5M2", "ACL_FLOAT8_E5M2", b"\x3e", 1.5), ("FLOAT8_E5M2-negative", "ACL_FLOAT8_E5M2", b"\xc0", -2.0),
+    ("FLOAT8_E5M2-inf", "ACL_FLOAT8_E5M2", b"\x7c", math.inf),
+    ("FLOAT8_E5M2-subnormal", "ACL_FLOAT8_E5M2", b"\x01", 2.0 ** -16),
+    ("FLOAT8_E4M3FN", "ACL_FLOAT8_E4M3FN", b"\x3c", 1.5), ("FLOAT8_E4M3FN-max", "ACL_FLOAT8_E4M3FN", b"\x7e", 448.0),
+    ("FLOAT8_E4M3FN-nan", "ACL_FLOAT8_E4M3FN", b"\x7f", math.nan),
+    ("FLOAT8_E4M3FN-subnormal", "ACL_FLOAT8_E4M3FN", b"\x81", -(2.0 ** -9)),
+    ("FLOAT8_E8M0", "ACL_FLOAT8_E8M0", b"\x80", 2.0), ("FLOAT8_E8M0-least", "ACL_FLOAT8_E8M0", b"\x00", 2.0 ** -127),
+    ("FLOAT8_E8M0-nan", "ACL_FLOAT8_E8M0", b"\xff", math.nan),
+    ("FLOAT6_E3M2", "ACL_FLOAT6_E3M2", b"\x0e", 1.5), ("FLOAT6_E3M2-max", "ACL_FLOAT6_E3M2", b"\x1f", 28.0),
+    ("FLOAT6_E3M2-high-bits-ignored", "ACL_FLOAT6_E3M2", b"\xce", 1.5),
+    ("FLOAT6_E2M3", "ACL_FLOAT6_E2M3", b"\x0c", 1.5), ("FLOAT6_E2M3-subnormal", "ACL_FLOAT6_E2M3", b"\x01", 0.125),
+    ("FLOAT6_E2M3-negative-max", "ACL_FLOAT6_E2M3", b"\x3f", -7.5),
+    ("FLOAT4_E2M1", "ACL_FLOAT4_E2M1", b"\x03", 1.5), ("FLOAT4_E2M1-max", "ACL_FLOAT4_E2M1", b"\x07", 6.0),
+    ("FLOAT4_E2M1-negative-subnormal", "ACL_FLOAT4_E2M1", b"\xf9", -0.5),
+    ("INT4", "ACL_INT4", b"\x07", 7), ("INT4-negative", "ACL_INT4", b"\x0f", -1), ("INT4-least", "ACL_INT4", b"\xf8", -8),
+    ("UINT1", "ACL_UINT1", b"\x01", 1), ("UINT1-zero", "ACL_UINT1", b"\xfe", 0),
+    ("HIFLOAT8", "ACL_HIFLOAT8", b"\x38", None), ("FLOAT4_E1M2", "ACL_FLOAT4_E1M2", b"\x03", None),
+]
+
+SCALARS_PROGRAM = c_program(r"""
+struct ScalarCase { const char *id; aclDataType dtype; unsigned char bytes[16]; };
+static const ScalarCase cases[] = {
+%s
+};
+
+int main() {
+  check(aclInit(nullptr), "aclInit");
+  // Scalars left to the leak report, which describes each with the value it holds
+  for (const ScalarCase &c : cases) report_pointer(c.id, aclCreateScalar(const_cast<unsigned char *>(c.bytes), c.dtype));
+  std::printf("@@done\n");
+  std::fflush(stdout);
+  aclFinalize();
+  return 0;
+}
+""" % ",\n".join("  {%s, %s, {%s}}" % (c_string(id), dtype, ", ".join("0x%02x" % b for b in data))
+                  for id, dtype, data, _ in C_SCALARS))
+
+
 LEAK_AT_EXIT_PROGRAM = r"""#include <stdio.h>
 #include "acl/acl.h"
 
@@ -1568,6 +1651,7 @@ def built(tmp_path_factory) -> dict:
         Program("faults", FAULTS_PROGRAM),
         Program("faults_nodebug", FAULTS_PROGRAM, flags=()),
         Program("leaks", LEAKS_PROGRAM),
+        Program("scalars", SCALARS_PROGRAM),
         Program("leak_at_exit", LEAK_AT_EXIT_PROGRAM, language="c"),
         Program("documented_sample", documented_sample(), flags=()),
         Program("async_streams", ASYNC_PROGRAM),
@@ -1928,6 +2012,35 @@ def test_leaked_c_scalars_are_described_with_the_values_at_their_pointers(built)
     assert described == ["aclScalar FLOAT 1.5", "aclScalar INT32 -7", "aclScalar INT64 1099511627776",
                          "aclScalar BOOL True", "aclScalar FLOAT16 1.5", "aclScalar BF16 1.5",
                          "aclScalar DOUBLE 0.1"], done.stderr
+
+
+def test_c_scalars_of_every_dtype_hold_the_value_their_bytes_encode(built):
+    """aclCreateScalar reads the value at the pointer as its dtype says, for every numeric dtype (the 8-, 6-
+    and 4-bit floats by their public definitions, INT4 and UINT1 by their bits, COMPLEX32 as two float16):
+    the leak report describes each with its value, never the pointer. HIFLOAT8 and FLOAT4_E1M2, which
+    npuemu cannot decode for certain, are NULL with a message saying so; Python takes their numbers."""
+    done = run(built["scalars"])
+    results = finished(done)
+    described = [re.sub(r", made at .*", "", leak) for leak in LEAK_LINE.findall(done.stderr)]
+    expected = []
+    for id, dtype, _, value in C_SCALARS:
+        outcome = results[id]
+        if value is None:
+            assert outcome.result == "null", (id, outcome.message)
+            assert without_prefix(outcome.message) == (
+                "AclNN_Parameter_Error(EZ1001): aclCreateScalar: dataType: expected a dtype whose bits npuemu can "
+                "read, found %s: npuemu cannot read a value of that dtype from C (it has no public bit-level "
+                "definition npuemu can decode for certain); create it from Python, which takes the number itself"
+                % dtype[len("ACL_"):]), outcome.message
+            scalar = nn.aclCreateScalar(1.5, getattr(nn, dtype))
+            assert scalar is not None and scalar.value == 1.5, rt.aclGetRecentErrMsg()
+            assert nn.aclDestroyScalar(scalar) == 0
+        else:
+            assert (outcome.result, outcome.message) == ("non-null", "(none)"), (id, outcome.message)
+            expected.append("aclScalar %s %r" % (dtype[len("ACL_"):], value))
+    assert described == expected, done.stderr
+    numeric = set(nn.tensor.DTYPE_NAMES) - {nn.ACL_DT_UNDEFINED, nn.ACL_STRING}
+    assert {getattr(nn, dtype) for _, dtype, _, _ in C_SCALARS} == numeric, "every numeric dtype is tried"
 
 
 def test_a_c_program_returning_without_aclfinalize_gets_the_report_at_exit(built):

@@ -6,6 +6,7 @@ Importing this module (the bridge does, at start) also tells emulator.sites how 
 from __future__ import annotations
 
 import ctypes
+import math
 import sys
 from typing import Any, Optional
 
@@ -15,7 +16,9 @@ import _npuemu_c  # made by the bridge (toolkit/src/core.cpp) before it imports 
 import aclnn_api
 from emulator import errors, runtime, sites
 from emulator.cargs import C_NULL
-from emulator.dtypes import ACL_BF16, NUMPY_TYPES, aclDataTypeSize
+from emulator.dtypes import (ACL_BF16, ACL_COMPLEX32, ACL_DT_UNDEFINED, ACL_FLOAT4_E2M1, ACL_FLOAT6_E2M3,
+                             ACL_FLOAT6_E3M2, ACL_FLOAT8_E4M3FN, ACL_FLOAT8_E5M2, ACL_FLOAT8_E8M0, ACL_INT4,
+                             ACL_STRING, ACL_UINT1, DTYPE_NAMES, NUMPY_TYPES, aclDataTypeSize, dtype_name)
 from emulator.interface import host_problem
 
 sites.register_package_dir(__file__)
@@ -42,20 +45,86 @@ class _Unreadable(Exception):
     pass
 
 
+def _minifloat(bits: int, exponent_bits: int, mantissa_bits: int, bias: int, specials: str) -> float:
+    """The value of a small binary floating-point number held in the low bits of `bits` (sign, exponent,
+    mantissa; subnormals at exponent 0). `specials`: "ieee" (an all-ones exponent is infinity or NaN, as
+    FLOAT8_E5M2), "fn" (only all ones in exponent and mantissa is NaN, as FLOAT8_E4M3FN) or "none" (the
+    OCP MX FLOAT6/FLOAT4 types, all finite)."""
+    top = (1 << exponent_bits) - 1
+    sign = -1.0 if bits >> (exponent_bits + mantissa_bits) & 1 else 1.0
+    exponent, mantissa = bits >> mantissa_bits & top, bits & ((1 << mantissa_bits) - 1)
+    if specials == "ieee" and exponent == top:
+        return sign * math.inf if mantissa == 0 else math.nan
+    if specials == "fn" and exponent == top and mantissa == (1 << mantissa_bits) - 1:
+        return math.nan
+    if exponent == 0:
+        return sign * math.ldexp(mantissa, 1 - bias - mantissa_bits)
+    return sign * math.ldexp((1 << mantissa_bits) | mantissa, exponent - bias - mantissa_bits)
+
+
+def _e8m0(bits: int) -> float:
+    """FLOAT8_E8M0 (OCP MX scale): 2^(bits - 127), no sign nor mantissa; 0xFF is NaN."""
+    return math.nan if bits == 0xFF else math.ldexp(1.0, bits - 127)
+
+
+# The dtypes NumPy has no type for, by what reads their value from its first byte: each has one public
+# bit-level definition (IEEE-style FLOAT8_E5M2, FLOAT8_E4M3FN, and the OCP Microscaling formats).
+# HIFLOAT8 and FLOAT4_E1M2 have none npuemu can decode for certain: they are refused from C.
+_FIRST_BYTE_DECODERS = {
+    ACL_FLOAT8_E5M2: lambda byte: _minifloat(byte, 5, 2, 15, "ieee"),
+    ACL_FLOAT8_E4M3FN: lambda byte: _minifloat(byte, 4, 3, 7, "fn"),
+    ACL_FLOAT8_E8M0: _e8m0,
+    ACL_FLOAT6_E3M2: lambda byte: _minifloat(byte & 0x3F, 3, 2, 3, "none"),
+    ACL_FLOAT6_E2M3: lambda byte: _minifloat(byte & 0x3F, 2, 3, 1, "none"),
+    ACL_FLOAT4_E2M1: lambda byte: _minifloat(byte & 0x0F, 2, 1, 1, "none"),
+    ACL_INT4: lambda byte: (byte & 0x0F) - 16 if byte & 0x08 else byte & 0x0F,  # the low nibble, signed
+    ACL_UINT1: lambda byte: byte & 1,
+}
+
+
+def _decoded(raw: bytes, data_type: int) -> Any:
+    """The value the bytes of a C variable of `data_type` hold (a dtype _readable accepts)."""
+    if data_type in _FIRST_BYTE_DECODERS:
+        return _FIRST_BYTE_DECODERS[data_type](raw[0])
+    if data_type == ACL_COMPLEX32:  # two float16: the real part, then the imaginary one
+        real, imaginary = np.frombuffer(raw[:4], np.float16)
+        return complex(float(real), float(imaginary))
+    value = np.frombuffer(raw, NUMPY_TYPES[data_type])[0]
+    if data_type == ACL_BF16:  # the upper half of a float32
+        return float(np.array([int(value) << 16], np.uint32).view(np.float32)[0])
+    return value.item()
+
+
+def _readable(data_type: int) -> bool:
+    return data_type in NUMPY_TYPES or data_type in _FIRST_BYTE_DECODERS or data_type == ACL_COMPLEX32
+
+
+class _NotRead:
+    """Stands for the value of a scalar whose dtype npuemu does not know (or is not numeric): Python's
+    aclCreateScalar refuses that dtype before it looks at the value, and no dtype's conversion takes it."""
+
+    def __init__(self, address: int):
+        self.address = address
+
+    def __repr__(self) -> str:
+        return "the value at 0x%x, not read" % self.address
+
+
 def _scalar_value(address: int, data_type: Any) -> Any:
-    """The value a C caller's `void *value` holds for `data_type`; the address itself when the dtype is
-    one aclCreateScalar refuses anyway (it names the dtype)."""
-    numpy_type = NUMPY_TYPES.get(data_type) if type(data_type) is int else None
-    if numpy_type is None:
-        return address
+    """The value a C caller's `void *value` holds for `data_type`: aclDataTypeSize(dataType) bytes read
+    at once, as the library copies them. A known numeric dtype npuemu cannot decode is refused here."""
+    if type(data_type) is not int or not _readable(data_type):
+        if type(data_type) is int and data_type in DTYPE_NAMES and data_type not in (ACL_STRING, ACL_DT_UNDEFINED):
+            raise _Unreadable("dataType: expected a dtype whose bits npuemu can read, found %s: npuemu cannot read "
+                              "a value of that dtype from C (it has no public bit-level definition npuemu can "
+                              "decode for certain); create it from Python, which takes the number itself"
+                              % dtype_name(data_type))
+        return _NotRead(address)  # Python's call names the dtype it refuses
     size = aclDataTypeSize(data_type)
     problem = host_problem(address, size)
     if problem:
         raise _Unreadable("value: " + problem)
-    value = np.frombuffer(ctypes.string_at(address, size), numpy_type)[0]
-    if data_type == ACL_BF16:  # the upper half of a float32
-        return float(np.array([int(value) << 16], np.uint32).view(np.float32)[0])
-    return value.item()
+    return _decoded(ctypes.string_at(address, size), data_type)
 
 
 def aclCreateScalar(value: Optional[int], dataType: int) -> Optional[aclnn_api.aclScalar]:
