@@ -503,6 +503,9 @@ def first_phase(op: str, outputs: Optional[Sequence[str]] = None) -> Callable:
         parameters = Parameters(plan, outputs)
         plans = PlanCache()
 
+        # What callers get, before `api` reads it (it adds the status): help() shows the three values.
+        plan.__annotations__["return"] = "tuple[int, Optional[aclOpExecutor]]"
+
         # `api` turns a wrong argument count into 161002: it reads plan's signature through functools.wraps.
         @api(op + "GetWorkspaceSize", failure=(0, None), internal_code=status.ACLNN_ERR_INNER)
         @functools.wraps(plan)
@@ -521,7 +524,6 @@ def first_phase(op: str, outputs: Optional[Sequence[str]] = None) -> Callable:
             workspace_size = 0 if launch is None else launch.workspace_size
             # The site is taken here, not deep inside the executor: fewer frames to walk to the user's.
             return workspace_size, aclOpExecutor(op, launch, workspace_size, parameters, (args, kwargs), user_site(skip=1))
-        plan.__annotations__.setdefault("return", "tuple[int, Optional[aclOpExecutor], int]")  # what callers get
         get_workspace_size.__doc__ = ((plan.__doc__ or "") + "\n\nReturns (workspace size, executor, status); "
                                       "(0, None, status) when the arguments are rejected.").strip()
         return get_workspace_size

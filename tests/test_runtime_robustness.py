@@ -260,8 +260,9 @@ def _unresolved(annotation: str, fn, module) -> bool:
 
 
 def test_help_of_every_public_call_shows_resolvable_annotations():
-    """help(aclCreateIntArray) showed `-> 'Optional[cls]'` and help(aclGetIntArraySize) `-> 'tuple[tuple,
-    int]'`: the annotations of every public call name real types, and each size getter's is (size, ret)."""
+    """help(aclCreateIntArray) showed `-> 'Optional[cls]'`, help(aclGetIntArraySize) `-> 'tuple[tuple,
+    int]'` and help(aclnnXxxGetWorkspaceSize) `-> 'tuple[Any, int]'`: the annotations of every public call
+    name real types, each size getter's is (size, ret), each first phase's (size, executor, ret)."""
     unresolved = []
     top_level = {"acl." + name: fn for name, fn in vars(acl).items() if not name.startswith("_") and inspect.isfunction(fn)}
     for name, fn in {**top_level, **FUNCTIONS}.items():
@@ -274,6 +275,9 @@ def test_help_of_every_public_call_shows_resolvable_annotations():
     for name in FUNCTIONS:
         if re.fullmatch(r"aclnn_api\.aclGet\w+(Array|List)Size", name):
             assert str(inspect.signature(FUNCTIONS[name]).return_annotation) == "tuple[int, int]", name
+        if re.fullmatch(r"aclnn_api\.aclnn\w+GetWorkspaceSize", name):  # it showed tuple[Any, int]
+            assert str(inspect.signature(FUNCTIONS[name]).return_annotation) == \
+                "tuple[int, Optional[aclOpExecutor], int]", name
         if re.fullmatch(r"aclnn_api\.aclCreate\w+(Array|List)", name):
             kind = name[len("aclnn_api.aclCreate"):]
             assert str(inspect.signature(FUNCTIONS[name]).return_annotation) == "Optional[acl%s]" % kind, name
