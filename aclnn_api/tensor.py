@@ -338,16 +338,26 @@ def _fitting_shape(name: str, dims: tuple) -> tuple:
     """The dims, if their element count and their contiguous strides are int64 values: the getters
     (aclGetViewStrides hands the strides to C as int64_t) and every size worked out from the shape
     need them to be. Dims of 0 or below count as 1 in the strides, as contiguous_strides takes them."""
-    count, stride = 1, 1
-    for dim in dims:
-        count *= dim
-    for dim in reversed(dims[1:]):
-        stride *= max(dim, 1)
-    if not INT64[0] <= count <= INT64[1] or stride > INT64[1]:
+    count = 0 if 0 in dims else _int64_product(dims)
+    stride = _int64_product([max(dim, 1) for dim in dims[1:]])
+    if count is None or stride is None:
+        shown = list(dims) if len(dims) <= 16 else "%s ... (%d more)" % (str(list(dims[:16]))[:-1], len(dims) - 16)
         raise AclError(status.ACLNN_ERR_PARAM_INVALID,
                        "%s: expected dims whose element count and contiguous strides fit in int64 (at most %d), "
-                       "found %s: %d elements, outermost stride %d" % (name, INT64[1], list(dims), count, stride))
+                       "found %d dims %s, whose %s does not" % (name, INT64[1], len(dims), shown,
+                                                                "element count" if count is None else "outermost stride"))
     return dims
+
+
+def _int64_product(values: Sequence[int]) -> Optional[int]:
+    """The product, or None once it leaves int64: stopping there keeps garbage dims (a C count too large
+    reads past the array) from making an integer of millions of digits."""
+    product = 1
+    for value in values:
+        product *= value
+        if not INT64[0] <= product <= INT64[1]:
+            return None
+    return product
 
 
 def _description(view_dims: Any, data_type: Any, strides: Any, offset: Any, format: Any, storage_dims: Any,

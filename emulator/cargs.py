@@ -146,7 +146,13 @@ def integer_list(name: str, values: Any, bounds: tuple = INT64, layer: Layer = R
         values = values.tolist()
     if isinstance(values, (str, bytes, np.ndarray)) or not hasattr(values, "__iter__"):
         raise AclError(layer.invalid_code, "%s: expected a list of integers, found %s" % (name, shown(values)))
-    return tuple(integer(name, value, bounds, layer) for value in values)
+    values = tuple(values)
+    try:
+        return tuple(integer(name, value, bounds, layer) for value in values)
+    except AclError:  # again, naming the element and the count: a C count too large reads garbage past the array
+        for index, value in enumerate(values):
+            integer("%s[%d] (of the %d read)" % (name, index, len(values)), value, bounds, layer)
+        raise
 
 
 def optional_string(name: str, value: Any, layer: Layer = RUNTIME) -> Optional[str]:

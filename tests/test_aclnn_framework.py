@@ -135,13 +135,28 @@ def test_a_shape_beyond_int64_is_refused_by_create_and_init_tensor_naming_it(dim
     is refused (as a NULL-returning create does) rather than kept for a getter to fail on."""
     assert nn.aclCreateTensor(dims, FLOAT, None, 0, nn.ACL_FORMAT_ND, [4], 0x1000) is None
     message = last_error()
-    assert ("viewDims: expected dims whose element count and contiguous strides fit in int64 (at most %d), found %s"
-            % ((1 << 63) - 1, dims)) in message, message
+    assert ("viewDims: expected dims whose element count and contiguous strides fit in int64 (at most %d), "
+            "found 3 dims %s" % ((1 << 63) - 1, dims)) in message, message
     tensor = nn.aclCreateTensor([4], FLOAT, None, 0, nn.ACL_FORMAT_ND, None, 0x1000)
     assert_rejected(nn.aclInitTensor(tensor, dims, FLOAT, None, 0, nn.ACL_FORMAT_ND, [4], 0x1000),
                     nn.ACLNN_ERR_PARAM_INVALID, "viewDims", "fit in int64", str(dims))
     assert getters(tensor)[:2] == [[4], [1]]  # left as it was
     assert nn.aclDestroyTensor(tensor) == 0
+
+
+def test_garbage_read_past_a_c_array_is_refused_at_once_naming_the_element_and_the_count():
+    """A C viewDimsNum or count too large (sizeof(shape) for its length) reads garbage past the array: 100000
+    dims of it made an integer of millions of digits (13 s, then the internal error of a str() too long);
+    now the shape is refused at once with its first dims and the count, and a bad element is named by its
+    index and the count read."""
+    garbage = [2, 2] + [(7 << 59) + index for index in range(99998)]
+    assert nn.aclCreateTensor(garbage, FLOAT, None, 0, nn.ACL_FORMAT_ND, None, 0x1000) is None
+    message = last_error()
+    assert "found 100000 dims [2, 2, %d" % (7 << 59) in message and "... (99984 more), whose element count does not" \
+        in message and len(message) < 1000, message
+    assert nn.aclCreateTensor([2, 2], FLOAT, [2, -(1 << 40)], 0, nn.ACL_FORMAT_ND, None, 0x1000) is None
+    assert "stride[1] (of the 2 read): expected an integer in [0, %d], found %d" % ((1 << 63) - 1, -(1 << 40)) \
+        in last_error()
 
 
 def test_the_largest_shapes_accepted_read_back_as_int64_values():
