@@ -1143,6 +1143,33 @@ def test_a_finding_repeated_in_a_loop_is_printed_once_and_counted(capfd):
     assert printed.count("npuemu: racecheck: race:") == 2
 
 
+@pytest.mark.sanitizer_reports("uninitialised read")
+def test_a_loop_reading_a_buffer_element_by_element_is_one_finding_counted(capfd):
+    """Each round reads another offset of the never-written buffer: one bug, one printed report (the
+    first round's message) whose count grows; the offsets made each round a new report."""
+    program = Program()
+    try:
+        unwritten, element = program.malloc(written=False), np.zeros(1, np.float32)
+        for i in range(6):
+            assert acl.rt.memcpy(acl.util.numpy_to_ptr(element), 4, unwritten + 4 * i, 4, D2H) == 0
+    finally:
+        program.close()
+    (finding,) = emulator.reports()
+    assert finding.count == 6 == report.count() and finding.differed
+    assert "4 byte(s) from offset 0 of allocation" in finding.message, finding.message
+    assert capfd.readouterr().err.count("npuemu: initcheck: uninitialised read:") == 1
+
+
+@pytest.mark.sanitizer_reports("race")
+def test_distinct_findings_past_the_print_limit_are_counted_not_printed(capfd, monkeypatch):
+    monkeypatch.setattr(report, "PRINT_LIMIT", 2)
+    for line in range(5):
+        report.publish("race", "racecheck", "what happened", (("write by X, launched", "a.py:%d in f" % line),))
+    assert len(emulator.reports()) == 5 == report.count()
+    printed = capfd.readouterr().err
+    assert printed.count("npuemu: racecheck: race:") == 2, printed
+    assert printed.count("2 distinct findings printed: later ones are counted") == 1, printed
+
 def test_the_printed_form_is_the_documented_one():
     finding = report.publish("race", "racecheck", "what happened", (("write by X, launched", "a.py:1 in f"),),
                              ("allocation #1",))
