@@ -1333,6 +1333,60 @@ def test_a_synchronisation_settles_the_host_copies_without_a_look_at_other_strea
     assert emulator.reports() == []
 
 
+def _counting(monkeypatch, owner, name: str) -> list:
+    """Replace owner.name with a wrapper that counts its calls (in the list returned)."""
+    calls, wrapped = [0], getattr(owner, name)
+
+    def counted(*args):
+        calls[0] += 1
+        return wrapped(*args)
+    monkeypatch.setattr(owner, name, counted)
+    return calls
+
+
+@pytest.mark.parametrize("slice_step", [16, 0], ids=["own slices", "one slice"])
+def test_a_download_checks_the_pending_copies_near_its_memory_only(monkeypatch, slice_step):
+    """K downloads into pinned memory, each into its own 16-byte slice of one buffer (or all into the same
+    slice), then one synchronisation: a download finds the pending copies whose memory it writes over
+    among those near it, and sums one range once for all the copies handed it. (It tested every pending
+    copy for overlap, and summed each overlapping one: O(K^2), 8 M overlap tests for 2000 downloads.)"""
+    from emulator import sanitizer
+    overlap_tests = _counting(monkeypatch, sanitizer.HostRows, "overlaps")
+    sums = _counting(monkeypatch, sanitizer, "_checksum")
+    program, downloads = Program(), 300
+    pinned, ret = acl.rt.malloc_host(16 * downloads)
+    assert ret == 0
+    try:
+        device = program.malloc()
+        for i in range(downloads):
+            assert acl.rt.memcpy_async(pinned + slice_step * i, 16, device, 16, D2H, program.s1) == 0
+        assert acl.rt.synchronize_stream(program.s1) == 0
+        assert overlap_tests[0] <= 4 * downloads and sums[0] <= 6 * downloads, (overlap_tests, sums)
+        assert sanitizer.TRACKER.host_index.ranges == {}
+    finally:
+        acl.rt.free_host(pinned)
+        program.close()
+    assert emulator.reports() == []
+
+
+@pytest.mark.sanitizer_reports("host memory in flight")
+def test_a_change_between_two_downloads_into_one_buffer_is_found_for_the_first_only():
+    """Two downloads handed the same memory expect it to hold what it held when each was queued: the host
+    changing it between the two is the first one's finding (once), not the second's."""
+    program = Program()
+    try:
+        device, stage = program.malloc(), program.malloc_host()
+        staged = acl.util.ptr_to_numpy(stage, (N // 4,), np.dtype(np.float32).num)
+        assert acl.rt.memcpy_async(stage, N, device, N, D2H, program.s2) == 0
+        staged[0] = 5.0
+        assert acl.rt.memcpy_async(stage, N, device, N, D2H, program.s2) == 0
+        assert acl.rt.synchronize_stream(program.s2) == 0
+    finally:
+        program.close()
+    (finding,) = emulator.reports()
+    assert finding.count == 1 and finding.message.startswith("the host changed memory"), finding.message
+    assert "aclrtMemcpyAsync" in finding.message and "writes" in finding.message, finding.message
+
 @pytest.mark.sanitizer_reports("pending work destroyed", "missing synchronisation")
 def test_an_event_whose_record_was_dropped_orders_nothing_its_stream_had_waited_for():
     """The record stood for s1's kernel (its stream waited for it). aclrtDestroyStreamForce dropped it: the
