@@ -15,8 +15,10 @@ overlap themselves or another view of the launch; `full`: also
 
 Order is tracked with vector clocks, as the happens-before checkers of ThreadSanitizer do: each
 stream counts its tasks; a task's clock says, for every stream, how many of its tasks are ordered
-before it. A stream's clock takes in what the host has seen complete (a synchronisation) at each
-enqueue, and an event's clock (at aclrtRecordEvent) at each aclrtStreamWaitEvent. racecheck and
+before it. A stream's clock takes in an event's clock (at aclrtRecordEvent) at each
+aclrtStreamWaitEvent; what the host has seen complete (a synchronisation) orders it before all later
+work, and is kept once for all streams: each stream keeps only the tasks the host has not seen as
+pending, and only those are checked against. racecheck and
 synccheck follow the program's order of calls, not the emulator's order of running, so eager and
 queued execution report alike; initcheck (and memcheck's faults) are about the bytes as they are when
 read. Device memory is tracked as byte ranges (a strided view counts as the whole range from its first
@@ -66,7 +68,7 @@ class StreamClock:
     of its pending copies and memsets is kept apart (`host`): racecheck compares it with other streams'
     host memory only, not with every pending task's device ranges."""
 
-    __slots__ = ("handle", "clock", "count", "pending", "epochs", "host_version", "last_task", "box", "waits",
+    __slots__ = ("handle", "clock", "count", "pending", "epochs", "last_task", "box", "waits",
                  "host", "host_box")
 
     def __init__(self, handle: int):
@@ -75,7 +77,6 @@ class StreamClock:
         self.clock: dict = {}
         self.pending: list[tuple] = []
         self.epochs: list[int] = []          # the pending tasks' epochs, for bisect
-        self.host_version = -1
         self.last_task = None
         self.box: Optional[tuple] = None     # (low, high) the pending tasks touch, once asked (apart())
         self.waits: list[tuple] = []         # (count, the awaited record's clock): waits, oldest first
@@ -433,9 +434,10 @@ class Tracker:
         self.memory = True       # memcheck's reports
         self.hazards = True      # racecheck, synccheck, initcheck
         self.clocks: dict[int, StreamClock] = {}   # stream handle -> its clock
+        self.busy: dict[int, StreamClock] = {}     # those with pending tasks: what a check looks at (idle
+                                                   # streams, however many, cost nothing)
         self.events: dict[int, dict] = {}          # event handle -> the clock of its latest record
-        self.host: dict = {}                       # what the host has seen complete
-        self.host_version = 0
+        self.host: dict = {}                       # what the host has seen complete (see _host_saw)
         self.host_copies: list[HostCopy] = []     # in the order queued
         self.host_copies_of: dict = {}             # id(task) -> its HostCopy list (a task looks up its own)
         self.host_index = HostIndex()              # their memory, by where it lies
@@ -459,16 +461,13 @@ class Tracker:
     def enqueued(self, stream, task) -> None:
         """A task was queued on `stream`: check its accesses against unordered work of other streams."""
         state = self.clocks.get(stream.handle) or self._clock_of(stream)
-        if state.host_version != self.host_version:
-            _join(state.clock, self.host)
-            state.host_version = self.host_version
         epoch = state.count = state.clock[state.handle] = state.count + 1
         state.last_task = task
-        if len(self.clocks) > 1:
+        if self.busy:
             reads, writes = task.ranges()
             touched = _box(reads, writes)
             if touched is not _EMPTY:  # event records and waits touch no memory: nothing to race with
-                for other in self.clocks.values():
+                for other in list(self.busy.values()):
                     if other is not state and other.pending and not other.apart(*touched):
                         self._check_race(stream, state, other, epoch, task)
         if self.host_copies:
@@ -476,6 +475,7 @@ class Tracker:
             if copies:
                 self._host_memory_queued(stream, state, epoch, copies)
         state.pending.append((epoch, task))
+        self.busy[state.handle] = state
         state.epochs.append(epoch)
         state.queued(task)
         if len(state.epochs) > PENDING:
@@ -509,9 +509,9 @@ class Tracker:
         engines go through it in no fixed order), then kept with its stream's."""
         for copy in copies:
             copy.stream_handle, copy.epoch = state.handle, epoch
-        if len(self.clocks) > 1:
+        if self.busy:
             low, high = min(copy.start for copy in copies), max(copy.end for copy in copies)
-            for other in self.clocks.values():
+            for other in list(self.busy.values()):
                 if other is not state and other.host and other.host_box[0] < high and low < other.host_box[1]:
                     self._check_host_race(stream, state, other, copies)
         state.queued_host(copies)
@@ -577,8 +577,6 @@ class Tracker:
         as eager execution may run it at once."""
         state = self._clock_of(stream)
         clock = dict(state.clock)
-        if state.host_version != self.host_version:
-            _join(clock, self.host)
         clock[state.handle] = state.count + 1
         return clock
 
@@ -619,7 +617,7 @@ class Tracker:
         if not self.host_copies:
             return []
         behind = set()
-        for state in self.clocks.values():
+        for state in self.busy.values():
             after = epoch if state.handle == stream_handle else state.after(stream_handle, epoch + 1)
             if after is not None:
                 behind.update(id(task) for count, task in state.pending if count > after)
@@ -631,13 +629,20 @@ class Tracker:
             self._host_saw(recorded)
 
     def _host_saw(self, clock: dict) -> None:
-        _join(self.host, clock)
-        self.host_version += 1
-        for state in self.clocks.values():
-            seen = self.host.get(state.handle, 0)
-            if state.epochs and state.epochs[0] <= seen:
-                cut = bisect.bisect_right(state.epochs, seen)
-                state.cut(cut)
+        """The host saw the work of `clock` complete: it is ordered before everything queued afterwards,
+        on any stream. That order is kept here only, not joined into every stream's clock (which cost
+        each enqueue after a synchronisation a walk of every stream's entry): a stream's pending tasks
+        are those the host has not seen, so what a clock says of tasks the host saw tells nothing.
+        Only the streams whose entry grew are looked at."""
+        host = self.host
+        for handle, seen in clock.items():
+            if host.get(handle, 0) < seen:
+                host[handle] = seen
+                state = self.clocks.get(handle)
+                if state is not None and state.epochs and state.epochs[0] <= seen:
+                    state.cut(bisect.bisect_right(state.epochs, seen))
+                    if not state.pending:
+                        del self.busy[handle]
         if self.host_copies:
             self._settle_host_copies()
 
@@ -645,8 +650,8 @@ class Tracker:
         """(stream handle, access) of queued work the host has not seen complete that conflicts with a
         host access of [start, end) (any access if `write`, writes only if not)."""
         held = getattr(self.holding, "stream", None)
-        for state in self.clocks.values():
-            if not state.pending or state.apart(start, end):
+        for state in self.busy.values():
+            if state.apart(start, end):
                 continue
             # behind the blocking callback this thread runs, on its stream or through a wait for an event
             # recorded behind it: such work cannot have run
@@ -691,7 +696,7 @@ class Tracker:
         would report again (host memory in flight)."""
         held = getattr(self.holding, "stream", None)  # what waits for the blocking callback it runs has not run
         behind = set(self._copies_behind(held, self.holding.epoch)) if held is not None else ()
-        for state in self.clocks.values():
+        for state in self.busy.values():
             if not state.host or memory.end <= state.host_box[0] or state.host_box[1] <= memory.start:
                 continue
             for copy in state.host:
@@ -731,6 +736,7 @@ class Tracker:
     def destroying_stream(self, stream, call: str, site: Site) -> None:
         """A stream goes (aclrtDestroyStream, a reset, aclFinalize) with work never synchronised."""
         state = self.clocks.pop(stream.handle, None)
+        self.busy.pop(stream.handle, None)
         # its work runs now (or is dropped, with Force): afterwards none of it needs host memory any more
         kept, gone = [], []
         for copy in self.host_copies:
