@@ -307,7 +307,8 @@ class Npu:
                 text = str(found)
                 repeats = found.count - self._start.get(id(found), (None, 0))[1]
                 if repeats > 1:
-                    text += "\n%s    (found %d times)" % (_prefix(), repeats)
+                    text += "\n%s    (found %d times%s)" % (
+                        _prefix(), repeats, ", the later ones with other numbers (offsets, sizes)" if found.differed else "")
                 findings.append((found.kind, text))
         if PROCESS.config.leak_check:  # off (NPUEMU_LEAK_CHECK=0, leak_check=False): as aclFinalize, silent
             findings += [(LEAK, "%snpuemu: leakcheck: leak: %s" % (_prefix(), line)) for line in self.leaks()

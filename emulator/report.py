@@ -4,8 +4,9 @@ Every finding (a race, a missing synchronisation, an uninitialised read, a fault
 an overrun into padding, a leak, ...) is a `Report`: its kind, the tool that found it (as
 compute-sanitizer names them: memcheck, racecheck, synccheck, initcheck, leakcheck), a message, the
 sites involved (each a role and a short stack) and the resources involved. A report is printed once
-to stderr, kept for `emulator.reports()` and counted; the same finding again (same kind, message and
-sites: a bug in a loop) only counts. With NPUEMU_SANITIZE_EXITCODE=N, a process that reported
+to stderr, kept for `emulator.reports()` and counted; the same finding again (same kind, sites and
+message but for its numbers: a bug in a loop) only counts. After PRINT_LIMIT distinct findings, one
+line says that later ones are counted, not printed. With NPUEMU_SANITIZE_EXITCODE=N, a process that reported
 anything exits with N.
 
 The printed form, one finding:
@@ -62,6 +63,7 @@ class Report:
     resources: tuple = ()
     count: int = 1
     serial: int = 0
+    differed: bool = False  # a repeat's message differed from this first one's (other offsets, sizes)
     key: tuple = field(default=(), repr=False)
 
     def text(self) -> str:
@@ -79,11 +81,16 @@ _lock = threading.RLock()
 _reports: list[Report] = []
 _by_key: dict = {}
 _total = 0
+_printed = [0]  # distinct findings shown so far (leaks print their own lines)
 
 
-# What differs between the rounds of a loop that allocates as it goes, in a finding of one bug: the
-# addresses and the allocations' numbers. The same finding is found by what remains.
-_ADDRESSES = re.compile(r"0x[0-9a-f]+|#\d+")
+# What differs between the rounds of a loop, in a finding of one bug: the addresses, the allocations'
+# numbers, and the offsets, sizes and counts inside an allocation (a loop reading a buffer element by
+# element). The same finding is found by what remains: its kind, its sites and the words of its message.
+_NUMBERS = re.compile(r"0x[0-9a-fA-F]+|#\d+|\b\d+\b")
+# Distinct findings printed per process; later ones are kept and counted (the summary, reports()), not
+# printed: a program with a bug on every line of a generated loop does not flood its stderr.
+PRINT_LIMIT = 1000
 
 
 def publish(kind: str, tool: str, message: str, sites: Sequence[tuple] = (), resources: Sequence[str] = (),
@@ -92,24 +99,38 @@ def publish(kind: str, tool: str, message: str, sites: Sequence[tuple] = (), res
     lines). Returns the record (the earlier one, counted once more, for a repeated finding)."""
     global _total
     assert KINDS.get(kind) == tool, (kind, tool)
-    shown = message if kind == "leak" else _ADDRESSES.sub("#", message)  # each leaked resource is one
-    key = (kind, tool, shown, tuple((role, site) for role, site in sites))
+    key = _identity(kind, tool, message, sites)
     with _lock:
         _total += 1
         found = _by_key.get(key)
         if found is not None:
             found.count += 1
+            found.differed = found.differed or message != found.message
             return found
         report = Report(kind, tool, message, tuple(sites), tuple(resources), 1, len(_reports) + 1, key)
         _reports.append(report)
         _by_key[key] = report
         if len(_reports) == 1:  # under the lock: a clear() on another thread cannot come between
             _mark_held(True)
-    if show:
+        printed = _printed[0] = _printed[0] + show
+    if show and printed <= PRINT_LIMIT:
         write_stderr(report.text())
+    elif show and printed == PRINT_LIMIT + 1:
+        write_stderr("%snpuemu: %d distinct findings printed: later ones are counted (the summary at exit, "
+                     "emulator.reports()), not printed" % (PREFIX, PRINT_LIMIT))
     for observer in hooks.REPORTS:
         observer.reported(report)
     return report
+
+
+def _identity(kind: str, tool: str, message: str, sites: Sequence[tuple]) -> tuple:
+    """What makes two findings one: the kind, the sites (roles and source lines) and the message, without
+    the numbers that change from one round of a loop to the next (addresses, allocation numbers,
+    offsets and sizes). A leak is each resource's own (its message names it)."""
+    if kind == "leak":
+        return kind, tool, message, tuple(sites)
+    return (kind, tool, _NUMBERS.sub("#", message),
+            tuple((_NUMBERS.sub("#", role), site) for role, site in sites))
 
 
 def write_stderr(text: str) -> None:
@@ -148,7 +169,7 @@ def clear() -> None:
             _mark_held(False)
         _reports.clear()
         _by_key.clear()
-        _total = 0
+        _printed[0] = _total = 0
 
 
 def _mark_held(held: bool) -> None:
@@ -221,7 +242,7 @@ def _forked() -> None:
     _lock = threading.RLock()  # a thread of the parent may have held it at the fork
     _reports.clear()
     _by_key.clear()
-    _total = 0
+    _printed[0] = _total = 0
 
 
 os.register_at_fork(after_in_child=_forked)

@@ -15,8 +15,10 @@ overlap themselves or another view of the launch; `full`: also
 
 Order is tracked with vector clocks, as the happens-before checkers of ThreadSanitizer do: each
 stream counts its tasks; a task's clock says, for every stream, how many of its tasks are ordered
-before it. A stream's clock takes in what the host has seen complete (a synchronisation) at each
-enqueue, and an event's clock (at aclrtRecordEvent) at each aclrtStreamWaitEvent. racecheck and
+before it. A stream's clock takes in an event's clock (at aclrtRecordEvent) at each
+aclrtStreamWaitEvent; what the host has seen complete (a synchronisation) orders it before all later
+work, and is kept once for all streams: each stream keeps only the tasks the host has not seen as
+pending, and only those are checked against. racecheck and
 synccheck follow the program's order of calls, not the emulator's order of running, so eager and
 queued execution report alike; initcheck (and memcheck's faults) are about the bytes as they are when
 read. Device memory is tracked as byte ranges (a strided view counts as the whole range from its first
@@ -66,7 +68,7 @@ class StreamClock:
     of its pending copies and memsets is kept apart (`host`): racecheck compares it with other streams'
     host memory only, not with every pending task's device ranges."""
 
-    __slots__ = ("handle", "clock", "count", "pending", "epochs", "host_version", "last_task", "box", "waits",
+    __slots__ = ("handle", "clock", "count", "pending", "epochs", "last_task", "box", "waits",
                  "host", "host_box")
 
     def __init__(self, handle: int):
@@ -75,7 +77,6 @@ class StreamClock:
         self.clock: dict = {}
         self.pending: list[tuple] = []
         self.epochs: list[int] = []          # the pending tasks' epochs, for bisect
-        self.host_version = -1
         self.last_task = None
         self.box: Optional[tuple] = None     # (low, high) the pending tasks touch, once asked (apart())
         self.waits: list[tuple] = []         # (count, the awaited record's clock): waits, oldest first
@@ -185,6 +186,12 @@ class HostRows:
     def rows(self) -> int:
         return (self.end - self.start - self.width) // self.pitch + 1 if self.pitch else 1
 
+    def sum(self) -> int:
+        return _checksum(self.start, self.end - self.start, self.pitch, self.width)
+
+    def mapped(self) -> bool:
+        return _mapped(self.start, self.end - self.start)
+
     def hits(self, low: int, high: int) -> bool:
         """Whether a byte of [low, high) is one of its bytes."""
         if high <= self.start or self.end <= low:
@@ -217,35 +224,150 @@ def _rows_meet(fewer: HostRows, more: HostRows) -> bool:
 
 class HostCopy(HostRows):
     """Host memory an async copy (or a memset) reads or writes, from its aclrtMemcpyAsync until the host
-    has seen the copy complete, with a checksum of what the memory should hold: taken when queued, and
-    again after a copy in stream order wrote it."""
+    has seen the copy complete. The checksum of what the memory should hold (taken when queued, and
+    again after a copy in stream order wrote it) is kept by its `range`, with the other copies there."""
 
-    __slots__ = ("task", "checksum", "reported", "stream_handle", "epoch")
+    __slots__ = ("task", "reported", "stream_handle", "epoch", "range")
 
     def __init__(self, task, start: int, end: int, role: str, pitch: int = 0, width: int = 0):
         super().__init__(start, end, role, pitch, width)
         self.task = task
         self.reported = False
-        self.checksum = self.sum()
         self.stream_handle: Optional[int] = None  # where the task was queued, and as which task of its
         self.epoch = 0                            # stream (Tracker.enqueued): None while not queued
-
-    def sum(self) -> int:
-        return _checksum(self.start, self.end - self.start, self.pitch, self.width)
-
-    def mapped(self) -> bool:
-        return _mapped(self.start, self.end - self.start)
-
-    def changed(self) -> Optional[str]:
-        """How the memory no longer holds what it should: "freed" (no longer mapped: an aclrtFreeHost, a
-        NumPy array or a std::vector gone with its pages), "changed", or None."""
-        if not self.mapped():
-            return "freed"
-        return "changed" if self.sum() != self.checksum else None
+        self.range: Optional[HostRange] = None    # HostIndex.watch
 
     def access(self) -> Access:
         """The memory as a report names it, with its task (once queued)."""
         return Access(self.start, self.end, self.write, "host memory", self.task, self.epoch)
+
+
+class HostRange(HostRows):
+    """One range (or one 2-D copy's rows) of host memory handed to pending copies, and the checksum each
+    of them expects it to hold: one probe and one checksum check them all (K downloads into one buffer
+    cost one sum a check, not K). Each expects `common` but those of `own`, which expect another (a
+    change between two of them queued, a blocking callback's refill for the copies behind it)."""
+
+    __slots__ = ("copies", "common", "own")
+
+    def __init__(self, start: int, end: int, pitch: int, width: int):
+        super().__init__(start, end, "", pitch, width)
+        self.copies: dict = {}  # the copies watched (not reported), in the order queued
+        self.common = 0
+        self.own: dict = {}     # copy -> the checksum it expects, where not `common`
+
+    def key(self) -> tuple:
+        return self.start, self.end, self.pitch, self.width
+
+    def now(self) -> Optional[int]:
+        """The checksum of the memory now; None when it is no longer mapped (an aclrtFreeHost, a NumPy
+        array or a std::vector gone with its pages)."""
+        return self.sum() if self.mapped() else None
+
+    def expected(self, copy: HostCopy) -> int:
+        return self.own.get(copy, self.common)
+
+    def watch(self, copy: HostCopy, checksum: int) -> None:
+        if not self.copies:
+            self.common = checksum
+        self.copies[copy] = None
+        self.expect(copy, checksum)
+
+    def unwatch(self, copy: HostCopy) -> None:
+        self.copies.pop(copy, None)
+        self.own.pop(copy, None)
+
+    def expect(self, copy: HostCopy, checksum: int) -> None:
+        if checksum == self.common:
+            self.own.pop(copy, None)
+        else:
+            self.own[copy] = checksum
+
+    def expect_all(self, checksum: int) -> None:
+        """Every copy there expects `checksum` (a copy wrote the memory in stream order)."""
+        self.common = checksum
+        self.own.clear()
+
+    def changed(self, now: Optional[int]) -> list:
+        """The copies watched that expect another checksum than `now` (None: the memory is unmapped):
+        a look at those set apart only, when the memory holds what most of them expect."""
+        if now is None or now != self.common:
+            return [copy for copy in self.copies if self.own.get(copy) != now]
+        return [copy for copy, checksum in self.own.items() if checksum != now]
+
+
+WIDE = 1 << 16  # bytes: longer host ranges are looked at one by one (few: large staging buffers)
+
+
+class HostIndex:
+    """The HostRanges of pending copies, by where they lie: the ranges that a copy's host memory meets
+    are among the narrow ones starting less than the longest one's length before it (bisect on their
+    sorted starts) and the wide ones, not among every pending copy (which cost a download O(K) with K
+    copies pending: 8 M overlap tests for 2000 downloads into slices of one buffer)."""
+
+    def __init__(self) -> None:
+        self.ranges: dict = {}   # HostRange.key() -> HostRange
+        self.starts: list = []   # the distinct starts of the narrow ranges, sorted
+        self.at: dict = {}       # start -> the narrow ranges starting there
+        self.lengths: dict = {}  # length -> how many narrow ranges have it
+        self.reach = 0           # the longest narrow range
+        self.wide: list = []
+
+    def watch(self, copy: HostCopy, checksum: int) -> None:
+        """`copy`, expecting its memory to hold `checksum`, joins the range of its memory."""
+        key = (copy.start, copy.end, copy.pitch, copy.width)
+        range_ = self.ranges.get(key)
+        if range_ is None:
+            range_ = self.ranges[key] = HostRange(*key)
+            self._add(range_)
+        range_.watch(copy, checksum)
+        copy.range = range_
+
+    def unwatch(self, copy: HostCopy) -> None:
+        """`copy` is no longer checked (settled, dropped, or reported); an empty range leaves."""
+        range_ = copy.range
+        range_.unwatch(copy)
+        if not range_.copies and self.ranges.get(range_.key()) is range_:
+            del self.ranges[range_.key()]
+            self._remove(range_)
+
+    def meeting(self, memory: HostRows) -> list:
+        """The ranges that share a byte with `memory`."""
+        found = [range_ for range_ in self.wide if range_.overlaps(memory)]
+        starts = self.starts
+        for start in starts[bisect.bisect_right(starts, memory.start - self.reach):
+                            bisect.bisect_left(starts, memory.end)]:
+            found.extend(range_ for range_ in self.at[start] if range_.overlaps(memory))
+        return found
+
+    def _add(self, range_: HostRange) -> None:
+        length = range_.end - range_.start
+        if length > WIDE:
+            self.wide.append(range_)
+            return
+        ranges = self.at.get(range_.start)
+        if ranges is None:
+            bisect.insort(self.starts, range_.start)
+            ranges = self.at[range_.start] = []
+        ranges.append(range_)
+        self.lengths[length] = self.lengths.get(length, 0) + 1
+        self.reach = max(self.reach, length)
+
+    def _remove(self, range_: HostRange) -> None:
+        length = range_.end - range_.start
+        if length > WIDE:
+            self.wide.remove(range_)
+            return
+        ranges = self.at[range_.start]
+        ranges.remove(range_)
+        if not ranges:
+            del self.at[range_.start]
+            del self.starts[bisect.bisect_left(self.starts, range_.start)]
+        self.lengths[length] -= 1
+        if not self.lengths[length]:
+            del self.lengths[length]
+            if length == self.reach:
+                self.reach = max(self.lengths, default=0)
 
 
 _readable: list = []  # emulator.memory.host_range_readable, once imported (memory imports this module)
@@ -312,11 +434,13 @@ class Tracker:
         self.memory = True       # memcheck's reports
         self.hazards = True      # racecheck, synccheck, initcheck
         self.clocks: dict[int, StreamClock] = {}   # stream handle -> its clock
+        self.busy: dict[int, StreamClock] = {}     # those with pending tasks: what a check looks at (idle
+                                                   # streams, however many, cost nothing)
         self.events: dict[int, dict] = {}          # event handle -> the clock of its latest record
-        self.host: dict = {}                       # what the host has seen complete
-        self.host_version = 0
+        self.host: dict = {}                       # what the host has seen complete (see _host_saw)
         self.host_copies: list[HostCopy] = []     # in the order queued
         self.host_copies_of: dict = {}             # id(task) -> its HostCopy list (a task looks up its own)
+        self.host_index = HostIndex()              # their memory, by where it lies
         self.running = None                        # the task running now, if any (whose site an access has)
         self.written_by_running: list = []         # (allocation, start, nbytes, runs or None) it resolved to write
         self.calling: Optional[str] = None         # the synchronous host call touching device memory now
@@ -337,16 +461,13 @@ class Tracker:
     def enqueued(self, stream, task) -> None:
         """A task was queued on `stream`: check its accesses against unordered work of other streams."""
         state = self.clocks.get(stream.handle) or self._clock_of(stream)
-        if state.host_version != self.host_version:
-            _join(state.clock, self.host)
-            state.host_version = self.host_version
         epoch = state.count = state.clock[state.handle] = state.count + 1
         state.last_task = task
-        if len(self.clocks) > 1:
+        if self.busy:
             reads, writes = task.ranges()
             touched = _box(reads, writes)
             if touched is not _EMPTY:  # event records and waits touch no memory: nothing to race with
-                for other in self.clocks.values():
+                for other in list(self.busy.values()):
                     if other is not state and other.pending and not other.apart(*touched):
                         self._check_race(stream, state, other, epoch, task)
         if self.host_copies:
@@ -354,6 +475,7 @@ class Tracker:
             if copies:
                 self._host_memory_queued(stream, state, epoch, copies)
         state.pending.append((epoch, task))
+        self.busy[state.handle] = state
         state.epochs.append(epoch)
         state.queued(task)
         if len(state.epochs) > PENDING:
@@ -387,9 +509,9 @@ class Tracker:
         engines go through it in no fixed order), then kept with its stream's."""
         for copy in copies:
             copy.stream_handle, copy.epoch = state.handle, epoch
-        if len(self.clocks) > 1:
+        if self.busy:
             low, high = min(copy.start for copy in copies), max(copy.end for copy in copies)
-            for other in self.clocks.values():
+            for other in list(self.busy.values()):
                 if other is not state and other.host and other.host_box[0] < high and low < other.host_box[1]:
                     self._check_host_race(stream, state, other, copies)
         state.queued_host(copies)
@@ -455,8 +577,6 @@ class Tracker:
         as eager execution may run it at once."""
         state = self._clock_of(stream)
         clock = dict(state.clock)
-        if state.host_version != self.host_version:
-            _join(clock, self.host)
         clock[state.handle] = state.count + 1
         return clock
 
@@ -475,16 +595,21 @@ class Tracker:
         """The blocking callback queued as task `epoch` of `stream_handle` starts: the copies behind it
         cannot have run, and a change the host made to their memory before now races with them (the
         program's other threads are not ordered with the callback)."""
-        for copy in self._copies_behind(stream_handle, epoch):
-            self._check_host_copy(copy, "when a blocking callback ahead of the copy started, in the call", user_site())
+        self._check_host_copies(self._copies_behind(stream_handle, epoch),
+                                "when a blocking callback ahead of the copy started, in the call")
 
     def callback_returned(self, stream_handle: int, epoch: int) -> None:
         """That callback returned: the work behind it starts only now, so the memory handed to the copies
         behind it is what they see as it is now (a callback that refills a staging buffer for the next
         upload is the usual pipeline, not a race)."""
+        now: dict = {}  # HostRange -> its checksum now: one sum a range
         for copy in self._copies_behind(stream_handle, epoch):
-            if not copy.reported and copy.mapped():
-                copy.checksum = copy.sum()
+            if not copy.reported:
+                range_ = copy.range
+                if range_ not in now:
+                    now[range_] = range_.now()
+                if now[range_] is not None:
+                    range_.expect(copy, now[range_])
 
     def _copies_behind(self, stream_handle: int, epoch: int) -> list:
         """The host copies queued behind task `epoch` of `stream_handle`: later on that stream, or on a
@@ -492,7 +617,7 @@ class Tracker:
         if not self.host_copies:
             return []
         behind = set()
-        for state in self.clocks.values():
+        for state in self.busy.values():
             after = epoch if state.handle == stream_handle else state.after(stream_handle, epoch + 1)
             if after is not None:
                 behind.update(id(task) for count, task in state.pending if count > after)
@@ -504,13 +629,20 @@ class Tracker:
             self._host_saw(recorded)
 
     def _host_saw(self, clock: dict) -> None:
-        _join(self.host, clock)
-        self.host_version += 1
-        for state in self.clocks.values():
-            seen = self.host.get(state.handle, 0)
-            if state.epochs and state.epochs[0] <= seen:
-                cut = bisect.bisect_right(state.epochs, seen)
-                state.cut(cut)
+        """The host saw the work of `clock` complete: it is ordered before everything queued afterwards,
+        on any stream. That order is kept here only, not joined into every stream's clock (which cost
+        each enqueue after a synchronisation a walk of every stream's entry): a stream's pending tasks
+        are those the host has not seen, so what a clock says of tasks the host saw tells nothing.
+        Only the streams whose entry grew are looked at."""
+        host = self.host
+        for handle, seen in clock.items():
+            if host.get(handle, 0) < seen:
+                host[handle] = seen
+                state = self.clocks.get(handle)
+                if state is not None and state.epochs and state.epochs[0] <= seen:
+                    state.cut(bisect.bisect_right(state.epochs, seen))
+                    if not state.pending:
+                        del self.busy[handle]
         if self.host_copies:
             self._settle_host_copies()
 
@@ -518,8 +650,8 @@ class Tracker:
         """(stream handle, access) of queued work the host has not seen complete that conflicts with a
         host access of [start, end) (any access if `write`, writes only if not)."""
         held = getattr(self.holding, "stream", None)
-        for state in self.clocks.values():
-            if not state.pending or state.apart(start, end):
+        for state in self.busy.values():
+            if state.apart(start, end):
                 continue
             # behind the blocking callback this thread runs, on its stream or through a wait for an event
             # recorded behind it: such work cannot have run
@@ -564,7 +696,7 @@ class Tracker:
         would report again (host memory in flight)."""
         held = getattr(self.holding, "stream", None)  # what waits for the blocking callback it runs has not run
         behind = set(self._copies_behind(held, self.holding.epoch)) if held is not None else ()
-        for state in self.clocks.values():
+        for state in self.busy.values():
             if not state.host or memory.end <= state.host_box[0] or state.host_box[1] <= memory.start:
                 continue
             for copy in state.host:
@@ -604,8 +736,12 @@ class Tracker:
     def destroying_stream(self, stream, call: str, site: Site) -> None:
         """A stream goes (aclrtDestroyStream, a reset, aclFinalize) with work never synchronised."""
         state = self.clocks.pop(stream.handle, None)
+        self.busy.pop(stream.handle, None)
         # its work runs now (or is dropped, with Force): afterwards none of it needs host memory any more
-        self._keep_host_copies([copy for copy in self.host_copies if copy.task.stream is not stream])
+        kept, gone = [], []
+        for copy in self.host_copies:
+            (gone if copy.task.stream is stream else kept).append(copy)
+        self._keep_host_copies(kept, gone)
         if state is None:
             return
         unseen = state.count - self.host.pop(state.handle, 0)
@@ -645,6 +781,7 @@ class Tracker:
         start+nbytes) when it runs (rows of `width` bytes `pitch` apart for a 2-D copy)."""
         if nbytes > 0:
             copy = HostCopy(task, start, start + nbytes, role, pitch, width)
+            self.host_index.watch(copy, copy.sum())
             self.host_copies.append(copy)
             self.host_copies_of.setdefault(id(task), []).append(copy)
 
@@ -652,10 +789,10 @@ class Tracker:
         """The copy runs now: the host memory it was handed must be as it was when queued, and so must the
         memory of the other copies there that it is about to write over (copy_ran)."""
         for copy in self.host_copies_of.get(id(task), ()):
-            self._check_host_copy(copy, "when the copy ran, in the call", user_site())
-            if copy.role == "writes":
-                for other in self._written_over(copy):
-                    self._check_host_copy(other, "when %s ran, in the call" % task.name, user_site())
+            self._check_host_copies((copy,), "when the copy ran, in the call")
+            if copy.role == "writes":  # (the copy itself among them: checked just now)
+                for range_ in self.host_index.meeting(copy):
+                    self._check_range(range_, "when %s ran, in the call" % task.name)
 
     def copy_ran(self, task) -> None:
         """The copy wrote the host memory it was handed: what it wrote is what that memory must hold until
@@ -663,23 +800,39 @@ class Tracker:
         reads back what this one wrote, an upload from the buffer a download refills: the device changed
         it in stream order, not the host)."""
         for copy in self.host_copies_of.get(id(task), ()):
-            if copy.role == "writes" and copy.mapped():
-                for other in self._written_over(copy):
-                    other.checksum = other.sum()
-                copy.checksum = copy.sum()
+            if copy.role == "writes" and copy.mapped():  # (its own range among those it meets)
+                for range_ in self.host_index.meeting(copy):
+                    range_.expect_all(range_.sum())
 
-    def _written_over(self, copy: HostCopy) -> list:
-        """The other copies handed host memory that `copy` writes (a scan only for copies that write host
-        memory: downloads, memsets of pinned memory)."""
-        return [other for other in self.host_copies if other is not copy and other.overlaps(copy)]
+    def _check_host_copies(self, copies, when: str) -> None:
+        """Report those of `copies` whose host memory no longer holds what they expect: one probe and one
+        checksum a range; the caller's site is looked up only for a report."""
+        now: dict = {}  # HostRange -> its checksum now (None: unmapped)
+        site: list = []
+        for copy in copies:
+            if copy.reported:
+                continue
+            range_ = copy.range
+            if range_ not in now:
+                now[range_] = range_.now()
+            if now[range_] is None or range_.expected(copy) != now[range_]:
+                site = site or [user_site()]
+                self._report_changed(copy, "freed" if now[range_] is None else "changed", when, site[0])
 
-    def _check_host_copy(self, copy: HostCopy, when: str, site: Site) -> None:
-        if copy.reported:
-            return
-        how = copy.changed()
-        if how is None:
-            return
+    def _check_range(self, range_: HostRange, when: str) -> None:
+        """_check_host_copies of every copy watched in `range_`, with a look at those that differ only."""
+        now, site = range_.now(), None
+        for copy in range_.changed(now):
+            if copy.reported:  # (reported by another check since: no longer watched)
+                self.host_index.unwatch(copy)
+                continue
+            site = site or user_site()
+            self._report_changed(copy, "freed" if now is None else "changed", when, site)
+
+    def _report_changed(self, copy: HostCopy, how: str, when: str, site: Site) -> None:
+        """The host `how` ("changed", "freed") the memory of `copy` before the program synchronised with it."""
         copy.reported = True
+        self.host_index.unwatch(copy)
         effect = ("the copy may run after the free, on memory that is gone or has become something else; keep "
                   "the memory alive" if how == "freed" else
                   "the copy may see (or overwrite) the change, or not; keep the memory as it is")
@@ -693,16 +846,17 @@ class Tracker:
 
     def _settle_host_copies(self) -> None:
         """The copies the host has now seen complete: a last check, then they are forgotten."""
-        kept = []
+        kept, settled = [], []
         for copy in self.host_copies:
-            if self._still_pending(copy):
-                kept.append(copy)
-            else:
-                self._check_host_copy(copy, "by the synchronisation", user_site())
-        self._keep_host_copies(kept)
+            (kept if self._still_pending(copy) else settled).append(copy)
+        self._check_host_copies(settled, "by the synchronisation")
+        self._keep_host_copies(kept, settled)
 
-    def _keep_host_copies(self, kept: list) -> None:
-        """Only the copies of `kept` are watched from now on (in queued order, each found by its task)."""
+    def _keep_host_copies(self, kept: list, gone: list) -> None:
+        """Only the copies of `kept` are watched from now on (in queued order, each found by its task), not
+        those of `gone`."""
+        for copy in gone:
+            self.host_index.unwatch(copy)
         self.host_copies = kept
         self.host_copies_of = {}
         for copy in kept:

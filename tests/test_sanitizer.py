@@ -1143,6 +1143,33 @@ def test_a_finding_repeated_in_a_loop_is_printed_once_and_counted(capfd):
     assert printed.count("npuemu: racecheck: race:") == 2
 
 
+@pytest.mark.sanitizer_reports("uninitialised read")
+def test_a_loop_reading_a_buffer_element_by_element_is_one_finding_counted(capfd):
+    """Each round reads another offset of the never-written buffer: one bug, one printed report (the
+    first round's message) whose count grows; the offsets made each round a new report."""
+    program = Program()
+    try:
+        unwritten, element = program.malloc(written=False), np.zeros(1, np.float32)
+        for i in range(6):
+            assert acl.rt.memcpy(acl.util.numpy_to_ptr(element), 4, unwritten + 4 * i, 4, D2H) == 0
+    finally:
+        program.close()
+    (finding,) = emulator.reports()
+    assert finding.count == 6 == report.count() and finding.differed
+    assert "4 byte(s) from offset 0 of allocation" in finding.message, finding.message
+    assert capfd.readouterr().err.count("npuemu: initcheck: uninitialised read:") == 1
+
+
+@pytest.mark.sanitizer_reports("race")
+def test_distinct_findings_past_the_print_limit_are_counted_not_printed(capfd, monkeypatch):
+    monkeypatch.setattr(report, "PRINT_LIMIT", 2)
+    for line in range(5):
+        report.publish("race", "racecheck", "what happened", (("write by X, launched", "a.py:%d in f" % line),))
+    assert len(emulator.reports()) == 5 == report.count()
+    printed = capfd.readouterr().err
+    assert printed.count("npuemu: racecheck: race:") == 2, printed
+    assert printed.count("2 distinct findings printed: later ones are counted") == 1, printed
+
 def test_the_printed_form_is_the_documented_one():
     finding = report.publish("race", "racecheck", "what happened", (("write by X, launched", "a.py:1 in f"),),
                              ("allocation #1",))
@@ -1254,6 +1281,48 @@ def test_a_destroyed_stream_leaves_every_clock():
     assert emulator.reports() == []
 
 
+def test_synchronised_streams_leave_no_entry_in_a_busy_streams_clock_nor_any_check():
+    """Streams that ran work and were synchronised are known to the host: what the host saw is kept once,
+    not joined into each stream's clock as it queues (each launch after a synchronisation walked every
+    live stream's entry: 120 us a 4x4 call with 1000 such streams), and checks look at streams with
+    work pending only. The races that remain are still found (the twin below)."""
+    from emulator import sanitizer
+    program, others = Program(), []
+    try:
+        a, b = program.malloc(), program.malloc()
+        for _ in range(30):
+            stream, _ = acl.rt.create_stream()
+            others.append(stream)
+            assert acl.rt.memset_async(b, N, 1, N, stream) == 0
+            assert acl.rt.synchronize_stream(stream) == 0
+        for _ in range(3):
+            assert acl.rt.memset_async(a, N, 2, N, program.s1) == 0
+            assert acl.rt.synchronize_stream(program.s1) == 0
+        assert acl.rt.memset_async(a, N, 3, N, program.s1) == 0
+        assert set(sanitizer.TRACKER.clocks[program.s1].clock) == {program.s1}
+        assert set(sanitizer.TRACKER.busy) == {program.s1}
+        assert acl.rt.synchronize_stream(program.s1) == 0
+    finally:
+        for stream in others:
+            acl.rt.destroy_stream(stream)
+        program.close()
+    assert emulator.reports() == []
+
+
+@pytest.mark.sanitizer_reports("race")
+def test_a_stream_synchronised_before_is_still_raced_with_by_its_later_work():
+    program = Program()
+    try:
+        a = program.malloc()
+        assert acl.rt.memset_async(a, N, 1, N, program.s2) == 0
+        assert acl.rt.synchronize_stream(program.s2) == 0
+        assert acl.rt.memset_async(a, N, 2, N, program.s1) == 0   # ordered after s2's first memset
+        assert acl.rt.memset_async(a, N, 3, N, program.s2) == 0   # not after s1's
+    finally:
+        program.close()
+    (race,) = emulator.reports()
+    assert "write/write race" in race.message, race.message
+
 def test_an_event_released_by_a_device_reset_leaves_the_tracker():
     """Events never destroyed, released by aclrtResetDevice (a leak, reported): the tracker forgets their
     records' clocks as it does a destroyed event's (kept, each init/reset cycle added one, and every
@@ -1305,6 +1374,60 @@ def test_a_synchronisation_settles_the_host_copies_without_a_look_at_other_strea
         program.close()
     assert emulator.reports() == []
 
+
+def _counting(monkeypatch, owner, name: str) -> list:
+    """Replace owner.name with a wrapper that counts its calls (in the list returned)."""
+    calls, wrapped = [0], getattr(owner, name)
+
+    def counted(*args):
+        calls[0] += 1
+        return wrapped(*args)
+    monkeypatch.setattr(owner, name, counted)
+    return calls
+
+
+@pytest.mark.parametrize("slice_step", [16, 0], ids=["own slices", "one slice"])
+def test_a_download_checks_the_pending_copies_near_its_memory_only(monkeypatch, slice_step):
+    """K downloads into pinned memory, each into its own 16-byte slice of one buffer (or all into the same
+    slice), then one synchronisation: a download finds the pending copies whose memory it writes over
+    among those near it, and sums one range once for all the copies handed it. (It tested every pending
+    copy for overlap, and summed each overlapping one: O(K^2), 8 M overlap tests for 2000 downloads.)"""
+    from emulator import sanitizer
+    overlap_tests = _counting(monkeypatch, sanitizer.HostRows, "overlaps")
+    sums = _counting(monkeypatch, sanitizer, "_checksum")
+    program, downloads = Program(), 300
+    pinned, ret = acl.rt.malloc_host(16 * downloads)
+    assert ret == 0
+    try:
+        device = program.malloc()
+        for i in range(downloads):
+            assert acl.rt.memcpy_async(pinned + slice_step * i, 16, device, 16, D2H, program.s1) == 0
+        assert acl.rt.synchronize_stream(program.s1) == 0
+        assert overlap_tests[0] <= 4 * downloads and sums[0] <= 6 * downloads, (overlap_tests, sums)
+        assert sanitizer.TRACKER.host_index.ranges == {}
+    finally:
+        acl.rt.free_host(pinned)
+        program.close()
+    assert emulator.reports() == []
+
+
+@pytest.mark.sanitizer_reports("host memory in flight")
+def test_a_change_between_two_downloads_into_one_buffer_is_found_for_the_first_only():
+    """Two downloads handed the same memory expect it to hold what it held when each was queued: the host
+    changing it between the two is the first one's finding (once), not the second's."""
+    program = Program()
+    try:
+        device, stage = program.malloc(), program.malloc_host()
+        staged = acl.util.ptr_to_numpy(stage, (N // 4,), np.dtype(np.float32).num)
+        assert acl.rt.memcpy_async(stage, N, device, N, D2H, program.s2) == 0
+        staged[0] = 5.0
+        assert acl.rt.memcpy_async(stage, N, device, N, D2H, program.s2) == 0
+        assert acl.rt.synchronize_stream(program.s2) == 0
+    finally:
+        program.close()
+    (finding,) = emulator.reports()
+    assert finding.count == 1 and finding.message.startswith("the host changed memory"), finding.message
+    assert "aclrtMemcpyAsync" in finding.message and "writes" in finding.message, finding.message
 
 @pytest.mark.sanitizer_reports("pending work destroyed", "missing synchronisation")
 def test_an_event_whose_record_was_dropped_orders_nothing_its_stream_had_waited_for():
