@@ -308,16 +308,17 @@ def _addr2line(module: str, offset: int) -> tuple:
     """(function, file, line) at `offset` of `module`: the line from its debug information, the function
     from its symbol table; "" and 0 for what it does not have (or without binutils' addr2line)."""
     try:
+        # Paths are bytes: one that is not UTF-8 (a Latin-1 directory) is kept as os.fsdecode keeps it.
         done = subprocess.run(["addr2line", "-f", "-C", "-e", module, "0x%x" % offset], capture_output=True,
-                              text=True, timeout=30)
+                              text=True, errors="surrogateescape", timeout=30)
     except (OSError, subprocess.SubprocessError):
         return "", "", 0
     lines = done.stdout.splitlines()
     if done.returncode != 0 or len(lines) < 2:
         return "", "", 0
     function = lines[0].split(" [clone ")[0] if lines[0] != "??" else ""  # not GCC's names of its copies
-    filename, _, line = lines[1].partition(":")
-    line = line.split()[0] if line else ""
+    filename, _, line = lines[1].split(" (discriminator")[0].rpartition(":")  # a path may hold a ':'
+    line = line.strip()
     if filename.startswith("??") or not line.isdigit():
         return function, "", 0
     return function, filename, int(line)

@@ -2535,3 +2535,36 @@ int main() {
         "1", "AclNN_Parameter_Error(EZ1001): aclCreateTensor: storageDims: expected a list of dims, found null",
         "161001", "AclNN_Parameter_Error(EZ1001): aclInitTensor: storageDims: expected a list of dims, found null",
         "2", "1 0"]
+
+
+LATIN1_PATH_PROGRAM = r"""#include <cstdio>
+#include "acl/acl.h"
+
+int main() {
+  aclInit(nullptr);
+  aclrtSetDevice(0);
+  void *memory = nullptr;
+  aclrtMalloc(&memory, 64, ACL_MEM_MALLOC_HUGE_FIRST);
+  aclrtFree(memory);
+  const int again = aclrtFree(memory);
+  const char *message = aclGetRecentErrMsg();
+  std::printf("%d %s\n", again, message != nullptr ? message : "(null)");
+  aclrtResetDevice(0);
+  std::printf("%d\n", aclFinalize());
+  return 0;
+}
+"""
+
+
+def test_a_c_program_in_a_directory_whose_name_is_not_utf8_gets_its_codes_and_its_path_bytes(tmp_path):
+    """Built with -g in a directory named in Latin-1 (byte 0xF1): addr2line's output was decoded as strict
+    UTF-8, so the double free returned 507000 and aclFinalize too, and the message could not be handed to C.
+    Now 107000 with a message whose site is the path's own bytes, and aclFinalize 0."""
+    directory = os.path.join(os.fsencode(str(tmp_path)), b"lat\xf1n")
+    os.mkdir(directory)
+    executable = ctoolkit.compile_program(LATIN1_PATH_PROGRAM, os.fsdecode(directory), flags=("-g",))
+    done = subprocess.run([executable], capture_output=True, timeout=120, env=ctoolkit.toolkit_environment(),
+                          cwd=directory)
+    first, second = done.stdout.split(b"\n")[:2]
+    assert first.startswith(b"107000 ") and directory + b"/program.cpp:9 in main" in first, done.stdout + done.stderr
+    assert second == b"0" and done.returncode == 0, done.stdout + done.stderr

@@ -450,19 +450,26 @@ bool write_output(const npuemu_signature &sig, int slot, PyObject *value, const 
   return !PyErr_Occurred();
 }
 
+// A Python str as the bytes a C program expects: UTF-8, and a path's bytes that are not UTF-8 (Python
+// holds them as lone surrogates, as os.fsdecode does) given back as they were. False with a Python exception.
+bool c_bytes(PyObject *text, std::string &into) {
+  PyObject *encoded = PyUnicode_AsEncodedString(text, "utf-8", "surrogateescape");
+  if (encoded == nullptr) return false;
+  into.assign(PyBytes_AS_STRING(encoded), static_cast<size_t>(PyBytes_GET_SIZE(encoded)));
+  Py_DECREF(encoded);
+  return true;
+}
+
 const char *static_string(PyObject *text) {
   // One copy per distinct value (GIL held), valid for the life of the process: never freed (see the top).
   static std::set<std::string> &strings = *new std::set<std::string>;
-  const char *utf8 = PyUnicode_AsUTF8(text);
-  return utf8 == nullptr ? nullptr : strings.insert(utf8).first->c_str();
+  std::string bytes;
+  return c_bytes(text, bytes) ? strings.insert(bytes).first->c_str() : nullptr;
 }
 
 const char *thread_string(PyObject *text) {
-  const char *utf8 = PyUnicode_AsUTF8(text);
-  if (utf8 == nullptr) return nullptr;
   std::string &latest = this_host_thread().message;  // valid until the thread's next call, as aclGetRecentErrMsg's is
-  latest = utf8;
-  return latest.c_str();
+  return c_bytes(text, latest) ? latest.c_str() : nullptr;
 }
 
 // The C result of a Python call's result; false with a Python exception for a result of the wrong shape.
