@@ -520,6 +520,20 @@ def test_setenv_bash_gives_the_same_environment(root):
         assert toolkit_variables(bash_environment(script, base)) == expected, script
 
 
+def test_set_env_sourced_by_a_relative_path_ignores_cdpath(root, tmp_path):
+    """With CDPATH set (a common ~/.bashrc line; it need not be exported), `cd` prints the directory it
+    finds, and looks in CDPATH's directories first: the root came out twice, or as another directory."""
+    base = clean_base(ROOT=root)
+    expected = toolkit_variables(bash_environment('source "$ROOT/set_env.sh"\nenv -0\n', base))
+    decoy = tmp_path / "decoy"
+    (decoy / os.path.basename(root) / "bin").mkdir(parents=True)
+    parent, name = os.path.split(root)
+    for cdpath in (".", str(decoy)):
+        for script in ('cd "%s"\nCDPATH="%s"\nsource %s/set_env.sh\ncd /\nenv -0\n' % (parent, cdpath, name),
+                       'cd "%s"\nCDPATH="%s"\nsource %s/bin/setenv.bash\ncd /\nenv -0\n' % (parent, cdpath, name)):
+            assert toolkit_variables(bash_environment(script, base)) == expected, script
+
+
 # --------------------------------------------------------------------------------------------------
 # 6. npuemu toolkit path / install
 

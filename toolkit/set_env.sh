@@ -18,7 +18,7 @@ else
          "the root: NPUEMU_TOOLKIT_ROOT=<root> . <root>/set_env.sh (the root: npuemu toolkit path)" >&2
     return 1 2>/dev/null || exit 1
 fi
-_npuemu_root="$(cd "$(dirname "$_npuemu_file")" && pwd)"
+_npuemu_root="$(CDPATH= cd -- "$(dirname -- "$_npuemu_file")" >/dev/null && pwd)"  # CDPATH would print, or go elsewhere
 unset _npuemu_file
 
 _npuemu_prepend() {  # _npuemu_prepend VARIABLE DIRECTORY...: in front, once, with no empty entry
