@@ -42,9 +42,9 @@ run: install
 	@set -e; for s in samples/*.py; do echo "== $$s"; $(PY) $$s; done
 	@set -e; export PATH="$(CURDIR)/$(VENV)/bin:$$PATH"; source "$$(npuemu toolkit path)/set_env.sh"; \
 	  rm -rf build/samples-cpp; mkdir -p build/samples-cpp; cd build/samples-cpp; \
-	  cmake $(CURDIR)/samples/cpp -DCMAKE_CXX_COMPILER=g++ -DCMAKE_SKIP_RPATH=TRUE > cmake.log || { cat cmake.log; exit 1; }; \
+	  cmake "$(CURDIR)/samples/cpp" -DCMAKE_CXX_COMPILER=g++ -DCMAKE_SKIP_RPATH=TRUE > cmake.log || { cat cmake.log; exit 1; }; \
 	  make --no-print-directory > make.log || { cat make.log; exit 1; }; \
-	  cd bin; for s in $(CURDIR)/samples/cpp/*.cpp; do echo "== samples/cpp/$${s##*/}"; ./$$(basename $$s .cpp); done
+	  cd bin; for s in "$(CURDIR)"/samples/cpp/*.cpp; do echo "== samples/cpp/$${s##*/}"; ./"$$(basename "$$s" .cpp)"; done
 
 test: install $(VENV)/.torch
 	$(VENV)/bin/pytest
