@@ -689,6 +689,37 @@ def test_toolkit_install_onto_its_own_source_keeps_the_tree(tmp_path, root, spel
         assert done.returncode == 1 and done.stderr.startswith("npuemu: "), done.stderr
 
 
+INSTALL_FAILING_MIDWAY = """import shutil, sys
+from npuemu_toolkit import cli
+def fill(source, target):  # copies part of the tree, then the disk is full
+    shutil.copytree(source + "/include", target + "/include", symlinks=True)
+    raise OSError(28, "No space left on device")
+cli.fill = fill
+sys.exit(cli.main(["install", sys.argv[1]]))
+"""
+
+
+def test_toolkit_install_keeps_the_directory_itself_and_an_earlier_copy_it_could_not_replace(tmp_path, root):
+    """The directory may be one that cannot be removed (a mount point, a volume at /usr/local/Ascend/cann,
+    a directory in a read-only parent): the install removed it and made it again, so it failed there
+    (EBUSY) after deleting the earlier copy. Now the directory stays the same one, and a copy that fails
+    midway puts the earlier copy back, with exit status 1 and the reason."""
+    target = str(tmp_path / "cann")
+    assert run(ctoolkit.npuemu_command() + ["toolkit", "install", target]).returncode == 0
+    inode = os.stat(target).st_ino
+    with open(os.path.join(target, "npuemu.python"), "w") as record:
+        record.write("/earlier/bin/python\n")
+    before = file_set(target)
+    done = run([sys.executable, "-c", INSTALL_FAILING_MIDWAY, target])
+    assert done.returncode == 1 and "No space left on device" in done.stderr, done.stdout + done.stderr
+    assert file_set(target) == before and os.stat(target).st_ino == inode
+    with open(os.path.join(target, "npuemu.python")) as record:
+        assert record.read() == "/earlier/bin/python\n"
+    done = run(ctoolkit.npuemu_command() + ["toolkit", "install", target])
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert os.stat(target).st_ino == inode and file_set(target) == file_set(root) | {"npuemu.python"}
+
+
 # --------------------------------------------------------------------------------------------------
 # 7. The table against the runtime
 

@@ -6,6 +6,7 @@ import argparse
 import os
 import shutil
 import sys
+import tempfile
 from typing import Optional
 
 from . import ToolkitMissing, root
@@ -52,14 +53,61 @@ def install_copy(source: str, target: str) -> int:
         if problem:
             print("npuemu: %s" % problem, file=sys.stderr)
             return 1
-        if os.path.exists(target):
-            shutil.rmtree(target)
-        shutil.copytree(source, target, symlinks=True)
-        # The copy is outside any environment: it runs npuemu in the interpreter that installed it.
-        with open(os.path.join(target, INTERPRETER), "w") as record:
-            record.write(sys.executable + "\n")
+        os.makedirs(target, exist_ok=True)
+        previous = set_aside(target)
+        try:
+            fill(source, target)
+        except OSError:
+            if previous is not None:
+                restore(previous, target)
+            raise
+        if previous is not None:
+            shutil.rmtree(previous, ignore_errors=True)
     except OSError as error:
         print("npuemu: cannot install the toolkit to %s: %s" % (target, error), file=sys.stderr)
         return 1
     print(target)
     return 0
+
+
+# The directory itself is kept, and only its entries replaced: it may be one that cannot be removed or
+# made again (a mount point, a volume at /usr/local/Ascend/cann, a directory in a read-only parent).
+
+def set_aside(target: str) -> Optional[str]:
+    """Move an earlier copy's entries into a hidden directory inside `target` (renames: no space needed,
+    nothing lost if the new copy fails); that directory, or None if `target` was empty."""
+    entries = os.listdir(target)
+    if not entries:
+        return None
+    previous = tempfile.mkdtemp(prefix=".npuemu-previous-", dir=target)
+    try:
+        for name in entries:
+            os.rename(os.path.join(target, name), os.path.join(previous, name))
+    except OSError:
+        restore(previous, target)
+        raise
+    return previous
+
+
+def fill(source: str, target: str) -> None:
+    """Copy the tree's entries into `target`. The copy is outside any environment: it runs npuemu in the
+    interpreter that installed it."""
+    for name in os.listdir(source):
+        path = os.path.join(source, name)
+        if os.path.isdir(path) and not os.path.islink(path):
+            shutil.copytree(path, os.path.join(target, name), symlinks=True)
+        else:
+            shutil.copy2(path, os.path.join(target, name), follow_symlinks=False)
+    with open(os.path.join(target, INTERPRETER), "w") as record:
+        record.write(sys.executable + "\n")
+
+
+def restore(previous: str, target: str) -> None:
+    """Put the entries set aside back, after removing what a failed copy left."""
+    for name in os.listdir(target):
+        path = os.path.join(target, name)
+        if path != previous:
+            shutil.rmtree(path) if os.path.isdir(path) and not os.path.islink(path) else os.remove(path)
+    for name in os.listdir(previous):
+        os.rename(os.path.join(previous, name), os.path.join(target, name))
+    os.rmdir(previous)
