@@ -62,7 +62,7 @@ PREFIX = re.compile(r"^\[PID:\d+\] \d{4}-\d\d-\d\d-\d\d:\d\d:\d\d\.\d{3} ", re.M
 # A site: `file:line in function` (a demangled C++ name may have spaces in its parameter list), or
 # `module+0xoffset[ in function]` for code without debug information, and up to two callers after ` <- `.
 _FUNCTION = r"(?:<\w+>|\w+(?:::~?\w+)*)(?:\([^()]*\))?"
-_FRAME = r"(?:[^\s:]+:\d+ in %s|/[^\s:]+\+0x[0-9a-f]+(?: in %s)?)" % (_FUNCTION, _FUNCTION)
+_FRAME = r"(?:(?:/[^:<>\n]*?|[^\s:]+):\d+ in %s|/[^:<>\n]+?\+0x[0-9a-f]+(?: in %s)?)" % (_FUNCTION, _FUNCTION)  # paths may hold spaces
 SITE = re.compile(r"%s(?: <- %s)*" % (_FRAME, _FRAME))
 HEX = re.compile(r"0x[0-9a-fA-F]+")
 ALLOCATION = re.compile(r"allocation #\d+")

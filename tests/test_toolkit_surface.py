@@ -221,7 +221,7 @@ def test_aclnn_header_refuses_c_with_a_clear_error(tmp_path, path):
     done = compile_one("gcc", ["-std=c99", "-fsyntax-only"], '#include "%s"\n' % path, tmp_path / "unit.c")
     output = done.stdout + done.stderr
     assert done.returncode != 0, "C compiled %s:\n%s" % (path, output)
-    errors = re.findall(r"^(\S+?):\d+:\d+: (?:fatal )?error: (.*)$", output, re.MULTILINE)
+    errors = re.findall(r"^(.+?):\d+:\d+: (?:fatal )?error: (.*)$", output, re.MULTILINE)
     assert errors, output
     where, what = errors[0]
     assert where == os.path.join(ctoolkit.toolkit_root(), "include", path), output

@@ -239,10 +239,11 @@ SUMMARY = re.compile(r"^========= npuemu: SUMMARY: (\d+) report\(s\) \((.*)\)$")
 # A resource line of a finding (what was involved, not where it happened): an allocation or a stream.
 RESOURCE = re.compile(r"^(allocation #\d+ |stream 0x)")
 # One frame of a site: `path:line in function` (a C++ function may be demangled with a parameter list).
-FRAME = re.compile(r"([^\s:<>()]+):(\d+) in ")
+FRAME = re.compile(r"(/[^:<>()\n]*?|[^\s:<>()]+):(\d+) in ")  # an absolute path may hold spaces
 # A whole site: frames joined by " <- ", each `path:line in function` or `module+0xoffset[ in function]`.
 _FUNCTION = r"(?:<\w+>|[\w:~]+(?:\([^()]*\))?)"
-_ONE = r"(?:[^\s:]+:\d+ in %s|[^\s:]+\+0x[0-9a-f]+(?: in %s)?)" % (_FUNCTION, _FUNCTION)
+_PATH = r"(?:/[^:<>\n]*?|[^\s:]+)"  # an absolute path may hold spaces (a checkout in "my dir")
+_ONE = r"(?:%s:\d+ in %s|%s\+0x[0-9a-f]+(?: in %s)?)" % (_PATH, _FUNCTION, _PATH, _FUNCTION)
 SITE = re.compile(r"%s(?: <- %s)*$" % (_ONE, _ONE))
 
 
