@@ -154,7 +154,8 @@ std::string load_libpython(const std::string &executable) {
     return "the Python npuemu uses (" + executable + ") has no shared libpython" NPUEMU_PYTHON_VERSION ".so "
            "(it was built without --enable-shared), which the C toolkit embeds: install npuemu with a Python "
            "built with --enable-shared (pyenv: PYTHON_CONFIGURE_OPTS=--enable-shared pyenv install "
-           NPUEMU_PYTHON_VERSION "; Debian: the libpython" NPUEMU_PYTHON_VERSION " package)";
+           NPUEMU_PYTHON_VERSION "; Debian: the libpython" NPUEMU_PYTHON_VERSION " package), or, with such a "
+           "libpython of the same Python installed since, set NPUEMU_LIBPYTHON to its path";
   }
   if (dlopen(library.c_str(), RTLD_NOW | RTLD_GLOBAL) == nullptr) {
     const char *reason = dlerror();
