@@ -206,7 +206,7 @@ def _holding(starts: list, by_start: dict, address: int) -> Optional[Allocation]
 
 
 class DeviceHeap:
-    """The memory of one device: a bump allocator over its address range, with capacity accounting."""
+    """The memory of one device: a next-fit allocator over its address range, with capacity accounting."""
 
     def __init__(self, device_id: int, base: int, span: int, capacity: int, padding: int):
         self.device_id = device_id
@@ -241,21 +241,36 @@ class DeviceHeap:
         return allocation
 
     def _place(self, padded: int) -> int:
-        """A free, aligned address range: bump first, so that freed addresses stay invalid for long."""
+        """A free, aligned address range, by next fit: from the cursor on, wrapping round at the end of the
+        range, so that a freed address is handed out again as late as possible (only when the cursor comes
+        round to it). Each step is a search of the sorted starts: cheap however many allocations live."""
         need = (padded + ALIGNMENT - 1) // ALIGNMENT * ALIGNMENT
         end = self.base + self.span
-        if self.cursor + need <= end:
-            address, self.cursor = self.cursor, self.cursor + need
-            return address
-        previous_end = self.base  # wrapped around: first fit between live allocations
-        for start in self.starts + [end]:
-            if start - previous_end >= need:
-                return previous_end
-            allocation = self.live.get(start)
-            if allocation:
-                previous_end = (allocation.end + ALIGNMENT - 1) // ALIGNMENT * ALIGNMENT
+        position, wrapped = self.cursor, False
+        while not (wrapped and position >= self.cursor):  # past the start again: every gap was tried
+            if position + need > end:
+                if wrapped:
+                    break
+                position, wrapped = self.base, True
+                continue
+            blocking = self._overlapping(position, position + need)
+            if blocking is None:
+                self.cursor = position + need
+                return position
+            position = (blocking.end + ALIGNMENT - 1) // ALIGNMENT * ALIGNMENT
         raise AclError(status.ACL_ERROR_RT_MEMORY_ALLOCATION,
                        "size: no contiguous free range of %d bytes left on device %d" % (padded, self.device_id))
+
+    def _overlapping(self, start: int, end: int) -> Optional[Allocation]:
+        """The first live allocation whose reserved range meets [start, end), or None."""
+        index = bisect.bisect_right(self.starts, start)
+        if index:
+            before = self.live[self.starts[index - 1]]
+            if before.end > start:
+                return before
+        if index < len(self.starts) and self.starts[index] < end:
+            return self.live[self.starts[index]]
+        return None
 
     def free(self, address: int, site: Union[Site, Released, str]) -> Allocation:
         allocation = self.live.pop(address, None)
@@ -270,6 +285,8 @@ class DeviceHeap:
         return allocation
 
     def _remember_freed(self, allocation: Allocation) -> None:
+        if self.freed.pop(allocation.address, None) is not None:  # an address handed out again after a wrap
+            del self.freed_starts[bisect.bisect_left(self.freed_starts, allocation.address)]
         bisect.insort(self.freed_starts, allocation.address)
         self.freed[allocation.address] = allocation
         if len(self.freed_starts) > FREED_HISTORY:  # forget the first freed: the dict keeps the order of frees

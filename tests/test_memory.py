@@ -730,6 +730,45 @@ def test_a_pointer_kept_across_a_reset_is_stale_and_never_aliases_a_new_allocati
     emulator.leaks.forget()   # `kept` was left to the reset on purpose: not the leak this test is about
 
 
+def test_after_the_address_range_wraps_freed_addresses_are_handed_out_last_and_stale_uses_are_caught():
+    """DeviceHeap._place: once the cursor had reached the end of the device's address range, every
+    aclrtMalloc was a first fit from the range's start: the address just freed was handed out again at
+    once, and a copy through the stale pointer returned 0 and wrote the new allocation. Now the cursor
+    wraps and goes on (next fit). A 64 MiB device has a 1 GiB range: 48 MiB buffers wrap it quickly."""
+    emulator.configure(device_memory="64M")
+    assert acl.rt.set_device(0) == 0
+    kept, _ = acl.rt.malloc(4096, 0)                          # live at the start of the range
+    addresses = []
+    while len(addresses) < 2 or addresses[-1] > addresses[-2]:
+        assert len(addresses) < 64, "the cursor never wrapped round a 1 GiB range"
+        address, ret = acl.rt.malloc(48 << 20, 0)
+        assert ret == 0, last_error()
+        assert acl.rt.free(address) == 0
+        addresses.append(address)
+    last_before_wrap, first_after_wrap = addresses[-2:]
+    assert kept < first_after_wrap < last_before_wrap, "the wrap skips live memory and starts at the range's start"
+    following, _ = acl.rt.malloc(48 << 20, 0)
+    assert following > first_after_wrap, "next fit: the address freed last is not the next one handed out"
+    host = np.zeros(64, np.uint8)
+    for stale in (first_after_wrap, last_before_wrap):
+        assert_rejected(acl.rt.memcpy(stale, 64, host.ctypes.data, 64, H2D), acl.ACL_ERROR_RT_PARAM_INVALID,
+                        "dst", hex(stale), "freed at")
+    assert acl.rt.free(following) == 0
+    assert acl.rt.free(kept) == 0
+
+
+def test_an_address_handed_out_and_freed_again_after_a_wrap_is_remembered_once():
+    """DeviceHeap._remember_freed added a second sorted start for an address freed again after the range
+    wrapped; once the first was forgotten, naming a stale pointer there raised KeyError."""
+    from emulator.memory import FREED_HISTORY, DeviceHeap
+    from emulator.sites import UNKNOWN
+    heap = DeviceHeap(0, base=1 << 40, span=1 << 20, capacity=1 << 20, padding=32)  # 4 buffers a lap
+    for serial in range(FREED_HISTORY + 8):
+        heap.free(heap.allocate(250 << 10, serial, UNKNOWN).address, "test")
+    assert len(heap.freed_starts) == len(heap.freed) == 4, "one record an address: the last allocation freed there"
+    assert "freed at test" in heap.explain(heap.base, "a live allocation's start")
+
+
 def test_malloc_accepts_numpy_integers():
     assert acl.rt.set_device(np.int32(0)) == 0
     address, ret = acl.rt.malloc(np.uint64(64), np.int8(0))
