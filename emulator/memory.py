@@ -365,6 +365,7 @@ class AddressSpace:
         self.heaps = [DeviceHeap(i, base + i * span, span, capacity, padding) for i in range(device_count)]
         self.host: dict[int, HostAllocation] = {}
         self.host_starts: list[int] = []  # sorted starts of self.host: which one a host range starts in
+        self.pinned = 0                   # the sum of self.host's mapped sizes: kept, not summed on each call
         self.serial = 0
 
     def close(self) -> None:
@@ -394,6 +395,7 @@ class AddressSpace:
         host = HostAllocation(address, size, site)
         self.host[address] = host
         bisect.insort(self.host_starts, address)
+        self.pinned += host.mapped
         return host
 
     def _check_pinnable(self, size: int, rounded: int) -> None:
@@ -404,7 +406,7 @@ class AddressSpace:
         physical = _memory_the_process_may_have()
         if physical is None:
             return  # the host does not say: the mapping's own failure is the only bound
-        pinned = sum(host.mapped for host in self.host.values())
+        pinned = self.pinned
         if rounded > physical - pinned:
             raise AclError(status.ACL_ERROR_RT_MEMORY_ALLOCATION,
                            "size: expected at most %d bytes, what the host can pin (its %d bytes of memory less "
@@ -448,6 +450,7 @@ class AddressSpace:
             raise AclError(status.ACL_ERROR_RT_PARAM_INVALID,
                            "hostPtr: expected an address returned by aclrtMallocHost, found 0x%x" % address)
         del self.host_starts[bisect.bisect_left(self.host_starts, address)]
+        self.pinned -= host.mapped
         _unmap(host.address, host.mapped)
 
     def resolve(self, address: int, nbytes: int, device_id: int, what: Union[str, Callable[[], str]],

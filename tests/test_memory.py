@@ -194,6 +194,11 @@ def test_host_memory_beyond_what_the_host_can_pin_is_207001_naming_the_sizes():
         message = assert_rejected(ret, acl.ACL_ERROR_RT_MEMORY_ALLOCATION, "size")
         assert "expected at most %d bytes" % (physical - half) in message, message
         assert "less %d bytes aclrtMallocHost allocations pin already), found %d bytes" % (half, half) in message
+        small, ret = acl.rt.malloc_host(100)  # the running total counts whole pages, and what is freed
+        assert ret == 0, last_error()
+        message = assert_rejected(acl.rt.malloc_host(half)[1], acl.ACL_ERROR_RT_MEMORY_ALLOCATION, "size")
+        assert "less %d bytes aclrtMallocHost allocations pin already" % (half + PAGE) in message, message
+        assert acl.rt.free_host(small) == 0
     finally:
         assert acl.rt.free_host(first) == 0
     second, ret = acl.rt.malloc_host(half)  # freed memory is pinnable again
