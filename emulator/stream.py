@@ -326,7 +326,7 @@ class Stream(Resource):
         if force:
             self._drop_queue()
         self.release(site)
-        self.context.streams.remove(self)
+        del self.context.streams[self]
         self._leave_subscriber()
         faults_module.raise_faults(self.take_faults())
 

@@ -166,6 +166,30 @@ def test_a_stream_released_only_by_destroy_context_is_reported(capsys):
                      r"only by aclrtDestroyContext", err), err   # "stream stream 0x..." before
 
 
+def test_streams_events_and_contexts_destroyed_out_of_order_leave_the_rest_reported_in_creation_order(capsys):
+    """Context.streams/events and Device.contexts became insertion-ordered dicts (a destroy was a
+    list.remove, O(live): destroying 30 000 events newest first took 3 s): what is left is still
+    released, and reported, in the order it was made."""
+    assert acl.init() == 0
+    assert acl.rt.set_device(0) == 0
+    default, _ = acl.rt.get_context()
+    made = {"stream": [acl.rt.create_stream()[0] for _ in range(5)],
+            "event": [acl.rt.create_event()[0] for _ in range(5)],
+            "context": [acl.rt.create_context(0)[0] for _ in range(4)]}
+    assert acl.rt.set_context(default) == 0
+    for kind, destroy in (("stream", acl.rt.destroy_stream), ("event", acl.rt.destroy_event),
+                          ("context", acl.rt.destroy_context)):
+        for handle in (made[kind][-1], made[kind][1]):     # the newest, then one in the middle
+            assert destroy(handle) == 0
+        made[kind] = made[kind][:1] + made[kind][2:-1]
+    assert acl.rt.reset_device(0) == 0
+    assert acl.finalize() == 0                               # the contexts left hold the device open till here
+    err = capsys.readouterr().err
+    for kind in ("stream", "event", "context"):
+        reported = [int(handle, 16) for handle in re.findall(r"leak: %s (0x[0-9a-f]+) " % kind, err)]
+        assert reported == made[kind], err
+
+
 def test_a_leak_shows_the_short_call_stack_of_a_helper(capsys):
     def make_stream():
         return acl.rt.create_stream()[0]
