@@ -232,6 +232,10 @@ class Stream(Resource):
                 # a synchronisation with a timeout waits for the other thread only until its deadline
                 if not wait or not task.run.wait_until(deadline):
                     return _STOPPED
+                if not queue or queue[0] is not task:  # meanwhile another thread took it (a report thread's
+                    if upto is not None and upto.done:  # aclrtProcessReport): popping now would drop the next
+                        return None
+                    continue
             queue.popleft()
             self._execute(task)
             if task is upto:
