@@ -272,7 +272,7 @@ class DeviceHeap:
             return self.live[self.starts[index]]
         return None
 
-    def free(self, address: int, site: Union[Site, Released, str]) -> Allocation:
+    def free(self, address: int, site: Union[Site, Released, str], remember: bool = True) -> Allocation:
         allocation = self.live.pop(address, None)
         if allocation is None:
             raise AclError(status.ACL_ERROR_RT_PARAM_INVALID, "devPtr: " + self.explain(address, "a live allocation's start"))
@@ -281,7 +281,8 @@ class DeviceHeap:
         _unmap(allocation.backing, allocation.padded)
         allocation.backing = 0
         allocation.freed_site = site
-        self._remember_freed(allocation)
+        if remember:
+            self._remember_freed(allocation)
         return allocation
 
     def _remember_freed(self, allocation: Allocation) -> None:
@@ -317,8 +318,9 @@ class DeviceHeap:
         cursor stays where it is: addresses handed out before the reset are not handed out again, so a
         pointer kept across the reset is reported as freed by it, never aliases a new allocation."""
         leaked = list(self.live.values())
-        for allocation in leaked:
-            self.free(allocation.address, how)
+        forgotten = len(leaked) - FREED_HISTORY  # freed first, these would leave the history at once
+        for index, allocation in enumerate(reversed(leaked)):  # the newest first: last of the sorted starts
+            self.free(allocation.address, how, remember=index >= forgotten)
         return leaked
 
 
