@@ -11,6 +11,7 @@ from __future__ import annotations
 import bisect
 import ctypes
 import ctypes.util
+import errno
 import functools
 import os
 import platform
@@ -32,7 +33,7 @@ _libc.msync.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
 
 PROT_NONE, PROT_READ, PROT_WRITE = 0, 1, 2
 MAP_PRIVATE, MAP_ANONYMOUS, MAP_NORESERVE = 0x02, 0x20, 0x4000
-MADV_HUGEPAGE = 14
+MADV_DONTNEED, MADV_HUGEPAGE = 4, 14
 MS_ASYNC = 1
 HUGE_PAGE = 2 << 20
 MAP_FAILED = ctypes.c_void_p(-1).value
@@ -43,8 +44,18 @@ RESERVE_FACTOR = 4       # address range per device = 4 x capacity: freed addres
 FREED_HISTORY = 4096     # freed allocations remembered, to name them in use-after-free reports
 
 
+# Ranges munmap refused, their pages already given back (see _unmap): tried again when a mapping fails,
+# and after as many munmaps as there are of them (each retry walks them all: amortised O(1) a free).
+_unmap_later: list[tuple[int, int]] = []
+_unmapped_since_retry = 0
+
+
 def _map(size: int, prot: int) -> int:
+    """A new anonymous mapping, or 0 (errno says why). When the kernel refuses, the ranges munmap refused
+    before are unmapped first, if it now can, and the mapping asked again."""
     address = _libc.mmap(None, size, prot, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0)
+    if address in (None, MAP_FAILED) and _unmap_later and _unmap_refused():
+        address = _libc.mmap(None, size, prot, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0)
     if address in (None, MAP_FAILED):
         return 0
     return address
@@ -61,7 +72,50 @@ def _back(size: int) -> int:
 
 
 def _unmap(address: int, size: int) -> None:
-    _libc.munmap(address, size)
+    """Give the range back. The kernel merges neighbouring mappings into one: unmapping a range in the
+    middle splits it in two, which fails (ENOMEM) once the process has vm.max_map_count mappings. Then
+    the pages are given back at once (madvise(MADV_DONTNEED), which splits nothing) and the range, empty,
+    stays mapped until a later munmap succeeds (_unmap_refused). A free on the card never fails for this."""
+    global _unmapped_since_retry
+    if _libc.munmap(address, size) != 0:
+        _libc.madvise(address, size, MADV_DONTNEED)
+        _unmap_later.append((address, size))
+    elif _unmap_later:  # a neighbour gone may let a refused range go as a whole mapping
+        _unmapped_since_retry += 1
+        if _unmapped_since_retry >= len(_unmap_later):
+            _unmap_refused()
+
+
+def _unmap_refused() -> bool:
+    """Unmap the ranges munmap refused, neighbours together (a run that spans a whole mapping unmaps
+    without a split); whether any was unmapped."""
+    global _unmapped_since_retry
+    _unmapped_since_retry = 0
+    runs: list[list[int]] = []
+    for address, size in sorted(_unmap_later):
+        if runs and runs[-1][0] + runs[-1][1] == address:
+            runs[-1][1] += size
+        else:
+            runs.append([address, size])
+    _unmap_later.clear()
+    for address, size in runs:
+        if _libc.munmap(address, size) != 0:
+            _unmap_later.append((address, size))
+    return len(_unmap_later) < len(runs)
+
+
+def _map_failure() -> str:
+    """Why the last mapping failed, for a 207001's message."""
+    code = ctypes.get_errno()
+    if code != errno.ENOMEM:
+        return "errno %d, %s" % (code, os.strerror(code))
+    try:
+        with open("/proc/sys/vm/max_map_count") as limit:
+            most = limit.read().strip()
+    except OSError:
+        most = "unknown"
+    return ("errno %d, %s: the host's memory, or the process's memory mappings, ran out (each allocation "
+            "is one; vm.max_map_count is %s)" % (code, os.strerror(code), most))
 
 
 # Where a cgroup (v2, then v1) says how much memory the process's group may have.
@@ -232,8 +286,8 @@ class DeviceHeap:
         backing = _back(padded)
         if not backing:
             raise AclError(status.ACL_ERROR_RT_MEMORY_ALLOCATION,
-                           "size: expected a size the host can back, found %d bytes of device memory (errno %d)"
-                           % (padded, ctypes.get_errno()))
+                           "size: expected a size the host can back, found %d bytes of device memory (%s)"
+                           % (padded, _map_failure()))
         allocation = Allocation(serial, self.device_id, address, size, padded, backing, site)
         bisect.insort(self.starts, address)
         self.live[address] = allocation
@@ -375,6 +429,8 @@ class AddressSpace:
             heap.release_all("<shutdown>")
         for host in list(self.host.values()):
             self.free_host(host.address)
+        if _unmap_later:
+            _unmap_refused()
         _unmap(self.base, self.total)
 
     def is_device(self, address: int) -> bool:
@@ -393,7 +449,7 @@ class AddressSpace:
         address = _map(rounded, PROT_READ | PROT_WRITE)
         if not address:
             raise AclError(status.ACL_ERROR_RT_MEMORY_ALLOCATION,
-                           "size: expected a size the host can allocate, found %d bytes (errno %d)" % (size, ctypes.get_errno()))
+                           "size: expected a size the host can allocate, found %d bytes (%s)" % (size, _map_failure()))
         host = HostAllocation(address, size, site)
         self.host[address] = host
         bisect.insort(self.host_starts, address)

@@ -774,6 +774,58 @@ def test_an_address_handed_out_and_freed_again_after_a_wrap_is_remembered_once()
     assert "freed at test" in heap.explain(heap.base, "a live allocation's start")
 
 
+class RefusingLibc:
+    """emulator.memory's libc, with a kernel that refuses munmap (as at vm.max_map_count, where unmapping a
+    range in the middle of a mapping would split it) and, when told, mmap too, both with ENOMEM."""
+
+    def __init__(self, libc):
+        self.libc, self.refuse_munmap, self.refuse_mmap, self.calls = libc, True, False, []
+
+    def munmap(self, address, size):
+        self.calls.append(("munmap", address, size, not self.refuse_munmap))
+        if self.refuse_munmap:
+            ctypes.set_errno(12)
+            return -1
+        return self.libc.munmap(address, size)
+
+    def mmap(self, *arguments):
+        if self.refuse_mmap:
+            ctypes.set_errno(12)
+            return ctypes.c_void_p(-1).value
+        return self.libc.mmap(*arguments)
+
+    def madvise(self, address, size, advice):
+        self.calls.append(("madvise", address, size, advice))
+        return self.libc.madvise(address, size, advice)
+
+
+def test_a_free_the_kernel_cannot_unmap_still_succeeds_gives_the_pages_back_and_unmaps_later(device, monkeypatch):
+    """memory._unmap ignored munmap's failure (ENOMEM at vm.max_map_count): aclrtFree returned 0 and the
+    pages stayed mapped and committed. Now the free succeeds, as on the card; the pages go back at once
+    (madvise(MADV_DONTNEED)) and the range is unmapped once munmap can (after later frees, or when a
+    mapping fails); a mapping that fails says why."""
+    kernel = RefusingLibc(emulator.memory._libc)
+    monkeypatch.setattr(emulator.memory, "_libc", kernel)
+    address, _ = acl.rt.malloc(1 << 20, 0)
+    upload(address, bytes(1 << 20))
+    assert acl.rt.free(address) == 0
+    (_, backing, size, _), = [call for call in kernel.calls if call[0] == "munmap"]
+    assert ("madvise", backing, size, 4) in kernel.calls, "the pages were not given back"
+    kernel.refuse_munmap = False
+    for _ in range(2):
+        other, _ = acl.rt.malloc(64, 0)
+        assert acl.rt.free(other) == 0
+    assert ("munmap", backing, size, True) in kernel.calls, "the range was never unmapped"
+    kernel.refuse_munmap = True
+    address, _ = acl.rt.malloc(64, 0)  # the failing mapping below unmaps what munmap refuses here first
+    assert acl.rt.free(address) == 0
+    kernel.refuse_munmap, kernel.refuse_mmap = False, True
+    address, ret = acl.rt.malloc(64, 0)
+    message = assert_rejected(ret, acl.ACL_ERROR_RT_MEMORY_ALLOCATION, "size", "errno 12", "vm.max_map_count")
+    assert [call[3] for call in kernel.calls if call[0] == "munmap"][-1] is True, message
+    assert emulator.memory._unmap_later == []
+
+
 def test_malloc_accepts_numpy_integers():
     assert acl.rt.set_device(np.int32(0)) == 0
     address, ret = acl.rt.malloc(np.uint64(64), np.int8(0))
