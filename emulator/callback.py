@@ -20,7 +20,7 @@ from . import status
 from .errors import AclError
 from .sanitizer import TRACKER
 from .sites import Site
-from .stream import Stream, Task, wait_unlocked
+from .stream import Stream, Task, wait_unlocked, wake_waiters
 
 DRIVE_EVERY = 0.01  # seconds between two runs of a waiting aclrtProcessReport's streams up to their callbacks
 UNSUBSCRIBED, DROPPED = "unsubscribed", "dropped"  # why a handed-over callback was taken back (Call.taken_back)
@@ -73,6 +73,8 @@ class Call:
                 with self.lock:
                     TRACKER.callback_returned(self.holds, self.seen[self.holds])
             self.done.set()
+            if self.lock is not None:  # the stream's synchronisation waits for it (HandOver._wait)
+                wake_waiters(self.lock)
 
 
 def subscribe(thread_id: int, stream: Stream) -> None:

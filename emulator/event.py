@@ -132,7 +132,7 @@ class Event(Resource):
     def destroy(self, site: Optional[Site] = None) -> None:
         TRACKER.reset_event(self)
         self.release(site)
-        self.context.events.remove(self)
+        del self.context.events[self]
 
     def orphan(self, released: Released) -> None:
         """Released by a reset or a context destroyed: the sanitizer forgets its record's clock too (kept,

@@ -11,6 +11,7 @@ from __future__ import annotations
 import bisect
 import ctypes
 import ctypes.util
+import errno
 import functools
 import os
 import platform
@@ -32,7 +33,7 @@ _libc.msync.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
 
 PROT_NONE, PROT_READ, PROT_WRITE = 0, 1, 2
 MAP_PRIVATE, MAP_ANONYMOUS, MAP_NORESERVE = 0x02, 0x20, 0x4000
-MADV_HUGEPAGE = 14
+MADV_DONTNEED, MADV_HUGEPAGE = 4, 14
 MS_ASYNC = 1
 HUGE_PAGE = 2 << 20
 MAP_FAILED = ctypes.c_void_p(-1).value
@@ -43,8 +44,18 @@ RESERVE_FACTOR = 4       # address range per device = 4 x capacity: freed addres
 FREED_HISTORY = 4096     # freed allocations remembered, to name them in use-after-free reports
 
 
+# Ranges munmap refused, their pages already given back (see _unmap): tried again when a mapping fails,
+# and after as many munmaps as there are of them (each retry walks them all: amortised O(1) a free).
+_unmap_later: list[tuple[int, int]] = []
+_unmapped_since_retry = 0
+
+
 def _map(size: int, prot: int) -> int:
+    """A new anonymous mapping, or 0 (errno says why). When the kernel refuses, the ranges munmap refused
+    before are unmapped first, if it now can, and the mapping asked again."""
     address = _libc.mmap(None, size, prot, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0)
+    if address in (None, MAP_FAILED) and _unmap_later and _unmap_refused():
+        address = _libc.mmap(None, size, prot, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0)
     if address in (None, MAP_FAILED):
         return 0
     return address
@@ -61,7 +72,50 @@ def _back(size: int) -> int:
 
 
 def _unmap(address: int, size: int) -> None:
-    _libc.munmap(address, size)
+    """Give the range back. The kernel merges neighbouring mappings into one: unmapping a range in the
+    middle splits it in two, which fails (ENOMEM) once the process has vm.max_map_count mappings. Then
+    the pages are given back at once (madvise(MADV_DONTNEED), which splits nothing) and the range, empty,
+    stays mapped until a later munmap succeeds (_unmap_refused). A free on the card never fails for this."""
+    global _unmapped_since_retry
+    if _libc.munmap(address, size) != 0:
+        _libc.madvise(address, size, MADV_DONTNEED)
+        _unmap_later.append((address, size))
+    elif _unmap_later:  # a neighbour gone may let a refused range go as a whole mapping
+        _unmapped_since_retry += 1
+        if _unmapped_since_retry >= len(_unmap_later):
+            _unmap_refused()
+
+
+def _unmap_refused() -> bool:
+    """Unmap the ranges munmap refused, neighbours together (a run that spans a whole mapping unmaps
+    without a split); whether any was unmapped."""
+    global _unmapped_since_retry
+    _unmapped_since_retry = 0
+    runs: list[list[int]] = []
+    for address, size in sorted(_unmap_later):
+        if runs and runs[-1][0] + runs[-1][1] == address:
+            runs[-1][1] += size
+        else:
+            runs.append([address, size])
+    _unmap_later.clear()
+    for address, size in runs:
+        if _libc.munmap(address, size) != 0:
+            _unmap_later.append((address, size))
+    return len(_unmap_later) < len(runs)
+
+
+def _map_failure() -> str:
+    """Why the last mapping failed, for a 207001's message."""
+    code = ctypes.get_errno()
+    if code != errno.ENOMEM:
+        return "errno %d, %s" % (code, os.strerror(code))
+    try:
+        with open("/proc/sys/vm/max_map_count") as limit:
+            most = limit.read().strip()
+    except OSError:
+        most = "unknown"
+    return ("errno %d, %s: the host's memory, or the process's memory mappings, ran out (each allocation "
+            "is one; vm.max_map_count is %s)" % (code, os.strerror(code), most))
 
 
 # Where a cgroup (v2, then v1) says how much memory the process's group may have.
@@ -206,7 +260,7 @@ def _holding(starts: list, by_start: dict, address: int) -> Optional[Allocation]
 
 
 class DeviceHeap:
-    """The memory of one device: a bump allocator over its address range, with capacity accounting."""
+    """The memory of one device: a next-fit allocator over its address range, with capacity accounting."""
 
     def __init__(self, device_id: int, base: int, span: int, capacity: int, padding: int):
         self.device_id = device_id
@@ -232,8 +286,8 @@ class DeviceHeap:
         backing = _back(padded)
         if not backing:
             raise AclError(status.ACL_ERROR_RT_MEMORY_ALLOCATION,
-                           "size: expected a size the host can back, found %d bytes of device memory (errno %d)"
-                           % (padded, ctypes.get_errno()))
+                           "size: expected a size the host can back, found %d bytes of device memory (%s)"
+                           % (padded, _map_failure()))
         allocation = Allocation(serial, self.device_id, address, size, padded, backing, site)
         bisect.insort(self.starts, address)
         self.live[address] = allocation
@@ -241,23 +295,38 @@ class DeviceHeap:
         return allocation
 
     def _place(self, padded: int) -> int:
-        """A free, aligned address range: bump first, so that freed addresses stay invalid for long."""
+        """A free, aligned address range, by next fit: from the cursor on, wrapping round at the end of the
+        range, so that a freed address is handed out again as late as possible (only when the cursor comes
+        round to it). Each step is a search of the sorted starts: cheap however many allocations live."""
         need = (padded + ALIGNMENT - 1) // ALIGNMENT * ALIGNMENT
         end = self.base + self.span
-        if self.cursor + need <= end:
-            address, self.cursor = self.cursor, self.cursor + need
-            return address
-        previous_end = self.base  # wrapped around: first fit between live allocations
-        for start in self.starts + [end]:
-            if start - previous_end >= need:
-                return previous_end
-            allocation = self.live.get(start)
-            if allocation:
-                previous_end = (allocation.end + ALIGNMENT - 1) // ALIGNMENT * ALIGNMENT
+        position, wrapped = self.cursor, False
+        while not (wrapped and position >= self.cursor):  # past the start again: every gap was tried
+            if position + need > end:
+                if wrapped:
+                    break
+                position, wrapped = self.base, True
+                continue
+            blocking = self._overlapping(position, position + need)
+            if blocking is None:
+                self.cursor = position + need
+                return position
+            position = (blocking.end + ALIGNMENT - 1) // ALIGNMENT * ALIGNMENT
         raise AclError(status.ACL_ERROR_RT_MEMORY_ALLOCATION,
                        "size: no contiguous free range of %d bytes left on device %d" % (padded, self.device_id))
 
-    def free(self, address: int, site: Union[Site, Released, str]) -> Allocation:
+    def _overlapping(self, start: int, end: int) -> Optional[Allocation]:
+        """The first live allocation whose reserved range meets [start, end), or None."""
+        index = bisect.bisect_right(self.starts, start)
+        if index:
+            before = self.live[self.starts[index - 1]]
+            if before.end > start:
+                return before
+        if index < len(self.starts) and self.starts[index] < end:
+            return self.live[self.starts[index]]
+        return None
+
+    def free(self, address: int, site: Union[Site, Released, str], remember: bool = True) -> Allocation:
         allocation = self.live.pop(address, None)
         if allocation is None:
             raise AclError(status.ACL_ERROR_RT_PARAM_INVALID, "devPtr: " + self.explain(address, "a live allocation's start"))
@@ -266,10 +335,13 @@ class DeviceHeap:
         _unmap(allocation.backing, allocation.padded)
         allocation.backing = 0
         allocation.freed_site = site
-        self._remember_freed(allocation)
+        if remember:
+            self._remember_freed(allocation)
         return allocation
 
     def _remember_freed(self, allocation: Allocation) -> None:
+        if self.freed.pop(allocation.address, None) is not None:  # an address handed out again after a wrap
+            del self.freed_starts[bisect.bisect_left(self.freed_starts, allocation.address)]
         bisect.insort(self.freed_starts, allocation.address)
         self.freed[allocation.address] = allocation
         if len(self.freed_starts) > FREED_HISTORY:  # forget the first freed: the dict keeps the order of frees
@@ -300,8 +372,9 @@ class DeviceHeap:
         cursor stays where it is: addresses handed out before the reset are not handed out again, so a
         pointer kept across the reset is reported as freed by it, never aliases a new allocation."""
         leaked = list(self.live.values())
-        for allocation in leaked:
-            self.free(allocation.address, how)
+        forgotten = len(leaked) - FREED_HISTORY  # freed first, these would leave the history at once
+        for index, allocation in enumerate(reversed(leaked)):  # the newest first: last of the sorted starts
+            self.free(allocation.address, how, remember=index >= forgotten)
         return leaked
 
 
@@ -348,6 +421,7 @@ class AddressSpace:
         self.heaps = [DeviceHeap(i, base + i * span, span, capacity, padding) for i in range(device_count)]
         self.host: dict[int, HostAllocation] = {}
         self.host_starts: list[int] = []  # sorted starts of self.host: which one a host range starts in
+        self.pinned = 0                   # the sum of self.host's mapped sizes: kept, not summed on each call
         self.serial = 0
 
     def close(self) -> None:
@@ -355,6 +429,8 @@ class AddressSpace:
             heap.release_all("<shutdown>")
         for host in list(self.host.values()):
             self.free_host(host.address)
+        if _unmap_later:
+            _unmap_refused()
         _unmap(self.base, self.total)
 
     def is_device(self, address: int) -> bool:
@@ -373,10 +449,11 @@ class AddressSpace:
         address = _map(rounded, PROT_READ | PROT_WRITE)
         if not address:
             raise AclError(status.ACL_ERROR_RT_MEMORY_ALLOCATION,
-                           "size: expected a size the host can allocate, found %d bytes (errno %d)" % (size, ctypes.get_errno()))
+                           "size: expected a size the host can allocate, found %d bytes (%s)" % (size, _map_failure()))
         host = HostAllocation(address, size, site)
         self.host[address] = host
         bisect.insort(self.host_starts, address)
+        self.pinned += host.mapped
         return host
 
     def _check_pinnable(self, size: int, rounded: int) -> None:
@@ -387,7 +464,7 @@ class AddressSpace:
         physical = _memory_the_process_may_have()
         if physical is None:
             return  # the host does not say: the mapping's own failure is the only bound
-        pinned = sum(host.mapped for host in self.host.values())
+        pinned = self.pinned
         if rounded > physical - pinned:
             raise AclError(status.ACL_ERROR_RT_MEMORY_ALLOCATION,
                            "size: expected at most %d bytes, what the host can pin (its %d bytes of memory less "
@@ -431,6 +508,7 @@ class AddressSpace:
             raise AclError(status.ACL_ERROR_RT_PARAM_INVALID,
                            "hostPtr: expected an address returned by aclrtMallocHost, found 0x%x" % address)
         del self.host_starts[bisect.bisect_left(self.host_starts, address)]
+        self.pinned -= host.mapped
         _unmap(host.address, host.mapped)
 
     def resolve(self, address: int, nbytes: int, device_id: int, what: Union[str, Callable[[], str]],

@@ -324,9 +324,24 @@ def _addr2line(module: str, offset: int) -> tuple:
     return function, filename, int(line)
 
 
+_lines: dict = {}  # (id(code), offset) -> (code, its line): a leak in a loop shows one site many times
+
+
 def _line_of(code, offset: int) -> int:
     """The source line of the instruction at byte `offset` of `code` (what frame.f_lineno computes, done
-    only when a site is shown)."""
+    only when a site is shown), looked up once per instruction: the look-up walks the code's line table."""
+    key = (id(code), offset)
+    known = _lines.get(key)
+    if known is not None and known[0] is code:  # (not an id reused by a new code object)
+        return known[1]
+    if len(_lines) >= KNOWN_SITES:
+        _lines.clear()
+    line = _look_up_line(code, offset)
+    _lines[key] = (code, line)
+    return line
+
+
+def _look_up_line(code, offset: int) -> int:
     line = code.co_firstlineno
     if not hasattr(code, "co_lines"):  # Python 3.9: the table of line starts
         for start, number in dis.findlinestarts(code):

@@ -128,14 +128,31 @@ def _waits_for_itself(stream: "Stream", task: Task) -> AclError:
                     "would hang)" % (stream.describe(), task.name, why))
 
 
+_waiting: dict = {}  # a runtime lock -> the Condition on it that wait_unlocked waits on (one lock, in practice)
+
+
+def _waiting_on(lock) -> threading.Condition:
+    waiting = _waiting.get(lock)
+    return waiting if waiting is not None else _waiting.setdefault(lock, threading.Condition(lock))
+
+
 def wait_unlocked(lock, done: Callable[[], bool], stop: Optional[float]) -> None:
-    """Until done() (another thread's doing) or time.perf_counter() passes `stop` (None: no end), looking
-    every POLL seconds, with the runtime `lock` released meanwhile however deeply this thread holds it
-    (the other thread may need the runtime), and taken back."""
-    waiting = threading.Condition(lock)
+    """Until done() (another thread's doing) or time.perf_counter() passes `stop` (None: no end), with the
+    runtime `lock` released meanwhile however deeply this thread holds it (the other thread may need the
+    runtime), and taken back. It looks again when woken (`wake_waiters`, once what it waits for is done),
+    and every POLL seconds for what nobody wakes it for."""
+    waiting = _waiting_on(lock)
     with waiting:
         while not done() and (stop is None or _clock() < stop):
             waiting.wait(POLL)
+
+
+def wake_waiters(lock) -> None:
+    """The threads in wait_unlocked on `lock` look at what they wait for now, not at their next poll (a
+    blocking callback ended: each poll cost its synchronisation up to 2 ms). Takes `lock`, re-entrantly."""
+    waiting = _waiting_on(lock)
+    with waiting:
+        waiting.notify_all()
 
 
 def _ready(task: Task) -> bool:
@@ -232,6 +249,10 @@ class Stream(Resource):
                 # a synchronisation with a timeout waits for the other thread only until its deadline
                 if not wait or not task.run.wait_until(deadline):
                     return _STOPPED
+                if not queue or queue[0] is not task:  # meanwhile another thread took it (a report thread's
+                    if upto is not None and upto.done:  # aclrtProcessReport): popping now would drop the next
+                        return None
+                    continue
             queue.popleft()
             self._execute(task)
             if task is upto:
@@ -280,6 +301,8 @@ class Stream(Resource):
             finally:
                 TRACKER.running = None
                 self.busy = None
+                if getattr(run, "resumable", False):  # a blocking callback: another thread may wait for the stream
+                    wake_waiters(run.lock)
             start += _clock() - begin
         elif isinstance(task, WaitTask):
             task.record = task.standing()  # the record it waited for: the trace draws its arrow from it
@@ -326,7 +349,7 @@ class Stream(Resource):
         if force:
             self._drop_queue()
         self.release(site)
-        self.context.streams.remove(self)
+        del self.context.streams[self]
         self._leave_subscriber()
         faults_module.raise_faults(self.take_faults())
 

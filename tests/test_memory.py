@@ -194,6 +194,11 @@ def test_host_memory_beyond_what_the_host_can_pin_is_207001_naming_the_sizes():
         message = assert_rejected(ret, acl.ACL_ERROR_RT_MEMORY_ALLOCATION, "size")
         assert "expected at most %d bytes" % (physical - half) in message, message
         assert "less %d bytes aclrtMallocHost allocations pin already), found %d bytes" % (half, half) in message
+        small, ret = acl.rt.malloc_host(100)  # the running total counts whole pages, and what is freed
+        assert ret == 0, last_error()
+        message = assert_rejected(acl.rt.malloc_host(half)[1], acl.ACL_ERROR_RT_MEMORY_ALLOCATION, "size")
+        assert "less %d bytes aclrtMallocHost allocations pin already" % (half + PAGE) in message, message
+        assert acl.rt.free_host(small) == 0
     finally:
         assert acl.rt.free_host(first) == 0
     second, ret = acl.rt.malloc_host(half)  # freed memory is pinnable again
@@ -728,6 +733,97 @@ def test_a_pointer_kept_across_a_reset_is_stale_and_never_aliases_a_new_allocati
         assert acl.rt.free(address) == 0
     assert acl.rt.reset_device(0) == 0
     emulator.leaks.forget()   # `kept` was left to the reset on purpose: not the leak this test is about
+
+
+def test_after_the_address_range_wraps_freed_addresses_are_handed_out_last_and_stale_uses_are_caught():
+    """DeviceHeap._place: once the cursor had reached the end of the device's address range, every
+    aclrtMalloc was a first fit from the range's start: the address just freed was handed out again at
+    once, and a copy through the stale pointer returned 0 and wrote the new allocation. Now the cursor
+    wraps and goes on (next fit). A 64 MiB device has a 1 GiB range: 48 MiB buffers wrap it quickly."""
+    emulator.configure(device_memory="64M")
+    assert acl.rt.set_device(0) == 0
+    kept, _ = acl.rt.malloc(4096, 0)                          # live at the start of the range
+    addresses = []
+    while len(addresses) < 2 or addresses[-1] > addresses[-2]:
+        assert len(addresses) < 64, "the cursor never wrapped round a 1 GiB range"
+        address, ret = acl.rt.malloc(48 << 20, 0)
+        assert ret == 0, last_error()
+        assert acl.rt.free(address) == 0
+        addresses.append(address)
+    last_before_wrap, first_after_wrap = addresses[-2:]
+    assert kept < first_after_wrap < last_before_wrap, "the wrap skips live memory and starts at the range's start"
+    following, _ = acl.rt.malloc(48 << 20, 0)
+    assert following > first_after_wrap, "next fit: the address freed last is not the next one handed out"
+    host = np.zeros(64, np.uint8)
+    for stale in (first_after_wrap, last_before_wrap):
+        assert_rejected(acl.rt.memcpy(stale, 64, host.ctypes.data, 64, H2D), acl.ACL_ERROR_RT_PARAM_INVALID,
+                        "dst", hex(stale), "freed at")
+    assert acl.rt.free(following) == 0
+    assert acl.rt.free(kept) == 0
+
+
+def test_an_address_handed_out_and_freed_again_after_a_wrap_is_remembered_once():
+    """DeviceHeap._remember_freed added a second sorted start for an address freed again after the range
+    wrapped; once the first was forgotten, naming a stale pointer there raised KeyError."""
+    from emulator.memory import FREED_HISTORY, DeviceHeap
+    from emulator.sites import UNKNOWN
+    heap = DeviceHeap(0, base=1 << 40, span=1 << 20, capacity=1 << 20, padding=32)  # 4 buffers a lap
+    for serial in range(FREED_HISTORY + 8):
+        heap.free(heap.allocate(250 << 10, serial, UNKNOWN).address, "test")
+    assert len(heap.freed_starts) == len(heap.freed) == 4, "one record an address: the last allocation freed there"
+    assert "freed at test" in heap.explain(heap.base, "a live allocation's start")
+
+
+class RefusingLibc:
+    """emulator.memory's libc, with a kernel that refuses munmap (as at vm.max_map_count, where unmapping a
+    range in the middle of a mapping would split it) and, when told, mmap too, both with ENOMEM."""
+
+    def __init__(self, libc):
+        self.libc, self.refuse_munmap, self.refuse_mmap, self.calls = libc, True, False, []
+
+    def munmap(self, address, size):
+        self.calls.append(("munmap", address, size, not self.refuse_munmap))
+        if self.refuse_munmap:
+            ctypes.set_errno(12)
+            return -1
+        return self.libc.munmap(address, size)
+
+    def mmap(self, *arguments):
+        if self.refuse_mmap:
+            ctypes.set_errno(12)
+            return ctypes.c_void_p(-1).value
+        return self.libc.mmap(*arguments)
+
+    def madvise(self, address, size, advice):
+        self.calls.append(("madvise", address, size, advice))
+        return self.libc.madvise(address, size, advice)
+
+
+def test_a_free_the_kernel_cannot_unmap_still_succeeds_gives_the_pages_back_and_unmaps_later(device, monkeypatch):
+    """memory._unmap ignored munmap's failure (ENOMEM at vm.max_map_count): aclrtFree returned 0 and the
+    pages stayed mapped and committed. Now the free succeeds, as on the card; the pages go back at once
+    (madvise(MADV_DONTNEED)) and the range is unmapped once munmap can (after later frees, or when a
+    mapping fails); a mapping that fails says why."""
+    kernel = RefusingLibc(emulator.memory._libc)
+    monkeypatch.setattr(emulator.memory, "_libc", kernel)
+    address, _ = acl.rt.malloc(1 << 20, 0)
+    upload(address, bytes(1 << 20))
+    assert acl.rt.free(address) == 0
+    (_, backing, size, _), = [call for call in kernel.calls if call[0] == "munmap"]
+    assert ("madvise", backing, size, 4) in kernel.calls, "the pages were not given back"
+    kernel.refuse_munmap = False
+    for _ in range(2):
+        other, _ = acl.rt.malloc(64, 0)
+        assert acl.rt.free(other) == 0
+    assert ("munmap", backing, size, True) in kernel.calls, "the range was never unmapped"
+    kernel.refuse_munmap = True
+    address, _ = acl.rt.malloc(64, 0)  # the failing mapping below unmaps what munmap refuses here first
+    assert acl.rt.free(address) == 0
+    kernel.refuse_munmap, kernel.refuse_mmap = False, True
+    address, ret = acl.rt.malloc(64, 0)
+    message = assert_rejected(ret, acl.ACL_ERROR_RT_MEMORY_ALLOCATION, "size", "errno 12", "vm.max_map_count")
+    assert [call[3] for call in kernel.calls if call[0] == "munmap"][-1] is True, message
+    assert emulator.memory._unmap_later == []
 
 
 def test_malloc_accepts_numpy_integers():

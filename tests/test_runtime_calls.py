@@ -733,6 +733,85 @@ def test_a_synchronisation_with_a_timeout_waits_for_a_blocking_callback_only_unt
         busy.close()
 
 
+def test_work_behind_a_blocking_callback_that_the_report_thread_ran_meanwhile_is_not_lost(device, monkeypatch):
+    """Stream._run: a synchronisation with a timeout waits for a blocking callback with the runtime lock
+    released; meanwhile the report thread's aclrtProcessReport may run the stream up to the callback and
+    take its task off the queue. The synchronisation then popped the task behind it, a memset, and ran the
+    callback's task again in its place: the memset was lost and the call returned 0. Here the
+    synchronising thread resumes late, as the scheduler may make it, after the report thread did that."""
+    from emulator import callback
+    from emulator.runtime import stream_of
+    target = stream_of(device.stream)
+    waiting = callback.wait_unlocked
+
+    def resumed_late(lock, done, stop):
+        waiting(lock, done, stop)
+        waiting(lock, lambda: len(target.queue) == 1, time.perf_counter() + 5)  # the memset is left
+    monkeypatch.setattr(callback, "wait_unlocked", resumed_late)
+    address = device.malloc(16)
+    assert acl.rt.memset(address, 16, 1, 16) == 0
+    ctx, _ = acl.rt.get_context()
+    reporter, seen = ReportThread(ctx), []
+    try:
+        assert acl.rt.subscribe_report(reporter.thread.ident, device.stream) == 0
+        assert acl.rt.launch_callback(first_byte_reader(address, seen), None, acl.ACL_CALLBACK_BLOCK,
+                                      device.stream) == 0
+        assert acl.rt.memset_async(address, 16, 7, 16, device.stream) == 0
+        assert acl.rt.synchronize_stream_with_timeout(device.stream, 10000) == 0, last_error()
+        assert acl.rt.unsubscribe_report(reporter.thread.ident, device.stream) == 0
+    finally:
+        reporter.join()
+    host = np.zeros(16, np.uint8)
+    assert acl.rt.memcpy(host.ctypes.data, 16, address, 16, D2H) == 0
+    assert seen == [1] and host[0] == 7, "the memset behind the callback ran, after it"
+    assert reporter.codes == []
+
+
+@pytest.mark.parametrize("waiter", ["the synchronising thread", "a second synchronisation"])
+def test_a_thread_waiting_for_a_blocking_callback_is_woken_when_it_ends_not_at_its_next_poll(
+        device, monkeypatch, waiter):
+    """A synchronisation waiting for a blocking callback (or for another thread inside the callback's task)
+    looked every POLL (2 ms) and nothing woke it: 2 ms of wall time a callback. With polls 30 s apart, a
+    synchronisation with a 10 s timeout still sees the callback end, and runs the memset behind it: it is
+    woken. (In the second case, another thread synchronises with an event recorded after the callback,
+    and runs the callback's task, not the memset.)"""
+    monkeypatch.setattr(emulator.stream, "POLL", 30.0)
+    address = device.malloc(16)
+    assert acl.rt.memset(address, 16, 1, 16) == 0
+    ctx, _ = acl.rt.get_context()
+    event, _ = acl.rt.create_event()
+    go, stop, seen, results = threading.Event(), threading.Event(), [], []
+    server = held_report_thread(ctx, go, stop, 5.0)
+    server.start()
+    try:
+        assert acl.rt.subscribe_report(server.ident, device.stream) == 0
+        assert acl.rt.launch_callback(first_byte_reader(address, seen), None, acl.ACL_CALLBACK_BLOCK,
+                                      device.stream) == 0
+        assert acl.rt.record_event(event, device.stream) == 0
+        assert acl.rt.memset_async(address, 16, 7, 16, device.stream) == 0
+        if waiter == "the synchronising thread":
+            go.set()
+        else:
+            first = threading.Thread(target=lambda: (acl.rt.set_context(ctx),
+                                                     results.append(acl.rt.synchronize_event(event))))
+            first.start()
+            time.sleep(0.1)  # it is inside the callback's task by now, waiting for the report thread
+            threading.Timer(0.1, go.set).start()
+        assert acl.rt.synchronize_stream_with_timeout(device.stream, 10000) == 0, last_error()
+        if waiter != "the synchronising thread":
+            first.join()
+        assert acl.rt.unsubscribe_report(server.ident, device.stream) == 0
+    finally:
+        go.set()
+        stop.set()
+        server.join()
+    host = np.zeros(16, np.uint8)
+    assert acl.rt.memcpy(host.ctypes.data, 16, address, 16, D2H) == 0
+    assert seen == [1] and host[0] == 7, "the memset behind the callback ran, after it"
+    assert results in ([], [0])
+    assert acl.rt.destroy_event(event) == 0
+
+
 def first_byte_reader(address: int, seen: list):
     """A callback that copies the byte at device `address` back and appends it to `seen`."""
     def read_back(_):
