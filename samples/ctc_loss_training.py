@@ -133,9 +133,10 @@ class Device:
 
 
 def alpha_width(max_target_length):
-    """logAlphaOut's width on this chip: Ascend950 keeps 2 * max + 1, the others round it up to 8."""
+    """logAlphaOut's width on this chip: the Ascend950 family (also named Ascend910_95) keeps 2 * max + 1,
+    the others round it up to 8."""
     exact = 2 * max_target_length + 1
-    return exact if acl.get_soc_name().startswith("Ascend950") else (exact + 7) // 8 * 8
+    return exact if acl.get_soc_name().startswith(("Ascend950", "Ascend910_95")) else (exact + 7) // 8 * 8
 
 
 class Forward:

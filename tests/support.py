@@ -212,10 +212,11 @@ def assert_sample_prints(name: str, lines: Sequence[str]) -> None:
 SANITIZED = {"NPUEMU_SANITIZE": "full", "NPUEMU_SANITIZE_EXITCODE": "86"}
 
 
-def run_sample(name: str) -> subprocess.CompletedProcess:
-    """Run samples/<name>.py in a fresh interpreter, as a user would, under the whole sanitizer."""
+def run_sample(name: str, env: Optional[dict] = None) -> subprocess.CompletedProcess:
+    """Run samples/<name>.py in a fresh interpreter, as a user would, under the whole sanitizer;
+    `env` adds to the environment (NPUEMU_SOC, say)."""
     return subprocess.run([sys.executable, os.path.join(REPO, "samples", name + ".py")],
-                          capture_output=True, text=True, timeout=120, env=dict(os.environ, **SANITIZED))
+                          capture_output=True, text=True, timeout=120, env={**os.environ, **SANITIZED, **(env or {})})
 
 
 def assert_rejected(ret: int, code: int, *words: str) -> str:

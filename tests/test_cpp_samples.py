@@ -11,7 +11,7 @@ import pytest
 
 import ctoolkit
 from support import REPO, SANITIZED, run_sample
-from test_training_step import assert_every_pair_agrees
+from test_training_step import CHIPS, assert_every_pair_agrees
 
 # cmake comes with the venv (the Makefile installs it there), as pytest does
 VENV_BIN = os.path.dirname(sys.executable)
@@ -70,13 +70,14 @@ def test_cpp_sample_prints_what_the_python_sample_prints_and_reports_nothing(bin
     assert done.stdout.splitlines() == python.stdout.splitlines()
 
 
-def test_cpp_training_step_checks_every_gradient_against_finite_differences(bin_dir, toolkit_env):
+@pytest.mark.parametrize("soc", CHIPS)
+def test_cpp_training_step_checks_every_gradient_against_finite_differences(bin_dir, toolkit_env, soc):
     """samples/cpp/training_step.cpp, the twin of samples/training_step.py (its random inputs and
-    timings differ: the lines agree in their pairs and verdicts)."""
-    done = run(["./training_step"], bin_dir, dict(toolkit_env, **SANITIZED))
+    timings differ: the lines agree in their pairs and verdicts, skips included), on every chip."""
+    done = run(["./training_step"], bin_dir, dict(toolkit_env, NPUEMU_SOC=soc, **SANITIZED))
     assert done.returncode == 0, done.stdout + done.stderr
     assert done.stderr == "", done.stderr
-    assert_every_pair_agrees(done.stdout)
+    assert_every_pair_agrees(done.stdout, soc)
 
 
 def test_documented_example_builds_with_the_gxx_one_liner(tmp_path, toolkit_env):

@@ -806,12 +806,13 @@ def test_sample_prints_the_documented_example():
 @pytest.mark.parametrize("check", ["default", "--finite-differences"])
 def test_training_sample_feeds_the_forward_to_the_backward_and_checks_the_gradient(check):
     """samples/ctc_loss_training.py: PyTorch autograd when installed (else, and with the option,
-    finite differences of aclnnCtcLoss); also on Ascend950, whose width the backward reads."""
+    finite differences of aclnnCtcLoss); also on Ascend950, whose width the backward reads, by either
+    of its names."""
     import os
     import subprocess
     import sys
     from support import REPO
-    for soc in ("Ascend910B", "Ascend950"):
+    for soc in ("Ascend910B", "Ascend950", "Ascend910_95"):
         done = subprocess.run([sys.executable, os.path.join(REPO, "samples", "ctc_loss_training.py")]
                               + ([check] if check != "default" else []), capture_output=True, text=True,
                               timeout=300, env=dict(os.environ, NPUEMU_SOC=soc, **SANITIZED))
