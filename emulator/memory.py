@@ -369,12 +369,15 @@ class DeviceHeap:
 
     def release_all(self, how: Union[Released, str]) -> list[Allocation]:
         """Free everything (device reset, named by `how`); returns what the program had not freed. The
-        cursor stays where it is: addresses handed out before the reset are not handed out again, so a
-        pointer kept across the reset is reported as freed by it, never aliases a new allocation."""
-        leaked = list(self.live.values())
-        forgotten = len(leaked) - FREED_HISTORY  # freed first, these would leave the history at once
-        for index, allocation in enumerate(reversed(leaked)):  # the newest first: last of the sorted starts
-            self.free(allocation.address, how, remember=index >= forgotten)
+        cursor stays where it is: addresses handed out before the reset come back only when next fit
+        reaches them again, so until then a pointer kept across the reset is reported as freed by it.
+        The newest allocations (a loop's buffers still held) are the ones remembered, oldest first, so
+        that they are also the last to leave the history."""
+        leaked = list(self.live.values())  # in the order they were made
+        for allocation in reversed(leaked):  # the newest first: usually the last of the sorted starts (cheap)
+            self.free(allocation.address, how, remember=False)
+        for allocation in leaked[-FREED_HISTORY:]:
+            self._remember_freed(allocation)
         return leaked
 
 

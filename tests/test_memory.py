@@ -774,6 +774,20 @@ def test_an_address_handed_out_and_freed_again_after_a_wrap_is_remembered_once()
     assert "freed at test" in heap.explain(heap.base, "a live allocation's start")
 
 
+def test_a_reset_of_more_leaks_than_the_history_holds_remembers_the_newest():
+    """A reset freeing more leaked buffers than FREED_HISTORY remembered the oldest: a stale pointer to a
+    buffer a loop still held (the newest) was "held by no allocation" instead of freed by the reset."""
+    from emulator.memory import FREED_HISTORY, DeviceHeap
+    from emulator.sites import UNKNOWN
+    heap = DeviceHeap(0, base=1 << 40, span=1 << 30, capacity=1 << 30, padding=32)
+    made = [heap.allocate(64, serial, UNKNOWN).address for serial in range(FREED_HISTORY + 100)]
+    assert len(heap.release_all("aclrtResetDevice(0)")) == len(made)
+    assert "freed at aclrtResetDevice(0)" in heap.explain(made[-1], "a live allocation's start")
+    assert "freed at aclrtResetDevice(0)" in heap.explain(made[100], "a live allocation's start")
+    assert "no allocation" in heap.explain(made[99], "a live allocation's start")
+    assert next(iter(heap.freed)) == made[100], "the newest are the last to leave the history"
+
+
 class RefusingLibc:
     """emulator.memory's libc, with a kernel that refuses munmap (as at vm.max_map_count, where unmapping a
     range in the middle of a mapping would split it) and, when told, mmap too, both with ENOMEM."""
