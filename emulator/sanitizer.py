@@ -291,7 +291,9 @@ class HostRange(HostRows):
     def changed(self, now: Optional[int]) -> list:
         """The copies watched that expect another checksum than `now` (None: the memory is unmapped):
         a look at those set apart only, when the memory holds what most of them expect."""
-        if now is None or now != self.common:
+        if now is None:  # freed under every copy, whatever each expects
+            return list(self.copies)
+        if now != self.common:
             return [copy for copy in self.copies if self.own.get(copy) != now]
         return [copy for copy, checksum in self.own.items() if checksum != now]
 

@@ -953,6 +953,30 @@ def test_host_memory_unmapped_under_a_queued_copy_is_reported_as_freed(execution
         if execution == "async" else "found freed by the synchronisation"]
 
 
+@pytest.mark.sanitizer_reports("host memory in flight", "invalid device access", "race", "pending work destroyed")
+def test_host_memory_unmapped_under_two_queued_downloads_is_reported_for_each():
+    """Two downloads of one buffer share a checksum: when the memory went, the copy that expected the
+    shared one was not counted as changed, so only the first was reported and the second was lost when
+    its stream was destroyed by force (review)."""
+    program = Program()
+    try:
+        a = program.malloc()
+        pages = mmap.mmap(-1, N)
+        first = ctypes.c_char.from_buffer(pages)
+        address = ctypes.addressof(first)
+        del first
+        assert acl.rt.memcpy_async(address, N, a, N, D2H, program.s1) == 0
+        assert acl.rt.memcpy_async(address, N, a, N, D2H, program.s2) == 0
+        pages.close()
+        assert acl.rt.synchronize_stream(program.s1) == acl.ACL_ERROR_RT_AICORE_EXCEPTION
+        assert emulator.runtime.aclrtDestroyStreamForce(program.s2) == 0
+        program.s2 = None
+    finally:
+        program.close()
+    found = [finding for finding in emulator.reports() if finding.kind == "host memory in flight"]
+    assert len(found) == 2 and len({finding.sites[0][1] for finding in found}) == 2, [str(f) for f in found]
+
+
 @pytest.mark.sanitizer_reports("missing synchronisation")
 def test_a_missing_synchronisation_names_the_host_call_and_the_queued_task():
     program = Program()
