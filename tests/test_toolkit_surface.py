@@ -693,25 +693,29 @@ INSTALL_FAILING_MIDWAY = """import shutil, sys
 from npuemu_toolkit import cli
 def fill(source, target):  # copies part of the tree, then the disk is full
     shutil.copytree(source + "/include", target + "/include", symlinks=True)
-    raise OSError(28, "No space left on device")
+    raise OSError(28, "No space left on device") if sys.argv[2] == "full" else KeyboardInterrupt()
 cli.fill = fill
 sys.exit(cli.main(["install", sys.argv[1]]))
 """
 
 
-def test_toolkit_install_keeps_the_directory_itself_and_an_earlier_copy_it_could_not_replace(tmp_path, root):
+@pytest.mark.parametrize("failure", ["full", "interrupted"])
+def test_toolkit_install_keeps_the_directory_itself_and_an_earlier_copy_it_could_not_replace(tmp_path, root, failure):
     """The directory may be one that cannot be removed (a mount point, a volume at /usr/local/Ascend/cann,
     a directory in a read-only parent): the install removed it and made it again, so it failed there
     (EBUSY) after deleting the earlier copy. Now the directory stays the same one, and a copy that fails
-    midway puts the earlier copy back, with exit status 1 and the reason."""
+    midway (a full disk, Ctrl-C) puts the earlier copy back, with exit status 1 and the reason."""
     target = str(tmp_path / "cann")
     assert run(ctoolkit.npuemu_command() + ["toolkit", "install", target]).returncode == 0
     inode = os.stat(target).st_ino
     with open(os.path.join(target, "npuemu.python"), "w") as record:
         record.write("/earlier/bin/python\n")
     before = file_set(target)
-    done = run([sys.executable, "-c", INSTALL_FAILING_MIDWAY, target])
-    assert done.returncode == 1 and "No space left on device" in done.stderr, done.stdout + done.stderr
+    done = run([sys.executable, "-c", INSTALL_FAILING_MIDWAY, target, failure])
+    if failure == "full":
+        assert done.returncode == 1 and "No space left on device" in done.stderr, done.stdout + done.stderr
+    else:
+        assert "KeyboardInterrupt" in done.stderr, done.stdout + done.stderr
     assert file_set(target) == before and os.stat(target).st_ino == inode
     with open(os.path.join(target, "npuemu.python")) as record:
         assert record.read() == "/earlier/bin/python\n"

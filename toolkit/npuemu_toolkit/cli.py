@@ -57,7 +57,7 @@ def install_copy(source: str, target: str) -> int:
         previous = set_aside(target)
         try:
             fill(source, target)
-        except OSError:
+        except BaseException:  # a full disk, or Ctrl-C: the earlier copy back either way
             if previous is not None:
                 restore(previous, target)
             raise
