@@ -338,7 +338,8 @@ def _fitting_shape(name: str, dims: tuple) -> tuple:
     """The dims, if their element count and their contiguous strides are int64 values: the getters
     (aclGetViewStrides hands the strides to C as int64_t) and every size worked out from the shape
     need them to be. Dims of 0 or below count as 1 in the strides, as contiguous_strides takes them."""
-    count = 0 if 0 in dims else _int64_product(dims)
+    # a negative dim (accepted here, refused by every operator) has no element count to check
+    count = 0 if 0 in dims or any(dim < 0 for dim in dims) else _int64_product(dims)
     stride = _int64_product([max(dim, 1) for dim in dims[1:]])
     if count is None or stride is None:
         shown = list(dims) if len(dims) <= 16 else "%s ... (%d more)" % (str(list(dims[:16]))[:-1], len(dims) - 16)

@@ -115,7 +115,6 @@ BAD_TENSORS = {  # name: (arguments of aclCreateTensor, parameter named in the m
     # shapes whose element count or contiguous strides no int64 holds (aclGetViewStrides could not return them)
     "view count beyond int64": (([2, 1 << 62, 2], FLOAT, None, 0, 2, [4], 0), "viewDims"),
     "view strides beyond int64": (([0, 1 << 62, 4], FLOAT, None, 0, 2, [4], 0), "viewDims"),
-    "view count below int64": (([-(1 << 62), 4], FLOAT, [1, 1], 0, 2, [4], 0), "viewDims"),
     "storage count beyond int64": (([2], FLOAT, None, 0, 2, [1 << 62, 2], 0), "storageDims"),
     "storage strides beyond int64": (([2], FLOAT, None, 0, 2, [0, 1 << 32, 1 << 31], 0), "storageDims"),
 }
@@ -161,7 +160,9 @@ def test_garbage_read_past_a_c_array_is_refused_at_once_naming_the_element_and_t
 
 def test_the_largest_shapes_accepted_read_back_as_int64_values():
     """Shapes at the edge of int64 are kept, and every getter returns values an int64_t holds."""
-    for dims in ([1 << 62, 1], [1, (1 << 63) - 1], [3, 0, (1 << 62)], [(1 << 62), -1]):
+    # negative dims are accepted here (every operator refuses them): they have no element count to check
+    for dims in ([1 << 62, 1], [1, (1 << 63) - 1], [3, 0, (1 << 62)], [(1 << 62), -1], [1 << 62, -3], [-3, 1 << 62],
+                 [1 << 40, -(1 << 40)], [-(1 << 62), 4]):
         tensor = nn.aclCreateTensor(dims, FLOAT, None, 0, nn.ACL_FORMAT_ND, [(1 << 63) - 1], 0x1000)
         assert tensor is not None, (dims, last_error())
         for value in getters(tensor):
