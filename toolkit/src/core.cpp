@@ -8,7 +8,8 @@
 //
 // Threads: npuemu keeps per-thread state (the current context, the error messages) in
 // threading.local, which CPython wipes when a thread's last PyGILState_Release deletes its thread
-// state. So a host thread Python did not create keeps one thread state for its whole life (HostThread).
+// state. So a host thread Python did not create keeps one thread state for its whole life (HostThread),
+// which the toolkit ends itself when the thread ends.
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <cxxabi.h>
@@ -71,8 +72,7 @@ thread_local int caller_frames = 0;
 struct HostThread {
   bool pinned = false;
   pid_t pid = 0;  // the process that pinned it
-  PyGILState_STATE outer;
-  PyThreadState *saved = nullptr;
+  PyThreadState *saved = nullptr;  // made by PyGILState_Ensure, kept without the GIL between calls
   std::string message;  // aclGetRecentErrMsg's, valid until the thread's next call
 };
 thread_local HostThread *host_thread = nullptr;
@@ -89,20 +89,26 @@ HostThread &this_host_thread() {
 // Gives a thread Python did not create its thread state for good.
 void pin_thread_state(HostThread &thread) {
   if (thread.pinned) return;
-  thread.outer = PyGILState_Ensure();
+  PyGILState_Ensure();  // a new thread state, which PyGILState_GetThisThreadState finds at the next calls
   thread.saved = PyEval_SaveThread();
   thread.pid = getpid();
   thread.pinned = true;
 }
 
 // The key's destructor, as the thread ends: its thread state goes (with its threading.local values).
+// Not by PyGILState_Release: that finds the thread state through CPython's own pthread key, and glibc
+// clears each key's value as it reaches the key, in the order the keys were made. In a Python host
+// CPython's key is older than this one (made at the boot), so its value is gone by now and the release
+// would abort the process ("no thread-state for this thread"). The thread state is ended directly, as
+// that release would: the same in either order.
 void end_host_thread(void *record) {
   HostThread *thread = static_cast<HostThread *>(record);
   // Not in a child made by fork() that exits on this thread: the child's copy of the GIL may be held
   // by a thread of the parent that does not exist in the child, and taking it would hang the exit.
   if (thread->pinned && thread->pid == getpid() && Py_IsInitialized()) {
     PyEval_RestoreThread(thread->saved);
-    PyGILState_Release(thread->outer);
+    PyThreadState_Clear(thread->saved);
+    PyThreadState_DeleteCurrent();  // releases the GIL (and clears CPython's key, if it still holds it)
   }
   delete thread;
   host_thread = nullptr;

@@ -1,0 +1,110 @@
+"""The C toolkit in a process that already runs Python: a Python program that calls it through ctypes (as
+aclnn users do: pyACL has no aclnn binding), directly or through a C library of its own, and a C program
+that started Python first. The toolkit joins that interpreter; whatever order the two were set up in:
+
+1. Threads: a thread Python did not create (a C library's pthread) ends cleanly after its calls.
+2. The first call: made by several threads at once through ctypes.PyDLL (which keeps the GIL during the
+   foreign call), it starts the toolkit once, without a deadlock.
+
+Each program runs in a child process with the toolkit's environment."""
+from __future__ import annotations
+
+import subprocess
+import sys
+import sysconfig
+import textwrap
+
+import ctoolkit
+
+RUN_TIMEOUT = 120
+
+
+def run_python(program: str, directory, *args: str, **env: str) -> subprocess.CompletedProcess:
+    """Run the Python `program` (dedented) from `directory` with the toolkit's root as argv[1]."""
+    path = directory / "host.py"
+    path.write_text(textwrap.dedent(program))
+    return subprocess.run([sys.executable, str(path), ctoolkit.toolkit_root(), *args], capture_output=True, text=True,
+                          timeout=RUN_TIMEOUT, env=ctoolkit.toolkit_environment(**env), cwd=str(directory))
+
+
+def shown(done: subprocess.CompletedProcess) -> str:
+    return "exit status %d\n--- stdout\n%s--- stderr\n%s" % (done.returncode, done.stdout, done.stderr)
+
+
+# ------------------------------------------------------------------------------------------------
+# 1. Threads Python did not create
+
+# A C thread's calls: its own device, a refused call's message, memory freed; the thread then ends.
+C_THREAD = r"""#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include "acl/acl.h"
+
+static void *calls(void *device_id) {
+  int32_t device = -1;
+  void *memory = NULL;
+  const int set = aclrtSetDevice(*(int *)device_id);
+  const int got = aclrtGetDevice(&device);
+  const int refused = aclrtFree(NULL);
+  const char *message = aclGetRecentErrMsg();
+  const int named = message != NULL && strstr(message, "aclrtFree: devPtr") != NULL;
+  const int malloc_free = aclrtMalloc(&memory, 64, ACL_MEM_MALLOC_HUGE_FIRST) | aclrtFree(memory);
+  printf("C thread: set %d, device %d %d, free(NULL) %d naming devPtr %d, malloc+free %d, reset %d\n", set, got,
+         device, refused, named, malloc_free, aclrtResetDevice(*(int *)device_id));
+  fflush(stdout);
+  return NULL;
+}
+
+/* Starts a thread that calls the toolkit and ends, and joins it. */
+int c_thread_calls(int device_id) {
+  pthread_t thread;
+  if (pthread_create(&thread, NULL, calls, &device_id) != 0) return 1;
+  return pthread_join(thread, NULL);
+}
+"""
+
+C_THREAD_LINE = "C thread: set 0, device 0 %d, free(NULL) 100000 naming devPtr 1, malloc+free 0, reset 0\n"
+
+
+def test_a_c_thread_of_a_python_programs_library_ends_cleanly(tmp_path):
+    """A Python program loads a C library (ctypes) whose threads call the toolkit and end: CPython's
+    pthread key, made before the toolkit's, is cleared first as a thread ends, so ending the thread's
+    Python thread state through it aborted the process ("PyGILState_Release: ... no thread-state for
+    this thread"). Each thread has its own device and messages; the program goes on and exits 0."""
+    library = ctoolkit.compile_program(C_THREAD, tmp_path, name="libcthread.so", language="c",
+                                       flags=("-shared", "-fPIC", "-pthread"), libraries=("ascendcl",))
+    done = run_python('''
+        import ctypes, sys
+        library = ctypes.CDLL(sys.argv[2])
+        print("joined", library.c_thread_calls(0), library.c_thread_calls(1), flush=True)
+        import acl
+        print("main thread device", acl.rt.get_device()[1])
+    ''', tmp_path, library)
+    assert (done.returncode, done.stdout, done.stderr) == (
+        0, C_THREAD_LINE % 0 + C_THREAD_LINE % 1 + "joined 0 0\nmain thread device 107002\n", ""), shown(done)
+
+
+EMBEDDING_C_THREAD = C_THREAD.replace('#include <pthread.h>', '#include <Python.h>\n#include <pthread.h>') + r"""
+/* Python first (docs/toolkit.md, "Programs that embed Python"): started, npuemu made importable
+   (argv[1]), the GIL released; a thread calls the toolkit and ends; Python finalised at the end. */
+int main(int argc, char **argv) {
+  Py_Initialize();
+  char code[4096];
+  snprintf(code, sizeof(code), "import site; site.addsitedir('%s')", argc > 1 ? argv[1] : "");
+  PyRun_SimpleString(code);
+  PyThreadState *main_thread = PyEval_SaveThread();
+  const int joined = c_thread_calls(0);
+  PyEval_RestoreThread(main_thread);
+  printf("joined %d, finalised %d\n", joined, Py_FinalizeEx());
+  return 5;
+}
+"""
+
+
+def test_a_c_thread_of_a_program_that_started_python_first_ends_cleanly(tmp_path):
+    """The same in a C program that started Python itself before its first toolkit call: the thread ends
+    without an abort, and the program ends with its own code."""
+    executable = ctoolkit.compile_embedding_program(EMBEDDING_C_THREAD, tmp_path, flags=("-pthread",))
+    done = ctoolkit.run_program(executable, args=(sysconfig.get_paths()["purelib"],))
+    assert (done.returncode, done.stdout, done.stderr) == (5, C_THREAD_LINE % 0 + "joined 0, finalised 0\n", ""), \
+        shown(done)
