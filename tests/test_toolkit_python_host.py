@@ -108,3 +108,30 @@ def test_a_c_thread_of_a_program_that_started_python_first_ends_cleanly(tmp_path
     done = ctoolkit.run_program(executable, args=(sysconfig.get_paths()["purelib"],))
     assert (done.returncode, done.stdout, done.stderr) == (5, C_THREAD_LINE % 0 + "joined 0, finalised 0\n", ""), \
         shown(done)
+
+
+# ------------------------------------------------------------------------------------------------
+# 2. The first call
+
+def test_first_calls_of_threads_holding_the_gil_through_pydll_start_the_toolkit_once(tmp_path):
+    """Three Python threads make their first toolkit call at once through ctypes.PyDLL, which keeps the GIL
+    during the foreign call: the thread that starts the toolkit needs the GIL for its imports while the
+    others waited for the start with it, for good. Each thread now gets its device."""
+    done = run_python('''
+        import ctypes, sys, threading
+        runtime = ctypes.PyDLL(sys.argv[1] + "/lib64/libascendcl.so")
+        barrier = threading.Barrier(3)
+        codes = {}
+        def first_call(device):
+            barrier.wait()
+            codes[device] = runtime.aclrtSetDevice(device)
+            current = ctypes.c_int32(-1)
+            codes[device] = (codes[device], runtime.aclrtGetDevice(ctypes.byref(current)), current.value,
+                             runtime.aclrtResetDevice(device))
+        threads = [threading.Thread(target=first_call, args=(device,), daemon=True) for device in range(3)]
+        [thread.start() for thread in threads]
+        [thread.join(60) for thread in threads]
+        print(sorted(codes.items()), [thread.is_alive() for thread in threads])
+    ''', tmp_path)
+    assert (done.returncode, done.stdout, done.stderr) == (
+        0, "[(0, (0, 0, 0, 0)), (1, (0, 0, 1, 0)), (2, (0, 0, 2, 0))] [False, False, False]\n", ""), shown(done)

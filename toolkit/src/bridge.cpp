@@ -32,7 +32,8 @@ namespace {
 const int kUninitialized = 100001;  // ACL_ERROR_UNINITIALIZE
 const int kSignatureCount = static_cast<int>(sizeof(NPUEMU_SIGNATURES) / sizeof(NPUEMU_SIGNATURES[0]));
 
-std::once_flag boot_once;
+std::mutex boot_mutex;            // held by the thread that starts the toolkit
+std::atomic<bool> booted{false};  // set once the start is over (success or failure)
 npuemu_core_call_fn core_call = nullptr;
 npuemu_core_exit_fn core_exit = nullptr;  // set only when the toolkit started its own interpreter
 pid_t boot_pid = 0;                       // the process that started it (not a child made by fork())
@@ -276,11 +277,51 @@ void at_exit() {
 
 __attribute__((constructor)) void register_at_exit() { std::atexit(at_exit); }
 
+// The GIL given up for a while by a thread of a Python host that holds it: a caller through ctypes.PyDLL or
+// an extension module, which keep it during the foreign call. Nothing in a process without Python.
+class WithoutGil {
+ public:
+  WithoutGil() {
+    auto running = reinterpret_cast<int (*)()>(dlsym(RTLD_DEFAULT, "Py_IsInitialized"));
+    auto holds = reinterpret_cast<int (*)()>(dlsym(RTLD_DEFAULT, "PyGILState_Check"));
+    auto save = reinterpret_cast<void *(*)()>(dlsym(RTLD_DEFAULT, "PyEval_SaveThread"));
+    restore_ = reinterpret_cast<void (*)(void *)>(dlsym(RTLD_DEFAULT, "PyEval_RestoreThread"));
+    if (running != nullptr && holds != nullptr && save != nullptr && restore_ != nullptr && running() && holds())
+      saved_ = save();
+  }
+  void end() {  // not in a destructor: taking the GIL back may end the thread (Python's finalisation)
+    if (saved_ != nullptr) restore_(saved_);
+    saved_ = nullptr;
+  }
+  WithoutGil(const WithoutGil &) = delete;
+  WithoutGil &operator=(const WithoutGil &) = delete;
+
+ private:
+  void (*restore_)(void *) = nullptr;
+  void *saved_ = nullptr;
+};
+
+// The first call of any thread starts the toolkit, once; the others wait for the end of the start. The
+// start takes the GIL in a Python host (its imports, which let other threads run in between): a thread that
+// waited for it with the GIL held would never let it end. So a caller waits without the GIL.
+void start() {
+  if (booted.load(std::memory_order_acquire)) return;
+  WithoutGil released;
+  {
+    std::lock_guard<std::mutex> lock(boot_mutex);
+    if (!booted.load(std::memory_order_relaxed)) {
+      boot();
+      booted.store(true, std::memory_order_release);
+    }
+  }
+  released.end();
+}
+
 }  // namespace
 
 extern "C" npuemu_value npuemu_forward(int number, const npuemu_value *args, const void *caller) {
   if (__fpending(stdout) != 0) std::fflush(stdout);  // the C program's output stays ahead of npuemu's
-  std::call_once(boot_once, boot);
+  start();
   if (core_call == nullptr) return failed(number, boot_error->c_str());
   if (python_running != nullptr && !python_running()) return after_finalisation(number);
   return core_call(number, args, caller);
