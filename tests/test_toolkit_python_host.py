@@ -5,6 +5,8 @@ that started Python first. The toolkit joins that interpreter; whatever order th
 1. Threads: a thread Python did not create (a C library's pthread) ends cleanly after its calls.
 2. The first call: made by several threads at once through ctypes.PyDLL (which keeps the GIL during the
    foreign call), it starts the toolkit once, without a deadlock.
+3. The end: daemon threads still in toolkit calls or kernels when the program ends (CPython stops them
+   with pthread_exit as they take the GIL) leave the program its own exit code.
 
 Each program runs in a child process with the toolkit's environment."""
 from __future__ import annotations
@@ -13,6 +15,8 @@ import subprocess
 import sys
 import sysconfig
 import textwrap
+
+import pytest
 
 import ctoolkit
 
@@ -135,3 +139,57 @@ def test_first_calls_of_threads_holding_the_gil_through_pydll_start_the_toolkit_
     ''', tmp_path)
     assert (done.returncode, done.stdout, done.stderr) == (
         0, "[(0, (0, 0, 0, 0)), (1, (0, 0, 1, 0)), (2, (0, 0, 2, 0))] [False, False, False]\n", ""), shown(done)
+
+
+# ------------------------------------------------------------------------------------------------
+# 3. The end of the program
+
+DAEMONS_CALLING = '''
+    import ctypes, sys, threading, time
+    runtime = ctypes.CDLL(sys.argv[1] + "/lib64/libascendcl.so")
+    runtime.aclrtMalloc.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_size_t, ctypes.c_int]
+    runtime.aclrtFree.argtypes = [ctypes.c_void_p]
+    runtime.aclInit(None)
+    def calls():
+        runtime.aclrtSetDevice(0)
+        while True:
+            memory = ctypes.c_void_p()
+            runtime.aclrtMalloc(ctypes.byref(memory), 64, 0)
+            runtime.aclrtFree(memory)
+    for _ in range(3):
+        threading.Thread(target=calls, daemon=True).start()
+    time.sleep(0.5)
+    print("main ends with 3", flush=True)
+    sys.exit(3)
+'''
+
+DAEMONS_IN_KERNELS = '''
+    import sys, threading, time
+    import acl, aclnn_api as nn
+    acl.init(); acl.rt.set_device(0)
+    stream, _ = acl.rt.create_stream()
+    n = 1 << 20
+    memory, _ = acl.rt.malloc(n * 4, 0); acl.rt.memset(memory, n * 4, 0, n * 4)
+    tensor = nn.aclCreateTensor([n], nn.ACL_FLOAT, None, 0, nn.ACL_FORMAT_ND, None, memory)
+    def launches():
+        acl.rt.set_device(0)
+        while True:
+            size, executor, _ = nn.aclnnLogSigmoidGetWorkspaceSize(tensor, tensor)
+            nn.aclnnLogSigmoid(None, size, executor, stream)
+            acl.rt.synchronize_stream(stream)
+    for _ in range(3):
+        threading.Thread(target=launches, daemon=True).start()
+    time.sleep(0.5)
+    print("main ends with 3", flush=True)
+    sys.exit(3)
+'''
+
+
+@pytest.mark.parametrize("program", [DAEMONS_CALLING, DAEMONS_IN_KERNELS], ids=["ctypes-calls", "python-kernels"])
+def test_daemon_threads_still_calling_when_the_program_ends_leave_it_its_exit_code(tmp_path, program):
+    """Daemon threads that call the toolkit through ctypes (memory calls), or launch and synchronise kernels
+    from Python, when the program ends: CPython stops each with pthread_exit as it takes the GIL, an unwind
+    that a catch (...) of the toolkit swallowed ("FATAL: exception not rethrown") and that the kernels'
+    GIL re-acquire in a noexcept destructor turned into std::terminate: both aborted the process."""
+    done = run_python(program, tmp_path, NPUEMU_LEAK_CHECK="0")
+    assert (done.returncode, done.stdout) == (3, "main ends with 3\n"), shown(done)

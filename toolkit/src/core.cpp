@@ -911,6 +911,10 @@ extern "C" __attribute__((visibility("default"))) npuemu_value npuemu_core_call(
   npuemu_value value;
   try {
     value = invoke(number, args);
+  } catch (abi::__forced_unwind &) {
+    // CPython ends a thread that takes the GIL while the interpreter is finalised (a daemon thread of a
+    // Python program that ends) with pthread_exit: the unwind must go on, or the process aborts.
+    throw;
   } catch (...) {  // no C++ exception crosses into the C program (std::bad_alloc of a huge output, ...)
     const Failure failure = {internal_code(signatures[number]), "internal error of npuemu's C toolkit: a C++ exception"};
     leave_message(signatures[number], failure);
