@@ -7,6 +7,11 @@ that started Python first. The toolkit joins that interpreter; whatever order th
    foreign call), it starts the toolkit once, without a deadlock.
 3. The end: daemon threads still in toolkit calls or kernels when the program ends (CPython stops them
    with pthread_exit as they take the GIL) leave the program its own exit code.
+4. Stops: a KeyboardInterrupt (Ctrl-C) or a SystemExit (sys.exit() in a callback) raised in the Python code
+   that runs under a C call is no internal error: the call returns the layer's "stopped" code (500001,
+   ACL_ERROR_FAILURE; 361001 for aclnn) with a message naming it, and the exception is raised again in the
+   program's Python code as the foreign call returns (ctypes.CDLL and ctypes.PyDLL alike). A Ctrl-C while
+   the toolkit starts leaves the start to the next call.
 
 Each program runs in a child process with the toolkit's environment."""
 from __future__ import annotations
@@ -193,3 +198,140 @@ def test_daemon_threads_still_calling_when_the_program_ends_leave_it_its_exit_co
     GIL re-acquire in a noexcept destructor turned into std::terminate: both aborted the process."""
     done = run_python(program, tmp_path, NPUEMU_LEAK_CHECK="0")
     assert (done.returncode, done.stdout) == (3, "main ends with 3\n"), shown(done)
+
+
+# ------------------------------------------------------------------------------------------------
+# 4. Stops: KeyboardInterrupt, SystemExit
+
+STOPPED = ("ACL_ERROR_FAILURE(500001): aclrtProcessReport: stopped by %s before it completed (the program is "
+           "interrupted or ending: no error of the call)")
+
+# A callback that raises what argv[3] names, run by aclrtProcessReport called through ctypes (argv[2]: CDLL
+# or PyDLL) on the main thread or on another one (argv[4]).
+RAISING_CALLBACK = '''
+    import ctypes, sys, threading
+    runtime = getattr(ctypes, sys.argv[2])(sys.argv[1] + "/lib64/libascendcl.so")
+    runtime.aclGetRecentErrMsg.restype = ctypes.c_char_p
+    runtime.aclrtSubscribeReport.argtypes = [ctypes.c_uint64, ctypes.c_void_p]
+    import acl
+    acl.init(); acl.rt.set_device(0)
+    stream, _ = acl.rt.create_stream()
+    def raising(data):
+        if sys.argv[3] == "KeyboardInterrupt":
+            raise KeyboardInterrupt  # as a Ctrl-C does in whatever Python code runs
+        sys.exit(5)
+    def serve():
+        acl.rt.set_device(0)
+        runtime.aclrtSubscribeReport(threading.get_ident(), stream)
+        acl.rt.launch_callback(raising, None, 0, stream)
+        try:
+            print("returned", runtime.aclrtProcessReport(5000), flush=True)
+        except KeyboardInterrupt:
+            print("KeyboardInterrupt", flush=True)
+        finally:
+            print("finally:", runtime.aclGetRecentErrMsg().decode().split(" ", 2)[2], flush=True)
+        print("the thread goes on", flush=True)
+        acl.rt.reset_device(0)
+    if sys.argv[4] == "main":
+        serve()
+        served_by = threading.get_ident()
+    else:
+        thread = threading.Thread(target=serve)
+        thread.start(); thread.join()
+        served_by = thread.ident
+    print("the program goes on", flush=True)
+    acl.rt.unsubscribe_report(served_by, stream)
+    acl.rt.destroy_stream(stream); acl.rt.reset_device(0); acl.finalize()
+'''
+
+
+@pytest.mark.parametrize("library", ["CDLL", "PyDLL"])
+def test_a_keyboard_interrupt_under_a_c_call_is_raised_again_when_it_returns(tmp_path, library):
+    """A KeyboardInterrupt in a callback run by aclrtProcessReport (through ctypes): it was 507000 "internal
+    error ... please report" and gone. Now the call fails with 500001 naming it, and the program's Python
+    code gets the KeyboardInterrupt as the foreign call returns (its line is not reached)."""
+    done = run_python(RAISING_CALLBACK, tmp_path, library, "KeyboardInterrupt", "main")
+    assert (done.returncode, done.stdout, done.stderr) == (0, (
+        "KeyboardInterrupt\nfinally: " + STOPPED % "KeyboardInterrupt" + "\nthe thread goes on\nthe program goes on\n"),
+        ""), shown(done)
+
+
+@pytest.mark.parametrize("library", ["CDLL", "PyDLL"])
+def test_sys_exit_in_a_callback_under_a_c_call_ends_the_program_with_its_code(tmp_path, library):
+    """sys.exit(5) in a callback run by aclrtProcessReport through ctypes on the main thread: the process
+    sometimes ended inside the foreign call (PyErr_Print ends it on a SystemExit), sometimes the call was
+    507000 and the program went on. Now the SystemExit is raised as the call returns: the program's
+    finally clauses run, and it ends with 5, no traceback."""
+    done = run_python(RAISING_CALLBACK, tmp_path, library, "SystemExit", "main", NPUEMU_LEAK_CHECK="0")
+    assert (done.returncode, done.stdout, done.stderr) == (5, "finally: " + STOPPED % "SystemExit: 5" + "\n", ""), \
+        shown(done)
+
+
+def test_sys_exit_in_a_callback_under_a_c_call_of_another_thread_ends_that_thread(tmp_path):
+    """The same on a thread the program started: sys.exit() ends that thread, as in Python code, and the
+    program goes on."""
+    done = run_python(RAISING_CALLBACK, tmp_path, "CDLL", "SystemExit", "thread")
+    assert (done.returncode, done.stdout, done.stderr) == (
+        0, "finally: " + STOPPED % "SystemExit: 5" + "\nthe program goes on\n", ""), shown(done)
+
+
+def test_ctrl_c_during_a_synchronisation_through_ctypes_stops_it_and_raises_keyboard_interrupt(tmp_path):
+    """docs/toolkit.md, Signals: in a Python program Ctrl-C is a KeyboardInterrupt and stops the kernels of a
+    synchronisation, through ctypes too: SIGINT 0.3 s into aclrtSynchronizeStream of seconds of work. The
+    call is stopped (its message says so), the KeyboardInterrupt reaches the program, and the stream
+    still completes at the next synchronisation."""
+    done = run_python('''
+        import ctypes, os, signal, sys, threading, time
+        runtime = ctypes.CDLL(sys.argv[1] + "/lib64/libascendcl.so")
+        runtime.aclGetRecentErrMsg.restype = ctypes.c_char_p
+        runtime.aclrtSynchronizeStream.argtypes = [ctypes.c_void_p]
+        import acl, aclnn_api as nn
+        acl.init(); acl.rt.set_device(0)
+        stream, _ = acl.rt.create_stream()
+        n = 1 << 22
+        memory, _ = acl.rt.malloc(n * 4, 0); acl.rt.memset(memory, n * 4, 0, n * 4)
+        tensor = nn.aclCreateTensor([n], nn.ACL_FLOAT, None, 0, nn.ACL_FORMAT_ND, None, memory)
+        for _ in range(3000):
+            size, executor, _ = nn.aclnnLogSigmoidGetWorkspaceSize(tensor, tensor)
+            nn.aclnnLogSigmoid(None, size, executor, stream)
+        threading.Timer(0.3, lambda: os.kill(os.getpid(), signal.SIGINT)).start()
+        start = time.perf_counter()
+        try:
+            print("returned", runtime.aclrtSynchronizeStream(stream), flush=True)
+        except KeyboardInterrupt:
+            print("KeyboardInterrupt", time.perf_counter() - start < 5,
+                  runtime.aclGetRecentErrMsg().decode().split(" ", 2)[2])
+        print("again", runtime.aclrtSynchronizeStream(stream))
+        nn.aclDestroyTensor(tensor); acl.rt.free(memory); acl.rt.destroy_stream(stream); acl.rt.reset_device(0)
+    ''', tmp_path, NPUEMU_EXECUTION="async")
+    assert (done.returncode, done.stdout, done.stderr) == (0, (
+        "KeyboardInterrupt True ACL_ERROR_FAILURE(500001): aclrtSynchronizeStream: stopped by KeyboardInterrupt "
+        "before it completed (the program is interrupted or ending: no error of the call)\nagain 0\n"), ""), \
+        shown(done)
+
+
+def test_ctrl_c_while_the_toolkit_starts_leaves_the_start_to_the_next_call(tmp_path):
+    """A KeyboardInterrupt in the toolkit's start (here: raised by an import hook as npuemu's modules are
+    imported, where a Ctrl-C lands) made every later call 100001 "cannot import npuemu ... a module it
+    imports failed: reinstall" for the life of the process. Now the first call is 100001 saying the start
+    was stopped, the KeyboardInterrupt reaches the program, and the next call starts the toolkit."""
+    done = run_python('''
+        import ctypes, sys
+        class CtrlCOnce:  # a Ctrl-C as the start imports emulator.errors
+            def find_spec(self, name, path=None, target=None):
+                if name == "emulator.errors":
+                    sys.meta_path.remove(self)
+                    raise KeyboardInterrupt
+        sys.meta_path.insert(0, CtrlCOnce())
+        runtime = ctypes.CDLL(sys.argv[1] + "/lib64/libascendcl.so")
+        runtime.aclGetRecentErrMsg.restype = ctypes.c_char_p
+        try:
+            print("returned", runtime.aclInit(None))
+        except KeyboardInterrupt:
+            print("KeyboardInterrupt:", runtime.aclGetRecentErrMsg().decode())
+        print("again", runtime.aclInit(None), runtime.aclrtSetDevice(0), runtime.aclrtResetDevice(0),
+              runtime.aclFinalize())
+    ''', tmp_path)
+    assert (done.returncode, done.stdout, done.stderr) == (0, (
+        "KeyboardInterrupt: npuemu: the start was stopped by KeyboardInterrupt (the program is interrupted or "
+        "ending); the call did nothing, and the next call starts the toolkit again\nagain 0 0 0 0\n"), ""), shown(done)
