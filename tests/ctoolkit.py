@@ -7,6 +7,7 @@ import os
 import shutil
 import subprocess
 import sys
+import sysconfig
 from typing import Optional, Sequence
 
 import pytest
@@ -69,6 +70,19 @@ def compile_program(source: str, directory, name: str = "program", language: str
     done = subprocess.run(command, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, "%s\n%s%s" % (" ".join(command), done.stdout, done.stderr)
     return executable
+
+
+def compile_embedding_program(source: str, directory, flags: Sequence[str] = ()) -> str:
+    """A C program that embeds Python (`source`), built with the toolkit and this interpreter's shared
+    libpython; skips where there is none."""
+    if not sysconfig.get_config_var("Py_ENABLE_SHARED"):
+        pytest.skip("%s has no shared libpython" % sys.executable)
+    library_directory = sysconfig.get_config_var("LIBDIR")
+    return compile_program(
+        source, directory, language="c",
+        flags=("-I" + sysconfig.get_paths()["include"], "-L" + library_directory, "-Wl,-rpath," + library_directory,
+               *flags),
+        libraries=("ascendcl", "python" + sysconfig.get_config_var("LDVERSION")))
 
 
 def run_program(executable: str, env: Optional[dict] = None, timeout: float = 120,

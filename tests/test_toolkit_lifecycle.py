@@ -556,13 +556,7 @@ int main(int argc, char **argv) {
 
 def compile_embedding_program(directory) -> str:
     """EMBEDS_PYTHON_PROGRAM built with the toolkit and this interpreter's shared libpython."""
-    if not sysconfig.get_config_var("Py_ENABLE_SHARED"):
-        pytest.skip("%s has no shared libpython" % sys.executable)
-    library_directory = sysconfig.get_config_var("LIBDIR")
-    return ctoolkit.compile_program(
-        EMBEDS_PYTHON_PROGRAM, directory, language="c",
-        flags=("-I" + sysconfig.get_paths()["include"], "-L" + library_directory, "-Wl,-rpath," + library_directory),
-        libraries=("ascendcl", "python" + sysconfig.get_config_var("LDVERSION")))
+    return ctoolkit.compile_embedding_program(EMBEDS_PYTHON_PROGRAM, directory)
 
 
 @pytest.mark.parametrize("order", ["python-first", "toolkit-first"])

@@ -28,6 +28,7 @@
 // - a tuple of the wrong form fails pybind11's conversion: TypeError, also internal.
 #pragma once
 #include <pybind11/pybind11.h>
+#include <cxxabi.h>
 
 #include <atomic>
 #include <chrono>
@@ -36,6 +37,8 @@
 #include <stdexcept>
 #include <string>
 #include <thread>
+
+#include "common/without_gil.h"
 
 namespace npuemu {
 
@@ -71,16 +74,17 @@ class KernelCall {
   template <class Work>
   void run(Work&& work) {
     std::exception_ptr error;
-    {
-      pybind11::gil_scoped_release release;
+    without_gil([&] {
       try {
         work();
       } catch (const Stopped&) {
         // the reason is recorded: raised below, with the GIL
+      } catch (abi::__forced_unwind&) {
+        throw;  // the thread is ending
       } catch (...) {
         error = std::current_exception();
       }
-    }
+    });
     raise_if_stopped(error);
   }
 

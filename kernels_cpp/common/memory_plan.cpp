@@ -20,6 +20,7 @@
 #include "common/elementwise.h"
 #include "common/registry.h"
 #include "common/vmath.h"
+#include "common/without_gil.h"
 
 namespace py = pybind11;
 
@@ -430,10 +431,7 @@ py::dict report_dict() {
 // Forces the choices given (None: left as they are), each checked as NPUEMU_MEMORY_PLAN's.
 py::dict set_plan(std::optional<bool> streaming, std::optional<int64_t> threshold, std::optional<int64_t> prefetch,
                   std::optional<std::string> hint, std::optional<int64_t> block) {
-  {
-    py::gil_scoped_release release;
-    memory_plan();  // planned first, so that the forced choices are not overwritten later
-  }
+  without_gil([] { memory_plan(); });  // planned first, so that the forced choices are not overwritten later
   std::string spec;
   if (streaming) spec += std::string(",streaming=") + (*streaming ? "on" : "off");
   if (threshold) spec += ",threshold=" + std::to_string(*threshold);
@@ -470,10 +468,7 @@ py::dict parse_for_python(const std::string& spec) {
 
 void bind(py::module_& m) {
   m.def("memory_plan", [] {
-          {
-            py::gil_scoped_release release;  // the first use measures for a few milliseconds
-            memory_plan();
-          }
+          without_gil([] { memory_plan(); });  // the first use measures for a few milliseconds
           return report_dict();
         },
         "The memory plan in force (made on first use): choices, their sources, caches, timings");

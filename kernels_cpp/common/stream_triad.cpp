@@ -18,6 +18,7 @@
 #include "common/registry.h"
 #include "common/softmax_rows.h"
 #include "common/thread_pool.h"
+#include "common/without_gil.h"
 
 namespace py = pybind11;
 
@@ -33,11 +34,8 @@ struct Triad {
   }
 };
 
-void stream_triad(uintptr_t a_address, uintptr_t b_address, uintptr_t c_address, int64_t n, float scalar) {
-  if (n < 0) throw std::invalid_argument("stream_triad: expected n >= 0");
-  std::array<void*, 3> data = {reinterpret_cast<void*>(a_address), reinterpret_cast<void*>(b_address),
-                               reinterpret_cast<void*>(c_address)};
-  py::gil_scoped_release release;
+// The triad's work, without the GIL.
+void triad(const std::array<void*, 3>& data, int64_t n, float scalar) {
   const MemoryPlan plan = memory_plan();
   const bool stream = plan.streams(n * int64_t(sizeof(float)));
   // Blocks taken as threads come, in runs, as the kernels do: a late worker does not hold up the
@@ -53,6 +51,13 @@ void stream_triad(uintptr_t a_address, uintptr_t b_address, uintptr_t c_address,
       run_dense(Triad{scalar}, at, {kFloat, kFloat, kFloat}, std::min(block, n - b * block), stream);
     }
   });
+}
+
+void stream_triad(uintptr_t a_address, uintptr_t b_address, uintptr_t c_address, int64_t n, float scalar) {
+  if (n < 0) throw std::invalid_argument("stream_triad: expected n >= 0");
+  std::array<void*, 3> data = {reinterpret_cast<void*>(a_address), reinterpret_cast<void*>(b_address),
+                               reinterpret_cast<void*>(c_address)};
+  without_gil([&] { triad(data, n, scalar); });
 }
 
 // ValueError naming the first of `counts` below 1, what was expected and what was found.

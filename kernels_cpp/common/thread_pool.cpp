@@ -1,5 +1,6 @@
 #include "common/thread_pool.h"
 
+#include <cxxabi.h>
 #include <pthread.h>
 #include <sched.h>
 
@@ -163,6 +164,8 @@ class Pool {
   void take_parts(const std::function<void(int)>& job, int parts) {
     try {
       for (int p = next_part_++; p < parts; p = next_part_++) job(p);
+    } catch (abi::__forced_unwind&) {
+      throw;  // the thread is ending: it is no error of the job
     } catch (...) {
       std::lock_guard<std::mutex> lock(mutex_);
       if (!error_) error_ = std::current_exception();

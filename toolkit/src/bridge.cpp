@@ -32,7 +32,8 @@ namespace {
 const int kUninitialized = 100001;  // ACL_ERROR_UNINITIALIZE
 const int kSignatureCount = static_cast<int>(sizeof(NPUEMU_SIGNATURES) / sizeof(NPUEMU_SIGNATURES[0]));
 
-std::once_flag boot_once;
+std::mutex boot_mutex;            // held by the thread that starts the toolkit
+std::atomic<bool> booted{false};  // set once the start is over (success or failure)
 npuemu_core_call_fn core_call = nullptr;
 npuemu_core_exit_fn core_exit = nullptr;  // set only when the toolkit started its own interpreter
 pid_t boot_pid = 0;                       // the process that started it (not a child made by fork())
@@ -181,7 +182,12 @@ std::string embeddable(const Interpreter &python) {
   return load_libpython(executable);
 }
 
-void boot() {
+// Why the last start on this thread did not end (stopped by a KeyboardInterrupt, say): the next call starts again.
+thread_local char stopped_reason[1024];
+
+// Starts the toolkit; false if the start was stopped before its end (a Ctrl-C in a Python host), to be
+// tried again by the next call.
+bool boot() {
   const Interpreter python = interpreter();
   const std::string &executable = python.executable;
   std::string error;
@@ -201,9 +207,14 @@ void boot() {
     const npuemu_boot settings = {executable.c_str(), NPUEMU_SIGNATURES, kSignatureCount, hosted ? 0 : 1,
                                   NPUEMU_OBJECT_CLASSES, sizeof(NPUEMU_OBJECT_CLASSES) / sizeof(char *)};
     char reason[4096] = "";
+    const int started = core_boot == nullptr ? NB_FAILED : core_boot(&settings, reason, sizeof(reason));
+    if (started == NB_STOPPED) {  // the user's doing, not a broken set-up: nothing on stderr
+      std::snprintf(stopped_reason, sizeof(stopped_reason), "npuemu: %s", reason);
+      return false;
+    }
     if (core_boot == nullptr) {
       error = "the core library has no npuemu_core_boot: " + advice();
-    } else if (core_boot(&settings, reason, sizeof(reason)) != 0) {
+    } else if (started != NB_STARTED) {
       // (a process that runs Python has its own interpreter, which the reason names)
       error = std::string(reason) + (hosted ? "" : " (interpreter " + executable + ")");
     } else {
@@ -220,6 +231,7 @@ void boot() {
     std::fprintf(stderr, "%s\n", boot_error->c_str());
     std::fflush(stderr);
   }
+  return true;
 }
 
 // What a call that cannot run returns: ACL_ERROR_UNINITIALIZE (NULL, 0 for the other returns), and
@@ -277,12 +289,58 @@ void at_exit() {
 
 __attribute__((constructor)) void register_at_exit() { std::atexit(at_exit); }
 
+// The GIL given up for a while by a thread of a Python host that holds it: a caller through ctypes.PyDLL or
+// an extension module, which keep it during the foreign call. Nothing in a process without Python.
+class WithoutGil {
+ public:
+  WithoutGil() {
+    auto running = reinterpret_cast<int (*)()>(dlsym(RTLD_DEFAULT, "Py_IsInitialized"));
+    auto holds = reinterpret_cast<int (*)()>(dlsym(RTLD_DEFAULT, "PyGILState_Check"));
+    auto save = reinterpret_cast<void *(*)()>(dlsym(RTLD_DEFAULT, "PyEval_SaveThread"));
+    restore_ = reinterpret_cast<void (*)(void *)>(dlsym(RTLD_DEFAULT, "PyEval_RestoreThread"));
+    if (running != nullptr && holds != nullptr && save != nullptr && restore_ != nullptr && running() && holds())
+      saved_ = save();
+  }
+  void end() {  // not in a destructor: taking the GIL back may end the thread (Python's finalisation)
+    if (saved_ != nullptr) restore_(saved_);
+    saved_ = nullptr;
+  }
+  WithoutGil(const WithoutGil &) = delete;
+  WithoutGil &operator=(const WithoutGil &) = delete;
+
+ private:
+  void (*restore_)(void *) = nullptr;
+  void *saved_ = nullptr;
+};
+
+// The first call of any thread starts the toolkit, once; the others wait for the end of the start. The
+// start takes the GIL in a Python host (its imports, which let other threads run in between): a thread that
+// waited for it with the GIL held would never let it end. So a caller waits without the GIL.
+// False if this call's start was stopped (stopped_reason says why).
+bool start() {
+  if (booted.load(std::memory_order_acquire)) return true;
+  WithoutGil released;
+  bool over = true;
+  {
+    std::lock_guard<std::mutex> lock(boot_mutex);
+    if (!booted.load(std::memory_order_relaxed)) {
+      over = boot();
+      booted.store(over, std::memory_order_release);
+    }
+  }
+  released.end();
+  return over;
+}
+
 }  // namespace
 
 extern "C" npuemu_value npuemu_forward(int number, const npuemu_value *args, const void *caller) {
   if (__fpending(stdout) != 0) std::fflush(stdout);  // the C program's output stays ahead of npuemu's
-  std::call_once(boot_once, boot);
+  const bool reads_message = number >= 0 && number < kSignatureCount && NPUEMU_SIGNATURES[number].returns == NR_STR_THREAD;
+  if (reads_message && unread_reason != nullptr) return failed(number, nullptr);  // why the last start was stopped
+  if (!start()) return failed(number, stopped_reason);
   if (core_call == nullptr) return failed(number, boot_error->c_str());
   if (python_running != nullptr && !python_running()) return after_finalisation(number);
+  unread_reason = nullptr;  // the runtime's messages from now on
   return core_call(number, args, caller);
 }

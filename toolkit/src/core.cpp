@@ -8,7 +8,8 @@
 //
 // Threads: npuemu keeps per-thread state (the current context, the error messages) in
 // threading.local, which CPython wipes when a thread's last PyGILState_Release deletes its thread
-// state. So a host thread Python did not create keeps one thread state for its whole life (HostThread).
+// state. So a host thread Python did not create keeps one thread state for its whole life (HostThread),
+// which the toolkit ends itself when the thread ends.
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <cxxabi.h>
@@ -38,6 +39,7 @@ namespace {
 const int kRuntimeNull = 100000, kAclnnNull = 161001;          // ACL_ERROR_INVALID_PARAM, ACLNN_ERR_PARAM_NULLPTR
 const int kRuntimeInvalid = 100000, kAclnnInvalid = 161002;    // ... ACLNN_ERR_PARAM_INVALID
 const int kRuntimeInternal = 507000, kAclnnInternal = 561000;  // ACL_ERROR_RT_INTERNAL_ERROR, ACLNN_ERR_INNER
+const int kRuntimeStopped = 500001, kAclnnStopped = 361001;    // ACL_ERROR_FAILURE, ACLNN_ERR_RUNTIME_ERROR
 const uint64_t kMaxArray = uint64_t(1) << 24;                  // elements of one array argument
 const int kMaxParameters = 16;                                 // toolkit/generate.py checks the table
 const int kCallerFrames = 3;  // the program's frames a site keeps, as for Python callers (emulator/sites.py)
@@ -71,8 +73,7 @@ thread_local int caller_frames = 0;
 struct HostThread {
   bool pinned = false;
   pid_t pid = 0;  // the process that pinned it
-  PyGILState_STATE outer;
-  PyThreadState *saved = nullptr;
+  PyThreadState *saved = nullptr;  // made by PyGILState_Ensure, kept without the GIL between calls
   std::string message;  // aclGetRecentErrMsg's, valid until the thread's next call
 };
 thread_local HostThread *host_thread = nullptr;
@@ -89,20 +90,26 @@ HostThread &this_host_thread() {
 // Gives a thread Python did not create its thread state for good.
 void pin_thread_state(HostThread &thread) {
   if (thread.pinned) return;
-  thread.outer = PyGILState_Ensure();
+  PyGILState_Ensure();  // a new thread state, which PyGILState_GetThisThreadState finds at the next calls
   thread.saved = PyEval_SaveThread();
   thread.pid = getpid();
   thread.pinned = true;
 }
 
 // The key's destructor, as the thread ends: its thread state goes (with its threading.local values).
+// Not by PyGILState_Release: that finds the thread state through CPython's own pthread key, and glibc
+// clears each key's value as it reaches the key, in the order the keys were made. In a Python host
+// CPython's key is older than this one (made at the boot), so its value is gone by now and the release
+// would abort the process ("no thread-state for this thread"). The thread state is ended directly, as
+// that release would: the same in either order.
 void end_host_thread(void *record) {
   HostThread *thread = static_cast<HostThread *>(record);
   // Not in a child made by fork() that exits on this thread: the child's copy of the GIL may be held
   // by a thread of the parent that does not exist in the child, and taking it would hang the exit.
   if (thread->pinned && thread->pid == getpid() && Py_IsInitialized()) {
     PyEval_RestoreThread(thread->saved);
-    PyGILState_Release(thread->outer);
+    PyThreadState_Clear(thread->saved);
+    PyThreadState_DeleteCurrent();  // releases the GIL (and clears CPython's key, if it still holds it)
   }
   delete thread;
   host_thread = nullptr;
@@ -119,11 +126,14 @@ struct Failure {
 int null_code(const npuemu_signature &sig) { return sig.layer == NL_ACLNN ? kAclnnNull : kRuntimeNull; }
 int invalid_code(const npuemu_signature &sig) { return sig.layer == NL_ACLNN ? kAclnnInvalid : kRuntimeInvalid; }
 int internal_code(const npuemu_signature &sig) { return sig.layer == NL_ACLNN ? kAclnnInternal : kRuntimeInternal; }
+int stopped_code(const npuemu_signature &sig) { return sig.layer == NL_ACLNN ? kAclnnStopped : kRuntimeStopped; }
+
+std::string python_error(bool show_traceback = false);
 
 // Leave the message for aclGetRecentErrMsg, as the Python layer does for its own rejections.
 void leave_message(const npuemu_signature &sig, const Failure &failure) {
   PyObject *result = PyObject_CallFunction(record, "iss", failure.code, sig.name, failure.message.c_str());
-  if (result == nullptr) PyErr_Print();
+  if (result == nullptr) python_error(true);
   Py_XDECREF(result);
 }
 
@@ -159,26 +169,81 @@ void reject(const npuemu_signature &sig, const npuemu_value *args, Failure *fail
   if (result != nullptr && PyLong_Check(result)) {
     failure->code = static_cast<int>(PyLong_AsLong(result));
   } else {
-    PyErr_Clear();
+    python_error();
     leave_message(sig, *failure);
   }
   Py_XDECREF(result);
 }
 
+// What the Python code under a call may raise that is no error of the call's or of npuemu's: a
+// BaseException that is not an Exception. The program was interrupted (KeyboardInterrupt: Ctrl-C in a
+// Python host, whose handler raises it in whatever Python code runs, the runtime's under a C call), or
+// asked to end (SystemExit: sys.exit() in a Python callback), or a generator was closed. Such an exception
+// is no internal error: the call fails with the layer's "stopped" code, and the exception is kept, never
+// printed (PyErr_Print would end the process on a SystemExit), to be raised again for the program's Python
+// code when the call returns (raise_kept_stop).
+struct Kept {
+  PyObject *type = nullptr, *value = nullptr, *traceback = nullptr;
+};
+thread_local Kept kept_stop;  // the first of this thread's call in progress
+unsigned long main_thread = 0;  // the interpreter's main thread (threading.main_thread().ident)
+
+bool stop_pending() { return PyErr_Occurred() != nullptr && !PyErr_ExceptionMatches(PyExc_Exception); }
+
+// Raises the exception kept in a Python main thread's pending call (Py_AddPendingCall): the next
+// instruction that thread runs raises it, as it raises the KeyboardInterrupt of a Ctrl-C.
+int raise_kept(void *argument) {
+  Kept *kept = static_cast<Kept *>(argument);
+  PyErr_Restore(kept->type, kept->value, kept->traceback);
+  delete kept;
+  return -1;
+}
+
+// The exception this thread's call kept, raised again in the Python code that called, once the C call
+// has returned: in the main thread by a pending call (with the exception itself: sys.exit's code is kept);
+// in another thread of Python's as an asynchronous exception of its type (a thread's SystemExit ends that
+// thread, whatever its code). A thread with no Python code above the call (a C thread, the calls of a C
+// program) has nothing to raise it in: the call's code and message are all there is. GIL held.
+void raise_kept_stop() {
+  if (kept_stop.type == nullptr) return;
+  Kept *kept = new Kept(kept_stop);
+  kept_stop = Kept();
+  PyFrameObject *caller = PyThreadState_GetFrame(PyThreadState_Get());
+  const bool python_called = caller != nullptr;
+  Py_XDECREF(caller);
+  if (python_called && PyThread_get_thread_ident() == main_thread) {
+    if (Py_AddPendingCall(raise_kept, kept) == 0) return;
+  } else if (python_called) {
+    PyThreadState_SetAsyncExc(PyThread_get_thread_ident(), kept->type);
+  }
+  Py_XDECREF(kept->type);
+  Py_XDECREF(kept->value);
+  Py_XDECREF(kept->traceback);
+  delete kept;
+}
+
+// An exception as "Type: text".
+std::string described(PyObject *value) {
+  if (value == nullptr) return "unknown error";
+  PyObject *shown = PyObject_Str(value);
+  const char *utf8 = shown != nullptr ? PyUnicode_AsUTF8(shown) : nullptr;
+  const std::string text = std::string(Py_TYPE(value)->tp_name) + ": " + (utf8 != nullptr ? utf8 : "?");
+  Py_XDECREF(shown);
+  PyErr_Clear();
+  return text;
+}
+
 // The pending Python exception, cleared, as "Type: text"; with `show_traceback`, printed on stderr first.
-std::string python_error(bool show_traceback = false) {
+// A stop (above) is kept for raise_kept_stop instead, never printed.
+std::string python_error(bool show_traceback) {
+  const bool stop = stop_pending();
   PyObject *type, *value, *traceback;
   PyErr_Fetch(&type, &value, &traceback);
   PyErr_NormalizeException(&type, &value, &traceback);
-  std::string text = "unknown error";
-  if (value != nullptr) {
-    PyObject *shown = PyObject_Str(value);
-    const char *utf8 = shown != nullptr ? PyUnicode_AsUTF8(shown) : nullptr;
-    text = std::string(Py_TYPE(value)->tp_name) + ": " + (utf8 != nullptr ? utf8 : "?");
-    Py_XDECREF(shown);
-    PyErr_Clear();
-  }
-  if (show_traceback) {
+  const std::string text = described(value);
+  if (stop && kept_stop.type == nullptr) {
+    kept_stop = {type, value, traceback};
+  } else if (show_traceback && !stop) {
     PyErr_Restore(type, value, traceback);
     PyErr_Print();
   } else {
@@ -189,8 +254,20 @@ std::string python_error(bool show_traceback = false) {
   return text;
 }
 
-// The pending Python exception as a failure of ours: its traceback once on stderr, its text in the message.
+// "Type: text" without the ": " of an empty text (a bare KeyboardInterrupt).
+std::string trimmed(std::string text) {
+  if (text.size() >= 2 && text.compare(text.size() - 2, 2, ": ") == 0) text.resize(text.size() - 2);
+  return text;
+}
+
+// The pending Python exception as a failure: a stop as the layer's "stopped" code, naming it; anything
+// else as a failure of ours, its traceback once on stderr, its text in the message.
 Failure internal_failure(const npuemu_signature &sig) {
+  if (stop_pending()) {
+    const std::string raised = trimmed(python_error());
+    return {stopped_code(sig), "stopped by " + raised + " before it completed (the program is interrupted or ending: "
+                               "no error of the call)"};
+  }
   const std::string text = python_error(!traceback_shown);
   traceback_shown = true;
   return {internal_code(sig), "internal error of npuemu's C toolkit (please report): " + text};
@@ -848,6 +925,18 @@ std::string import_targets(const npuemu_boot *boot) {
   return record != nullptr && rejected != nullptr ? "" : python_error();
 }
 
+// The interpreter's main thread, which runs Python's signal handlers and pending calls; "" or what failed.
+std::string find_main_thread() {
+  PyObject *threading = PyImport_ImportModule("threading");
+  PyObject *thread = threading != nullptr ? PyObject_CallMethod(threading, "main_thread", nullptr) : nullptr;
+  PyObject *ident = thread != nullptr ? PyObject_GetAttrString(thread, "ident") : nullptr;
+  if (ident != nullptr) main_thread = PyLong_AsUnsignedLong(ident);
+  Py_XDECREF(ident);
+  Py_XDECREF(thread);
+  Py_XDECREF(threading);
+  return ident != nullptr && !PyErr_Occurred() ? "" : "cannot find Python's main thread (" + python_error() + ")";
+}
+
 // The program's frames of this call: the forwarder's caller, and for the calls that make resources
 // (which a helper of the program often makes: its leak report names the helper's callers too) two
 // more. The stack walk costs about a microsecond, so the launches' sites keep the caller only.
@@ -869,7 +958,7 @@ void take_caller_stack(const npuemu_signature &sig, const void *caller) {
 extern "C" __attribute__((visibility("default"))) int npuemu_core_boot(const npuemu_boot *boot, char *error,
                                                                         unsigned long error_size) {
   signatures = boot->signatures;
-  const int key_error = pthread_key_create(&host_thread_key, end_host_thread);
+  static int key_error = pthread_key_create(&host_thread_key, end_host_thread);  // once: a start may be retried
   if (key_error != 0) {
     std::snprintf(error, error_size, "cannot make a pthread key for the toolkit's threads: %s", std::strerror(key_error));
     return 1;
@@ -881,6 +970,7 @@ extern "C" __attribute__((visibility("default"))) int npuemu_core_boot(const npu
   const bool blas_threads_set_here = boot->embedded && std::getenv("OPENBLAS_NUM_THREADS") == nullptr;
   if (blas_threads_set_here) setenv("OPENBLAS_NUM_THREADS", "1", 0);
   std::string problem;
+  bool interrupted = false;
   const bool sigint_held = boot->embedded && hold_sigint();
   if (boot->embedded) problem = start_interpreter(boot->executable);
   if (problem.empty()) {
@@ -888,17 +978,26 @@ extern "C" __attribute__((visibility("default"))) int npuemu_core_boot(const npu
     if (boot->embedded) import_signal_module();
     problem = import_targets(boot);
     if (problem.empty()) problem = import_objects(boot);
+    if (problem.empty()) problem = find_main_thread();
     if (problem.empty() && boot->embedded) {
       problem = hand_over_exit_status();
       embedded_pid = getpid();
     }
+    // A stop in the imports (Ctrl-C in a Python host, as the first call starts the toolkit) is no failure
+    // of the toolkit: the start is left to the next call, and the stop raised again in the program.
+    if (kept_stop.type != nullptr) {
+      problem = "the start was stopped by " + trimmed(described(kept_stop.value)) + " (the program is interrupted "
+                "or ending); the call did nothing, and the next call starts the toolkit again";
+      interrupted = true;
+    }
+    raise_kept_stop();
     PyGILState_Release(gil);
     if (boot->embedded) PyEval_SaveThread();  // the interpreter's first thread state stays this thread's
   }
   if (sigint_held) release_sigint();
   if (blas_threads_set_here) unsetenv("OPENBLAS_NUM_THREADS");
   if (!problem.empty()) std::snprintf(error, error_size, "%s", problem.c_str());
-  return problem.empty() ? 0 : 1;
+  return problem.empty() ? NB_STARTED : interrupted ? NB_STOPPED : NB_FAILED;
 }
 
 extern "C" __attribute__((visibility("default"))) npuemu_value npuemu_core_call(int number, const npuemu_value *args,
@@ -912,6 +1011,10 @@ extern "C" __attribute__((visibility("default"))) npuemu_value npuemu_core_call(
   npuemu_value value;
   try {
     value = invoke(number, args);
+  } catch (abi::__forced_unwind &) {
+    // CPython ends a thread that takes the GIL while the interpreter is finalised (a daemon thread of a
+    // Python program that ends) with pthread_exit: the unwind must go on, or the process aborts.
+    throw;
   } catch (...) {  // no C++ exception crosses into the C program (std::bad_alloc of a huge output, ...)
     const Failure failure = {internal_code(signatures[number]), "internal error of npuemu's C toolkit: a C++ exception"};
     leave_message(signatures[number], failure);
@@ -919,6 +1022,7 @@ extern "C" __attribute__((visibility("default"))) npuemu_value npuemu_core_call(
   }
   caller_frames = outer_frames;
   std::copy(outer, outer + kCallerFrames, caller_stack);
+  raise_kept_stop();
   PyGILState_Release(gil);
   return value;
 }

@@ -94,6 +94,13 @@ typedef struct npuemu_boot {
   int object_class_count;
 } npuemu_boot;
 
+// What npuemu_core_boot returns; for the last two, `error` says why.
+enum npuemu_boot_result {
+  NB_STARTED,
+  NB_FAILED,   // for good: every call fails
+  NB_STOPPED,  // a KeyboardInterrupt (or another stop) came during the start: the next call starts again
+};
+
 typedef int (*npuemu_core_boot_fn)(const npuemu_boot *boot, char *error, unsigned long error_size);
 typedef npuemu_value (*npuemu_core_call_fn)(int number, const npuemu_value *args, const void *caller);
 typedef void (*npuemu_core_exit_fn)(void);

@@ -1,0 +1,337 @@
+"""The C toolkit in a process that already runs Python: a Python program that calls it through ctypes (as
+aclnn users do: pyACL has no aclnn binding), directly or through a C library of its own, and a C program
+that started Python first. The toolkit joins that interpreter; whatever order the two were set up in:
+
+1. Threads: a thread Python did not create (a C library's pthread) ends cleanly after its calls.
+2. The first call: made by several threads at once through ctypes.PyDLL (which keeps the GIL during the
+   foreign call), it starts the toolkit once, without a deadlock.
+3. The end: daemon threads still in toolkit calls or kernels when the program ends (CPython stops them
+   with pthread_exit as they take the GIL) leave the program its own exit code.
+4. Stops: a KeyboardInterrupt (Ctrl-C) or a SystemExit (sys.exit() in a callback) raised in the Python code
+   that runs under a C call is no internal error: the call returns the layer's "stopped" code (500001,
+   ACL_ERROR_FAILURE; 361001 for aclnn) with a message naming it, and the exception is raised again in the
+   program's Python code as the foreign call returns (ctypes.CDLL and ctypes.PyDLL alike). A Ctrl-C while
+   the toolkit starts leaves the start to the next call.
+
+Each program runs in a child process with the toolkit's environment."""
+from __future__ import annotations
+
+import subprocess
+import sys
+import sysconfig
+import textwrap
+
+import pytest
+
+import ctoolkit
+
+RUN_TIMEOUT = 120
+
+
+def run_python(program: str, directory, *args: str, **env: str) -> subprocess.CompletedProcess:
+    """Run the Python `program` (dedented) from `directory` with the toolkit's root as argv[1]."""
+    path = directory / "host.py"
+    path.write_text(textwrap.dedent(program))
+    return subprocess.run([sys.executable, str(path), ctoolkit.toolkit_root(), *args], capture_output=True, text=True,
+                          timeout=RUN_TIMEOUT, env=ctoolkit.toolkit_environment(**env), cwd=str(directory))
+
+
+def shown(done: subprocess.CompletedProcess) -> str:
+    return "exit status %d\n--- stdout\n%s--- stderr\n%s" % (done.returncode, done.stdout, done.stderr)
+
+
+# ------------------------------------------------------------------------------------------------
+# 1. Threads Python did not create
+
+# A C thread's calls: its own device, a refused call's message, memory freed; the thread then ends.
+C_THREAD = r"""#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include "acl/acl.h"
+
+static void *calls(void *device_id) {
+  int32_t device = -1;
+  void *memory = NULL;
+  const int set = aclrtSetDevice(*(int *)device_id);
+  const int got = aclrtGetDevice(&device);
+  const int refused = aclrtFree(NULL);
+  const char *message = aclGetRecentErrMsg();
+  const int named = message != NULL && strstr(message, "aclrtFree: devPtr") != NULL;
+  const int malloc_free = aclrtMalloc(&memory, 64, ACL_MEM_MALLOC_HUGE_FIRST) | aclrtFree(memory);
+  printf("C thread: set %d, device %d %d, free(NULL) %d naming devPtr %d, malloc+free %d, reset %d\n", set, got,
+         device, refused, named, malloc_free, aclrtResetDevice(*(int *)device_id));
+  fflush(stdout);
+  return NULL;
+}
+
+/* Starts a thread that calls the toolkit and ends, and joins it. */
+int c_thread_calls(int device_id) {
+  pthread_t thread;
+  if (pthread_create(&thread, NULL, calls, &device_id) != 0) return 1;
+  return pthread_join(thread, NULL);
+}
+"""
+
+C_THREAD_LINE = "C thread: set 0, device 0 %d, free(NULL) 100000 naming devPtr 1, malloc+free 0, reset 0\n"
+
+
+def test_a_c_thread_of_a_python_programs_library_ends_cleanly(tmp_path):
+    """A Python program loads a C library (ctypes) whose threads call the toolkit and end: CPython's
+    pthread key, made before the toolkit's, is cleared first as a thread ends, so ending the thread's
+    Python thread state through it aborted the process ("PyGILState_Release: ... no thread-state for
+    this thread"). Each thread has its own device and messages; the program goes on and exits 0."""
+    library = ctoolkit.compile_program(C_THREAD, tmp_path, name="libcthread.so", language="c",
+                                       flags=("-shared", "-fPIC", "-pthread"), libraries=("ascendcl",))
+    done = run_python('''
+        import ctypes, sys
+        library = ctypes.CDLL(sys.argv[2])
+        print("joined", library.c_thread_calls(0), library.c_thread_calls(1), flush=True)
+        import acl
+        print("main thread device", acl.rt.get_device()[1])
+    ''', tmp_path, library)
+    assert (done.returncode, done.stdout, done.stderr) == (
+        0, C_THREAD_LINE % 0 + C_THREAD_LINE % 1 + "joined 0 0\nmain thread device 107002\n", ""), shown(done)
+
+
+EMBEDDING_C_THREAD = C_THREAD.replace('#include <pthread.h>', '#include <Python.h>\n#include <pthread.h>') + r"""
+/* Python first (docs/toolkit.md, "Programs that embed Python"): started, npuemu made importable
+   (argv[1]), the GIL released; a thread calls the toolkit and ends; Python finalised at the end. */
+int main(int argc, char **argv) {
+  Py_Initialize();
+  char code[4096];
+  snprintf(code, sizeof(code), "import site; site.addsitedir('%s')", argc > 1 ? argv[1] : "");
+  PyRun_SimpleString(code);
+  PyThreadState *main_thread = PyEval_SaveThread();
+  const int joined = c_thread_calls(0);
+  PyEval_RestoreThread(main_thread);
+  printf("joined %d, finalised %d\n", joined, Py_FinalizeEx());
+  return 5;
+}
+"""
+
+
+def test_a_c_thread_of_a_program_that_started_python_first_ends_cleanly(tmp_path):
+    """The same in a C program that started Python itself before its first toolkit call: the thread ends
+    without an abort, and the program ends with its own code."""
+    executable = ctoolkit.compile_embedding_program(EMBEDDING_C_THREAD, tmp_path, flags=("-pthread",))
+    done = ctoolkit.run_program(executable, args=(sysconfig.get_paths()["purelib"],))
+    assert (done.returncode, done.stdout, done.stderr) == (5, C_THREAD_LINE % 0 + "joined 0, finalised 0\n", ""), \
+        shown(done)
+
+
+# ------------------------------------------------------------------------------------------------
+# 2. The first call
+
+def test_first_calls_of_threads_holding_the_gil_through_pydll_start_the_toolkit_once(tmp_path):
+    """Three Python threads make their first toolkit call at once through ctypes.PyDLL, which keeps the GIL
+    during the foreign call: the thread that starts the toolkit needs the GIL for its imports while the
+    others waited for the start with it, for good. Each thread now gets its device."""
+    done = run_python('''
+        import ctypes, sys, threading
+        runtime = ctypes.PyDLL(sys.argv[1] + "/lib64/libascendcl.so")
+        barrier = threading.Barrier(3)
+        codes = {}
+        def first_call(device):
+            barrier.wait()
+            codes[device] = runtime.aclrtSetDevice(device)
+            current = ctypes.c_int32(-1)
+            codes[device] = (codes[device], runtime.aclrtGetDevice(ctypes.byref(current)), current.value,
+                             runtime.aclrtResetDevice(device))
+        threads = [threading.Thread(target=first_call, args=(device,), daemon=True) for device in range(3)]
+        [thread.start() for thread in threads]
+        [thread.join(60) for thread in threads]
+        print(sorted(codes.items()), [thread.is_alive() for thread in threads])
+    ''', tmp_path)
+    assert (done.returncode, done.stdout, done.stderr) == (
+        0, "[(0, (0, 0, 0, 0)), (1, (0, 0, 1, 0)), (2, (0, 0, 2, 0))] [False, False, False]\n", ""), shown(done)
+
+
+# ------------------------------------------------------------------------------------------------
+# 3. The end of the program
+
+DAEMONS_CALLING = '''
+    import ctypes, sys, threading, time
+    runtime = ctypes.CDLL(sys.argv[1] + "/lib64/libascendcl.so")
+    runtime.aclrtMalloc.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_size_t, ctypes.c_int]
+    runtime.aclrtFree.argtypes = [ctypes.c_void_p]
+    runtime.aclInit(None)
+    def calls():
+        runtime.aclrtSetDevice(0)
+        while True:
+            memory = ctypes.c_void_p()
+            runtime.aclrtMalloc(ctypes.byref(memory), 64, 0)
+            runtime.aclrtFree(memory)
+    for _ in range(3):
+        threading.Thread(target=calls, daemon=True).start()
+    time.sleep(0.5)
+    print("main ends with 3", flush=True)
+    sys.exit(3)
+'''
+
+DAEMONS_IN_KERNELS = '''
+    import sys, threading, time
+    import acl, aclnn_api as nn
+    acl.init(); acl.rt.set_device(0)
+    stream, _ = acl.rt.create_stream()
+    n = 1 << 20
+    memory, _ = acl.rt.malloc(n * 4, 0); acl.rt.memset(memory, n * 4, 0, n * 4)
+    tensor = nn.aclCreateTensor([n], nn.ACL_FLOAT, None, 0, nn.ACL_FORMAT_ND, None, memory)
+    def launches():
+        acl.rt.set_device(0)
+        while True:
+            size, executor, _ = nn.aclnnLogSigmoidGetWorkspaceSize(tensor, tensor)
+            nn.aclnnLogSigmoid(None, size, executor, stream)
+            acl.rt.synchronize_stream(stream)
+    for _ in range(3):
+        threading.Thread(target=launches, daemon=True).start()
+    time.sleep(0.5)
+    print("main ends with 3", flush=True)
+    sys.exit(3)
+'''
+
+
+@pytest.mark.parametrize("program", [DAEMONS_CALLING, DAEMONS_IN_KERNELS], ids=["ctypes-calls", "python-kernels"])
+def test_daemon_threads_still_calling_when_the_program_ends_leave_it_its_exit_code(tmp_path, program):
+    """Daemon threads that call the toolkit through ctypes (memory calls), or launch and synchronise kernels
+    from Python, when the program ends: CPython stops each with pthread_exit as it takes the GIL, an unwind
+    that a catch (...) of the toolkit swallowed ("FATAL: exception not rethrown") and that the kernels'
+    GIL re-acquire in a noexcept destructor turned into std::terminate: both aborted the process."""
+    done = run_python(program, tmp_path, NPUEMU_LEAK_CHECK="0")
+    assert (done.returncode, done.stdout) == (3, "main ends with 3\n"), shown(done)
+
+
+# ------------------------------------------------------------------------------------------------
+# 4. Stops: KeyboardInterrupt, SystemExit
+
+STOPPED = ("ACL_ERROR_FAILURE(500001): aclrtProcessReport: stopped by %s before it completed (the program is "
+           "interrupted or ending: no error of the call)")
+
+# A callback that raises what argv[3] names, run by aclrtProcessReport called through ctypes (argv[2]: CDLL
+# or PyDLL) on the main thread or on another one (argv[4]).
+RAISING_CALLBACK = '''
+    import ctypes, sys, threading
+    runtime = getattr(ctypes, sys.argv[2])(sys.argv[1] + "/lib64/libascendcl.so")
+    runtime.aclGetRecentErrMsg.restype = ctypes.c_char_p
+    runtime.aclrtSubscribeReport.argtypes = [ctypes.c_uint64, ctypes.c_void_p]
+    import acl
+    acl.init(); acl.rt.set_device(0)
+    stream, _ = acl.rt.create_stream()
+    def raising(data):
+        if sys.argv[3] == "KeyboardInterrupt":
+            raise KeyboardInterrupt  # as a Ctrl-C does in whatever Python code runs
+        sys.exit(5)
+    def serve():
+        acl.rt.set_device(0)
+        runtime.aclrtSubscribeReport(threading.get_ident(), stream)
+        acl.rt.launch_callback(raising, None, 0, stream)
+        try:
+            print("returned", runtime.aclrtProcessReport(5000), flush=True)
+        except KeyboardInterrupt:
+            print("KeyboardInterrupt", flush=True)
+        finally:
+            print("finally:", runtime.aclGetRecentErrMsg().decode().split(" ", 2)[2], flush=True)
+        print("the thread goes on", flush=True)
+        acl.rt.reset_device(0)
+    if sys.argv[4] == "main":
+        serve()
+        served_by = threading.get_ident()
+    else:
+        thread = threading.Thread(target=serve)
+        thread.start(); thread.join()
+        served_by = thread.ident
+    print("the program goes on", flush=True)
+    acl.rt.unsubscribe_report(served_by, stream)
+    acl.rt.destroy_stream(stream); acl.rt.reset_device(0); acl.finalize()
+'''
+
+
+@pytest.mark.parametrize("library", ["CDLL", "PyDLL"])
+def test_a_keyboard_interrupt_under_a_c_call_is_raised_again_when_it_returns(tmp_path, library):
+    """A KeyboardInterrupt in a callback run by aclrtProcessReport (through ctypes): it was 507000 "internal
+    error ... please report" and gone. Now the call fails with 500001 naming it, and the program's Python
+    code gets the KeyboardInterrupt as the foreign call returns (its line is not reached)."""
+    done = run_python(RAISING_CALLBACK, tmp_path, library, "KeyboardInterrupt", "main")
+    assert (done.returncode, done.stdout, done.stderr) == (0, (
+        "KeyboardInterrupt\nfinally: " + STOPPED % "KeyboardInterrupt" + "\nthe thread goes on\nthe program goes on\n"),
+        ""), shown(done)
+
+
+@pytest.mark.parametrize("library", ["CDLL", "PyDLL"])
+def test_sys_exit_in_a_callback_under_a_c_call_ends_the_program_with_its_code(tmp_path, library):
+    """sys.exit(5) in a callback run by aclrtProcessReport through ctypes on the main thread: the process
+    sometimes ended inside the foreign call (PyErr_Print ends it on a SystemExit), sometimes the call was
+    507000 and the program went on. Now the SystemExit is raised as the call returns: the program's
+    finally clauses run, and it ends with 5, no traceback."""
+    done = run_python(RAISING_CALLBACK, tmp_path, library, "SystemExit", "main", NPUEMU_LEAK_CHECK="0")
+    assert (done.returncode, done.stdout, done.stderr) == (5, "finally: " + STOPPED % "SystemExit: 5" + "\n", ""), \
+        shown(done)
+
+
+def test_sys_exit_in_a_callback_under_a_c_call_of_another_thread_ends_that_thread(tmp_path):
+    """The same on a thread the program started: sys.exit() ends that thread, as in Python code, and the
+    program goes on."""
+    done = run_python(RAISING_CALLBACK, tmp_path, "CDLL", "SystemExit", "thread")
+    assert (done.returncode, done.stdout, done.stderr) == (
+        0, "finally: " + STOPPED % "SystemExit: 5" + "\nthe program goes on\n", ""), shown(done)
+
+
+def test_ctrl_c_during_a_synchronisation_through_ctypes_stops_it_and_raises_keyboard_interrupt(tmp_path):
+    """docs/toolkit.md, Signals: in a Python program Ctrl-C is a KeyboardInterrupt and stops the kernels of a
+    synchronisation, through ctypes too: SIGINT 0.3 s into aclrtSynchronizeStream of seconds of work. The
+    call is stopped (its message says so), the KeyboardInterrupt reaches the program, and the stream
+    still completes at the next synchronisation."""
+    done = run_python('''
+        import ctypes, os, signal, sys, threading, time
+        runtime = ctypes.CDLL(sys.argv[1] + "/lib64/libascendcl.so")
+        runtime.aclGetRecentErrMsg.restype = ctypes.c_char_p
+        runtime.aclrtSynchronizeStream.argtypes = [ctypes.c_void_p]
+        import acl, aclnn_api as nn
+        acl.init(); acl.rt.set_device(0)
+        stream, _ = acl.rt.create_stream()
+        n = 1 << 22
+        memory, _ = acl.rt.malloc(n * 4, 0); acl.rt.memset(memory, n * 4, 0, n * 4)
+        tensor = nn.aclCreateTensor([n], nn.ACL_FLOAT, None, 0, nn.ACL_FORMAT_ND, None, memory)
+        for _ in range(3000):
+            size, executor, _ = nn.aclnnLogSigmoidGetWorkspaceSize(tensor, tensor)
+            nn.aclnnLogSigmoid(None, size, executor, stream)
+        threading.Timer(0.3, lambda: os.kill(os.getpid(), signal.SIGINT)).start()
+        start = time.perf_counter()
+        try:
+            print("returned", runtime.aclrtSynchronizeStream(stream), flush=True)
+        except KeyboardInterrupt:
+            print("KeyboardInterrupt", time.perf_counter() - start < 5,
+                  runtime.aclGetRecentErrMsg().decode().split(" ", 2)[2])
+        print("again", runtime.aclrtSynchronizeStream(stream))
+        nn.aclDestroyTensor(tensor); acl.rt.free(memory); acl.rt.destroy_stream(stream); acl.rt.reset_device(0)
+    ''', tmp_path, NPUEMU_EXECUTION="async")
+    assert (done.returncode, done.stdout, done.stderr) == (0, (
+        "KeyboardInterrupt True ACL_ERROR_FAILURE(500001): aclrtSynchronizeStream: stopped by KeyboardInterrupt "
+        "before it completed (the program is interrupted or ending: no error of the call)\nagain 0\n"), ""), \
+        shown(done)
+
+
+def test_ctrl_c_while_the_toolkit_starts_leaves_the_start_to_the_next_call(tmp_path):
+    """A KeyboardInterrupt in the toolkit's start (here: raised by an import hook as npuemu's modules are
+    imported, where a Ctrl-C lands) made every later call 100001 "cannot import npuemu ... a module it
+    imports failed: reinstall" for the life of the process. Now the first call is 100001 saying the start
+    was stopped, the KeyboardInterrupt reaches the program, and the next call starts the toolkit."""
+    done = run_python('''
+        import ctypes, sys
+        class CtrlCOnce:  # a Ctrl-C as the start imports emulator.errors
+            def find_spec(self, name, path=None, target=None):
+                if name == "emulator.errors":
+                    sys.meta_path.remove(self)
+                    raise KeyboardInterrupt
+        sys.meta_path.insert(0, CtrlCOnce())
+        runtime = ctypes.CDLL(sys.argv[1] + "/lib64/libascendcl.so")
+        runtime.aclGetRecentErrMsg.restype = ctypes.c_char_p
+        try:
+            print("returned", runtime.aclInit(None))
+        except KeyboardInterrupt:
+            print("KeyboardInterrupt:", runtime.aclGetRecentErrMsg().decode())
+        print("again", runtime.aclInit(None), runtime.aclrtSetDevice(0), runtime.aclrtResetDevice(0),
+              runtime.aclFinalize())
+    ''', tmp_path)
+    assert (done.returncode, done.stdout, done.stderr) == (0, (
+        "KeyboardInterrupt: npuemu: the start was stopped by KeyboardInterrupt (the program is interrupted or "
+        "ending); the call did nothing, and the next call starts the toolkit again\nagain 0 0 0 0\n"), ""), shown(done)
