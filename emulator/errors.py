@@ -91,14 +91,19 @@ def _bad_call_code(internal_code: int) -> int:
     return aclnn_param_invalid if 561000 <= internal_code < 562000 else status.ACL_ERROR_INVALID_PARAM
 
 
-def _arguments_error(fn: Callable, name: str, args: tuple, kwargs: dict, code: int) -> Optional[AclError]:
-    """An AclError if (args, kwargs) do not fit fn's parameters (wrong count, unknown keyword)."""
+def _arguments_error(fn: Callable, name: str, args: tuple, kwargs: dict, code: int,
+                     keywords: Optional[dict] = None) -> Optional[AclError]:
+    """An AclError if (args, kwargs) do not fit fn's parameters (wrong count, unknown keyword, a parameter
+    given by both its names); the contract's names (`keywords`) are shown beside the C ones."""
     signature = inspect.signature(fn)
     try:
         signature.bind(*args, **kwargs)
     except TypeError as error:
+        other_name = {own: contract for contract, own in (keywords or {}).items()}
+        shown = ", ".join("%s (or %s)" % (parameter, other_name[parameter]) if parameter in other_name else parameter
+                          for parameter in signature.parameters)
         return AclError(code, "arguments: expected (%s), found %d positional and %d keyword argument(s) (%s)"
-                        % (", ".join(signature.parameters), len(args), len(kwargs), error))
+                        % (shown, len(args), len(kwargs), error))
     return None
 
 
@@ -151,7 +156,7 @@ def api(name: str, failure: tuple = (), internal_code: int = status.ACL_ERROR_RT
                 record(code, name, str(error))
             except Exception as error:  # never let a bug escape a public call
                 bad_call = isinstance(error, TypeError) and _arguments_error(
-                    fn, name, args, kwargs, _bad_call_code(internal_code))
+                    fn, name, args, kwargs, _bad_call_code(internal_code), keywords)
                 if bad_call:
                     record(bad_call.code, name, bad_call.message)
                     code = bad_call.code
@@ -197,7 +202,7 @@ def value_call(name: str, failure: Any, keywords: Optional[dict] = None) -> Call
                 record(status.ACL_ERROR_INVALID_PARAM, name, str(error))
             except Exception as error:  # never let a bug escape a public call
                 bad_call = isinstance(error, TypeError) and _arguments_error(
-                    fn, name, args, kwargs, status.ACL_ERROR_INVALID_PARAM)
+                    fn, name, args, kwargs, status.ACL_ERROR_INVALID_PARAM, keywords)
                 if bad_call:
                     record(bad_call.code, name, bad_call.message)
                 else:
