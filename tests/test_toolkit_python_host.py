@@ -146,6 +146,23 @@ def test_first_calls_of_threads_holding_the_gil_through_pydll_start_the_toolkit_
         0, "[(0, (0, 0, 0, 0)), (1, (0, 0, 1, 0)), (2, (0, 0, 2, 0))] [False, False, False]\n", ""), shown(done)
 
 
+@pytest.mark.parametrize("library", ["CDLL", "PyDLL"])
+def test_a_first_call_after_a_sub_interpreter_was_made_starts_the_toolkit(tmp_path, library):
+    """Once a sub-interpreter has existed, PyGILState_Check says yes for every thread: the start took a CDLL
+    caller, which had released the GIL, for one holding it, and gave it up again: a fatal error (134)."""
+    done = run_python('''
+        import ctypes, sys
+        try:
+            import _interpreters as interpreters  # 3.13
+        except ImportError:
+            import _xxsubinterpreters as interpreters
+        interpreters.destroy(interpreters.create())
+        runtime = getattr(ctypes, sys.argv[2])(sys.argv[1] + "/lib64/libascendcl.so")
+        print(runtime.aclInit(None), runtime.aclrtSetDevice(0), runtime.aclrtResetDevice(0), runtime.aclFinalize())
+    ''', tmp_path, library)
+    assert (done.returncode, done.stdout, done.stderr) == (0, "0 0 0 0\n", ""), shown(done)
+
+
 # ------------------------------------------------------------------------------------------------
 # 3. The end of the program
 

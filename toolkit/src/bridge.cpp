@@ -289,16 +289,27 @@ void at_exit() {
 
 __attribute__((constructor)) void register_at_exit() { std::atexit(at_exit); }
 
+// This thread's current Python thread state, or null: a thread has one exactly while it holds the GIL.
+// (Not PyGILState_Check, which says yes for every thread once a sub-interpreter was ever made: a thread
+// without the GIL would then give it up, a fatal error.) _PyThreadState_UncheckedGet up to 3.12,
+// PyThreadState_GetUnchecked from 3.13.
+using CurrentThreadState = void *(*)();
+CurrentThreadState current_thread_state() {
+  auto found = reinterpret_cast<CurrentThreadState>(dlsym(RTLD_DEFAULT, "PyThreadState_GetUnchecked"));
+  return found != nullptr ? found : reinterpret_cast<CurrentThreadState>(dlsym(RTLD_DEFAULT, "_PyThreadState_UncheckedGet"));
+}
+
 // The GIL given up for a while by a thread of a Python host that holds it: a caller through ctypes.PyDLL or
 // an extension module, which keep it during the foreign call. Nothing in a process without Python.
 class WithoutGil {
  public:
   WithoutGil() {
     auto running = reinterpret_cast<int (*)()>(dlsym(RTLD_DEFAULT, "Py_IsInitialized"));
-    auto holds = reinterpret_cast<int (*)()>(dlsym(RTLD_DEFAULT, "PyGILState_Check"));
+    auto current = current_thread_state();
     auto save = reinterpret_cast<void *(*)()>(dlsym(RTLD_DEFAULT, "PyEval_SaveThread"));
     restore_ = reinterpret_cast<void (*)(void *)>(dlsym(RTLD_DEFAULT, "PyEval_RestoreThread"));
-    if (running != nullptr && holds != nullptr && save != nullptr && restore_ != nullptr && running() && holds())
+    if (running != nullptr && current != nullptr && save != nullptr && restore_ != nullptr && running() &&
+        current() != nullptr)
       saved_ = save();
   }
   void end() {  // not in a destructor: taking the GIL back may end the thread (Python's finalisation)
