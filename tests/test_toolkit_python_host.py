@@ -284,12 +284,64 @@ def test_sys_exit_in_a_callback_under_a_c_call_ends_the_program_with_its_code(tm
         shown(done)
 
 
-def test_sys_exit_in_a_callback_under_a_c_call_of_another_thread_ends_that_thread(tmp_path):
-    """The same on a thread the program started: sys.exit() ends that thread, as in Python code, and the
-    program goes on."""
+def test_sys_exit_in_a_callback_under_a_c_call_of_another_thread_is_the_calls_code_and_message_only(tmp_path):
+    """On a thread the program started, an exception cannot be held back from the runtime's Python code
+    under the next call a C routine makes (it would fail that call and all the routine's later ones): the
+    call returns 500001 naming the SystemExit, which is not raised there; the thread and the program go on
+    (docs/toolkit.md, Signals)."""
     done = run_python(RAISING_CALLBACK, tmp_path, "CDLL", "SystemExit", "thread")
-    assert (done.returncode, done.stdout, done.stderr) == (
-        0, "finally: " + STOPPED % "SystemExit: 5" + "\nthe program goes on\n", ""), shown(done)
+    assert (done.returncode, done.stdout, done.stderr) == (0, "returned 500001\nfinally: " + STOPPED % "SystemExit: 5"
+                                                           + "\nthe thread goes on\nthe program goes on\n", ""), shown(done)
+
+
+STEPS_LIBRARY = r"""#include <stdio.h>
+#include "acl/acl.h"
+
+/* One C routine of a Python program's library: it serves a report (whose Python callback is stopped, as
+   Ctrl-C does), then goes on with its work and its cleanup. */
+int steps(aclrtStream stream) {
+  const int served = aclrtProcessReport(5000);
+  void *memory = NULL;
+  const int made = aclrtMalloc(&memory, 64, ACL_MEM_MALLOC_HUGE_FIRST);
+  const int freed = aclrtFree(memory);
+  const int destroyed = aclrtDestroyStream(stream);
+  printf("C: processReport %d, malloc %d, free %d, destroyStream %d\n", served, made, freed, destroyed);
+  fflush(stdout);
+  return 0;
+}
+"""
+
+
+@pytest.mark.parametrize("library", ["CDLL", "PyDLL"])
+def test_a_stop_under_a_c_routines_call_waits_for_the_routine_to_return_to_python(tmp_path, library):
+    """The KeyboardInterrupt of a callback under the routine's first call was raised at the next Python
+    instruction: the runtime's, under the routine's next call, so that call failed with 500001 and so did
+    every later one (its cleanup leaked). Now the routine's later calls succeed, and the program gets the
+    KeyboardInterrupt when the routine returns."""
+    steps = ctoolkit.compile_program(STEPS_LIBRARY, tmp_path, name="libsteps.so", language="c",
+                                     flags=("-shared", "-fPIC"), libraries=("ascendcl",))
+    done = run_python('''
+        import ctypes, sys, threading
+        steps = getattr(ctypes, sys.argv[3])(sys.argv[2])
+        steps.steps.argtypes = [ctypes.c_void_p]
+        runtime = ctypes.CDLL(sys.argv[1] + "/lib64/libascendcl.so")
+        runtime.aclrtSubscribeReport.argtypes = [ctypes.c_uint64, ctypes.c_void_p]
+        import acl
+        acl.init(); acl.rt.set_device(0)
+        stream, _ = acl.rt.create_stream()
+        def raising(data):
+            raise KeyboardInterrupt
+        runtime.aclrtSubscribeReport(threading.get_ident(), stream)
+        acl.rt.launch_callback(raising, None, 0, stream)
+        try:
+            steps.steps(stream)
+            print("the routine's line after the call")
+        except KeyboardInterrupt:
+            print("Python: KeyboardInterrupt", flush=True)
+        acl.rt.reset_device(0); acl.finalize()
+    ''', tmp_path, steps, library)
+    assert (done.returncode, done.stdout, done.stderr) == (0, "C: processReport 500001, malloc 0, free 0, "
+                                                           "destroyStream 0\nPython: KeyboardInterrupt\n", ""), shown(done)
 
 
 def test_ctrl_c_during_a_synchronisation_through_ctypes_stops_it_and_raises_keyboard_interrupt(tmp_path):

@@ -181,45 +181,71 @@ void reject(const npuemu_signature &sig, const npuemu_value *args, Failure *fail
 // asked to end (SystemExit: sys.exit() in a Python callback), or a generator was closed. Such an exception
 // is no internal error: the call fails with the layer's "stopped" code, and the exception is kept, never
 // printed (PyErr_Print would end the process on a SystemExit), to be raised again for the program's Python
-// code when the call returns (raise_kept_stop).
+// code when the call returns (leave_call).
 struct Kept {
   PyObject *type = nullptr, *value = nullptr, *traceback = nullptr;
 };
-thread_local Kept kept_stop;  // the first of this thread's call in progress
+thread_local Kept kept_stop;  // the first stop of this thread's calls in progress
 unsigned long main_thread = 0;  // the interpreter's main thread (threading.main_thread().ident)
 
 bool stop_pending() { return PyErr_Occurred() != nullptr && !PyErr_ExceptionMatches(PyExc_Exception); }
 
-// Raises the exception kept in a Python main thread's pending call (Py_AddPendingCall): the next
-// instruction that thread runs raises it, as it raises the KeyboardInterrupt of a Ctrl-C.
-int raise_kept(void *argument) {
-  Kept *kept = static_cast<Kept *>(argument);
-  PyErr_Restore(kept->type, kept->value, kept->traceback);
-  delete kept;
+// A stop owed to the main thread's Python code (GIL held; pending calls run on the main thread only).
+// A pending call raises it at the next instruction the thread runs, which must be the program's, after
+// the C call returned: a C routine may make several calls, and raised in the runtime's Python code under
+// the next one, it would fail that call and every later one of the routine (its cleanup, its
+// aclGetRecentErrMsg). So a pending call that comes while a call is in progress (call_depth) leaves it
+// owed, and the end of that call queues it again.
+struct Owed {
+  Kept stop;
+  bool queued = false;
+};
+Owed *owed = nullptr;
+thread_local int call_depth = 0;  // this thread's calls in progress (a callback's call nests)
+
+int raise_owed(void *) {
+  if (owed == nullptr) return 0;
+  owed->queued = false;
+  if (call_depth > 0) return 0;
+  const Kept stop = owed->stop;
+  delete owed;
+  owed = nullptr;
+  PyErr_Restore(stop.type, stop.value, stop.traceback);
   return -1;
 }
 
-// The exception this thread's call kept, raised again in the Python code that called, once the C call
-// has returned: in the main thread by a pending call (with the exception itself: sys.exit's code is kept);
-// in another thread of Python's as an asynchronous exception of its type (a thread's SystemExit ends that
-// thread, whatever its code). A thread with no Python code above the call (a C thread, the calls of a C
-// program) has nothing to raise it in: the call's code and message are all there is. GIL held.
-void raise_kept_stop() {
-  if (kept_stop.type == nullptr) return;
-  Kept *kept = new Kept(kept_stop);
-  kept_stop = Kept();
-  PyFrameObject *caller = PyThreadState_GetFrame(PyThreadState_Get());
-  const bool python_called = caller != nullptr;
-  Py_XDECREF(caller);
-  if (python_called && PyThread_get_thread_ident() == main_thread) {
-    if (Py_AddPendingCall(raise_kept, kept) == 0) return;
-  } else if (python_called) {
-    PyThreadState_SetAsyncExc(PyThread_get_thread_ident(), kept->type);
+void drop(Kept &stop) {
+  Py_XDECREF(stop.type);
+  Py_XDECREF(stop.value);
+  Py_XDECREF(stop.traceback);
+  stop = Kept();
+}
+
+// The end of a call (GIL held): at the end of the outermost one, the exception the calls kept is owed to
+// the Python code that called, if this is the main thread of a Python program (with the exception itself:
+// sys.exit's code is kept), and what is owed is queued. Elsewhere there is nothing to raise it in: a
+// thread with no Python code above the call (a C thread, a C program's calls), or another thread of a
+// Python program (an exception there cannot be held back from the runtime's code under the routine's next
+// call, so it is not raised at all): the call's code and message are all.
+void leave_call() {
+  if (--call_depth > 0) return;
+  // Before the start found the main thread (a start interrupted early), a KeyboardInterrupt says it: Python
+  // raises Ctrl-C's in the main thread only.
+  const bool main = main_thread != 0 ? PyThread_get_thread_ident() == main_thread
+                                     : kept_stop.type != nullptr &&
+                                           PyErr_GivenExceptionMatches(kept_stop.type, PyExc_KeyboardInterrupt);
+  if (kept_stop.type != nullptr) {
+    PyFrameObject *caller = PyThreadState_GetFrame(PyThreadState_Get());
+    const bool python_called = caller != nullptr;
+    Py_XDECREF(caller);
+    if (main && python_called && owed == nullptr) {
+      owed = new Owed{kept_stop};
+      kept_stop = Kept();
+    } else {
+      drop(kept_stop);  // a second stop while one is owed: the first is the program's
+    }
   }
-  Py_XDECREF(kept->type);
-  Py_XDECREF(kept->value);
-  Py_XDECREF(kept->traceback);
-  delete kept;
+  if (main && owed != nullptr && !owed->queued && Py_AddPendingCall(raise_owed, nullptr) == 0) owed->queued = true;
 }
 
 // An exception as "Type: text".
@@ -234,7 +260,7 @@ std::string described(PyObject *value) {
 }
 
 // The pending Python exception, cleared, as "Type: text"; with `show_traceback`, printed on stderr first.
-// A stop (above) is kept for raise_kept_stop instead, never printed.
+// A stop (above) is kept for leave_call instead, never printed.
 std::string python_error(bool show_traceback) {
   const bool stop = stop_pending();
   PyObject *type, *value, *traceback;
@@ -975,6 +1001,7 @@ extern "C" __attribute__((visibility("default"))) int npuemu_core_boot(const npu
   if (boot->embedded) problem = start_interpreter(boot->executable);
   if (problem.empty()) {
     PyGILState_STATE gil = PyGILState_Ensure();
+    ++call_depth;  // a stop owed from an interrupted start waits for this one's end
     if (boot->embedded) import_signal_module();
     problem = import_targets(boot);
     if (problem.empty()) problem = import_objects(boot);
@@ -990,7 +1017,7 @@ extern "C" __attribute__((visibility("default"))) int npuemu_core_boot(const npu
                 "or ending); the call did nothing, and the next call starts the toolkit again";
       interrupted = true;
     }
-    raise_kept_stop();
+    leave_call();
     PyGILState_Release(gil);
     if (boot->embedded) PyEval_SaveThread();  // the interpreter's first thread state stays this thread's
   }
@@ -1008,6 +1035,7 @@ extern "C" __attribute__((visibility("default"))) npuemu_value npuemu_core_call(
   take_caller_stack(signatures[number], caller);  // before the GIL: other threads go on meanwhile
   if (PyGILState_GetThisThreadState() == nullptr) pin_thread_state(this_host_thread());
   PyGILState_STATE gil = PyGILState_Ensure();
+  ++call_depth;
   npuemu_value value;
   try {
     value = invoke(number, args);
@@ -1022,7 +1050,7 @@ extern "C" __attribute__((visibility("default"))) npuemu_value npuemu_core_call(
   }
   caller_frames = outer_frames;
   std::copy(outer, outer + kCallerFrames, caller_stack);
-  raise_kept_stop();
+  leave_call();
   PyGILState_Release(gil);
   return value;
 }
