@@ -146,6 +146,33 @@ def test_first_calls_of_threads_holding_the_gil_through_pydll_start_the_toolkit_
         0, "[(0, (0, 0, 0, 0)), (1, (0, 0, 1, 0)), (2, (0, 0, 2, 0))] [False, False, False]\n", ""), shown(done)
 
 
+def test_a_first_call_through_cdll_while_another_thread_runs_python_leaves_that_thread_its_gil(tmp_path):
+    """Up to Python 3.11 the current thread state is the process's: a CDLL caller (which released the GIL)
+    making the first call while the main thread ran Python was taken for the GIL's holder and gave the main
+    thread's GIL away: two threads ran Python at once, then a segfault."""
+    done = run_python('''
+        import ctypes, sys, threading, time
+        runtime = ctypes.CDLL(sys.argv[1] + "/lib64/libascendcl.so")
+        holds = ctypes.pythonapi.PyGILState_Check  # called with the GIL held, as any Python code is
+        result = []
+        def worker():
+            time.sleep(0.2)
+            result.append(runtime.aclInit(None))
+        thread = threading.Thread(target=worker)
+        thread.start()
+        without = 0
+        while thread.is_alive():
+            without += not holds()
+            try:
+                {}["x"]  # an exception reads the current thread state
+            except KeyError:
+                pass
+        thread.join()
+        print(result, without)
+    ''', tmp_path)
+    assert (done.returncode, done.stdout, done.stderr) == (0, "[0] 0\n", ""), shown(done)
+
+
 @pytest.mark.parametrize("library", ["CDLL", "PyDLL"])
 def test_a_first_call_after_a_sub_interpreter_was_made_starts_the_toolkit(tmp_path, library):
     """Once a sub-interpreter has existed, PyGILState_Check says yes for every thread: the start took a CDLL

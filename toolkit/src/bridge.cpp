@@ -289,14 +289,20 @@ void at_exit() {
 
 __attribute__((constructor)) void register_at_exit() { std::atexit(at_exit); }
 
-// This thread's current Python thread state, or null: a thread has one exactly while it holds the GIL.
-// (Not PyGILState_Check, which says yes for every thread once a sub-interpreter was ever made: a thread
-// without the GIL would then give it up, a fatal error.) _PyThreadState_UncheckedGet up to 3.12,
-// PyThreadState_GetUnchecked from 3.13.
-using CurrentThreadState = void *(*)();
-CurrentThreadState current_thread_state() {
-  auto found = reinterpret_cast<CurrentThreadState>(dlsym(RTLD_DEFAULT, "PyThreadState_GetUnchecked"));
-  return found != nullptr ? found : reinterpret_cast<CurrentThreadState>(dlsym(RTLD_DEFAULT, "_PyThreadState_UncheckedGet"));
+// Whether this thread holds the GIL: the current thread state is this thread's own. Not PyGILState_Check,
+// which says yes for every thread once a sub-interpreter was ever made (a thread without the GIL would
+// then give it up: a fatal error). The current thread state alone is not enough either: up to 3.11 it is
+// the process's, that of whichever thread holds the GIL (a thread that took it for another's would let
+// two threads run Python at once). _PyThreadState_UncheckedGet up to 3.12, PyThreadState_GetUnchecked
+// from 3.13.
+bool holds_gil() {
+  using ThreadState = void *(*)();
+  auto current = reinterpret_cast<ThreadState>(dlsym(RTLD_DEFAULT, "PyThreadState_GetUnchecked"));
+  if (current == nullptr) current = reinterpret_cast<ThreadState>(dlsym(RTLD_DEFAULT, "_PyThreadState_UncheckedGet"));
+  auto own = reinterpret_cast<ThreadState>(dlsym(RTLD_DEFAULT, "PyGILState_GetThisThreadState"));
+  if (current == nullptr || own == nullptr) return false;
+  void *state = current();
+  return state != nullptr && state == own();
 }
 
 // The GIL given up for a while by a thread of a Python host that holds it: a caller through ctypes.PyDLL or
@@ -305,12 +311,9 @@ class WithoutGil {
  public:
   WithoutGil() {
     auto running = reinterpret_cast<int (*)()>(dlsym(RTLD_DEFAULT, "Py_IsInitialized"));
-    auto current = current_thread_state();
     auto save = reinterpret_cast<void *(*)()>(dlsym(RTLD_DEFAULT, "PyEval_SaveThread"));
     restore_ = reinterpret_cast<void (*)(void *)>(dlsym(RTLD_DEFAULT, "PyEval_RestoreThread"));
-    if (running != nullptr && current != nullptr && save != nullptr && restore_ != nullptr && running() &&
-        current() != nullptr)
-      saved_ = save();
+    if (running != nullptr && save != nullptr && restore_ != nullptr && running() && holds_gil()) saved_ = save();
   }
   void end() {  // not in a destructor: taking the GIL back may end the thread (Python's finalisation)
     if (saved_ != nullptr) restore_(saved_);
