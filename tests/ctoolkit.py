@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import sysconfig
@@ -83,6 +84,13 @@ def compile_embedding_program(source: str, directory, flags: Sequence[str] = ())
         flags=("-I" + sysconfig.get_paths()["include"], "-L" + library_directory, "-Wl,-rpath," + library_directory,
                *flags),
         libraries=("ascendcl", "python" + sysconfig.get_config_var("LDVERSION")))
+
+
+def default_sigint() -> None:
+    """In the child before exec: SIGINT at its default action, as a shell gives a foreground program (a
+    test run in the background, `make test &`, would otherwise pass its SIG_IGN on, and a Python child
+    would then not turn Ctrl-C into a KeyboardInterrupt)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def run_program(executable: str, env: Optional[dict] = None, timeout: float = 120,

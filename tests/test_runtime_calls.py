@@ -3,6 +3,7 @@ thread, 2-D copies, version, synchronisation with a timeout, streams with a conf
 destruction, event timestamps and wait status, events made with the Ex form, aligned and cached
 allocation, the thread's last error, and the float16 helpers. Each with its error codes."""
 import _thread
+import signal
 import os
 import sys
 import threading
@@ -1184,9 +1185,14 @@ def test_ctrl_c_while_a_synchronisation_waits_for_a_blocking_callback_keeps_it_a
     server.start()
     try:
         queue_blocking_callback_then_memset(device, server, read_back, address)
-        threading.Timer(0.2, _thread.interrupt_main).start()
-        with pytest.raises(KeyboardInterrupt):
-            acl.rt.synchronize_stream(device.stream)
+        # Python ignores a simulated Ctrl-C when SIGINT is ignored, as in a suite started in the background
+        previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+        try:
+            threading.Timer(0.2, _thread.interrupt_main).start()
+            with pytest.raises(KeyboardInterrupt):
+                acl.rt.synchronize_stream(device.stream)
+        finally:
+            signal.signal(signal.SIGINT, previous)
         go.set()
         assert acl.rt.synchronize_stream(device.stream) == 0, last_error()
         assert acl.rt.unsubscribe_report(server.ident, device.stream) == 0

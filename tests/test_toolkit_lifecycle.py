@@ -394,16 +394,10 @@ int main(int argc, char **argv) {
 """
 
 
-def default_sigint() -> None:
-    """In the child before exec: SIGINT at its default action, as a shell gives a foreground program (a
-    test run in the background would otherwise pass its SIG_IGN on)."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-
-
 def interrupted(executable: str, mode: str) -> tuple:
     """Run the program in `mode`, send SIGINT once it is ready, as Ctrl-C does: (exit status, stdout, stderr)."""
     process = subprocess.Popen([executable, mode], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                               env=ctoolkit.toolkit_environment(NPUEMU_LEAK_CHECK="1"), preexec_fn=default_sigint)
+                               env=ctoolkit.toolkit_environment(NPUEMU_LEAK_CHECK="1"), preexec_fn=ctoolkit.default_sigint)
     lines = []
     for line in process.stdout:
         lines.append(line)
@@ -441,7 +435,7 @@ def test_ctrl_c_while_the_toolkit_starts_ends_the_program(sigint_program, tmp_pa
     env = ctoolkit.toolkit_environment()
     env["PYTHONPATH"] = str(tmp_path) + ":" + env.get("PYTHONPATH", "")
     done = subprocess.run([sigint_program, "calls"], capture_output=True, text=True, timeout=60, env=env,
-                          preexec_fn=default_sigint)
+                          preexec_fn=ctoolkit.default_sigint)
     assert (done.returncode, done.stdout, done.stderr) == (-signal.SIGINT, "before: default\n", ""), shown(done)
 
 
@@ -450,7 +444,7 @@ def test_the_programs_own_sigint_handler_set_before_or_after_the_first_call_is_k
     """The program's SIGINT handler, set before its first call or after, stays, and runs for each SIGINT sent
     during toolkit calls (the calls go on)."""
     done = subprocess.run([sigint_program, "handler-" + when], capture_output=True, text=True, timeout=120,
-                          env=ctoolkit.toolkit_environment(NPUEMU_LEAK_CHECK="1"), preexec_fn=default_sigint)
+                          env=ctoolkit.toolkit_environment(NPUEMU_LEAK_CHECK="1"), preexec_fn=ctoolkit.default_sigint)
     assert (done.returncode, done.stdout, done.stderr) == (
         0, "before: default\nafter: the program's\nhandled 3\n", ""), shown(done)
 
@@ -504,7 +498,7 @@ def test_a_sigint_handler_another_thread_sets_while_the_toolkit_starts_is_kept(t
     subprocess.run(["gcc", "-shared", "-fPIC", str(wrapper), "-o", library, "-ldl"], check=True)
     program = ctoolkit.compile_program(HANDLER_NAME_PROGRAM, tmp_path, flags=("-ldl",))
     env = ctoolkit.toolkit_environment(LD_PRELOAD=library)
-    done = subprocess.run([program], capture_output=True, text=True, timeout=120, env=env, preexec_fn=default_sigint)
+    done = subprocess.run([program], capture_output=True, text=True, timeout=120, env=env, preexec_fn=ctoolkit.default_sigint)
     assert (done.returncode, done.stdout) == (0, "programs_handler\n"), shown(done)
 
 

@@ -33,7 +33,8 @@ def run_python(program: str, directory, *args: str, **env: str) -> subprocess.Co
     path = directory / "host.py"
     path.write_text(textwrap.dedent(program))
     return subprocess.run([sys.executable, str(path), ctoolkit.toolkit_root(), *args], capture_output=True, text=True,
-                          timeout=RUN_TIMEOUT, env=ctoolkit.toolkit_environment(**env), cwd=str(directory))
+                          timeout=RUN_TIMEOUT, env=ctoolkit.toolkit_environment(**env), cwd=str(directory),
+                          preexec_fn=ctoolkit.default_sigint)
 
 
 def shown(done: subprocess.CompletedProcess) -> str:
