@@ -822,11 +822,12 @@ std::string start_interpreter(const char *executable) {
 std::string import_objects(const npuemu_boot *boot) {
   PyObject *resource = PyImport_ImportModule("emulator.resource");
   PyObject *handles = resource != nullptr ? PyObject_GetAttrString(resource, "HANDLES") : nullptr;
-  live_handles = handles != nullptr ? PyObject_GetAttrString(handles, "_live") : nullptr;
+  Py_XSETREF(live_handles, handles != nullptr ? PyObject_GetAttrString(handles, "_live") : nullptr);  // a retried start
   Py_XDECREF(handles);
   Py_XDECREF(resource);
   PyObject *aclnn = live_handles != nullptr && PyDict_Check(live_handles) ? PyImport_ImportModule("aclnn_api") : nullptr;
-  object_classes = new PyObject *[boot->object_class_count > 0 ? boot->object_class_count : 1]();  // never freed
+  if (object_classes == nullptr)  // once: a start stopped by Ctrl-C is retried
+    object_classes = new PyObject *[boot->object_class_count > 0 ? boot->object_class_count : 1]();  // never freed
   for (int i = 0; aclnn != nullptr && i < boot->object_class_count; ++i) {
     PyObject *cls = PyObject_GetAttrString(aclnn, boot->object_classes[i]);
     if (cls == nullptr || !PyType_Check(cls)) {
@@ -834,7 +835,7 @@ std::string import_objects(const npuemu_boot *boot) {
       Py_CLEAR(aclnn);
       break;
     }
-    object_classes[i] = cls;
+    Py_XSETREF(object_classes[i], cls);
   }
   if (aclnn == nullptr) {
     return "cannot find npuemu's handle table and aclnn classes (" + python_error() + "): npuemu's Python packages and "
@@ -933,10 +934,10 @@ std::string import_targets(const npuemu_boot *boot) {
     const std::string error = python_error();
     return "cannot import npuemu (" + error + "): " + (found ? broken_import_advice() : import_advice(boot));
   }
-  record = PyObject_GetAttrString(errors, "record");
-  rejected = PyObject_GetAttrString(errors, "c_rejected");
+  Py_XSETREF(record, PyObject_GetAttrString(errors, "record"));  // a retried start replaces the first's
+  Py_XSETREF(rejected, PyObject_GetAttrString(errors, "c_rejected"));
   Py_DECREF(errors);
-  targets = new PyObject *[count > 0 ? count : 1]();  // never freed (see the top)
+  if (targets == nullptr) targets = new PyObject *[count > 0 ? count : 1]();  // never freed (see the top)
   for (int number = 0; number < count; ++number) {
     PyObject *owner = PyImport_ImportModule(table[number].module);
     PyObject *target = owner != nullptr ? PyObject_GetAttrString(owner, table[number].attribute) : nullptr;
@@ -946,7 +947,7 @@ std::string import_targets(const npuemu_boot *boot) {
              table[number].name + " (" + python_error() + "): npuemu's Python packages and its C toolkit "
              "differ; reinstall npuemu (`make install` or `pip install .`)";
     }
-    targets[number] = target;
+    Py_XSETREF(targets[number], target);
   }
   return record != nullptr && rejected != nullptr ? "" : python_error();
 }
