@@ -31,7 +31,7 @@ import bisect
 import ctypes
 import threading
 import zlib
-from typing import Optional, Sequence
+from typing import Iterator, Optional, Sequence
 
 import numpy as np
 
@@ -183,6 +183,10 @@ class HostRows:
     def write(self) -> bool:
         return self.role == "writes"
 
+    def key(self) -> tuple:
+        """What tells two such memories apart: copies handed the same one share its HostRange."""
+        return self.start, self.end, self.pitch, self.width
+
     def rows(self) -> int:
         return (self.end - self.start - self.width) // self.pitch + 1 if self.pitch else 1
 
@@ -256,9 +260,6 @@ class HostRange(HostRows):
         self.common = 0
         self.own: dict = {}     # copy -> the checksum it expects, where not `common`
 
-    def key(self) -> tuple:
-        return self.start, self.end, self.pitch, self.width
-
     def now(self) -> Optional[int]:
         """The checksum of the memory now; None when it is no longer mapped (an aclrtFreeHost, a NumPy
         array or a std::vector gone with its pages)."""
@@ -298,6 +299,18 @@ class HostRange(HostRows):
         return [copy for copy, checksum in self.own.items() if checksum != now]
 
 
+def _with_sums(copies) -> Iterator[tuple]:
+    """(copy, the checksum of its range now: None when unmapped) of those of `copies` not reported: one
+    probe and one sum a range (K downloads into one buffer cost one sum, not K)."""
+    now: dict = {}
+    for copy in copies:
+        if not copy.reported:
+            range_ = copy.range
+            if range_ not in now:
+                now[range_] = range_.now()
+            yield copy, now[range_]
+
+
 WIDE = 1 << 16  # bytes: longer host ranges are looked at one by one (few: large staging buffers)
 
 
@@ -317,7 +330,7 @@ class HostIndex:
 
     def watch(self, copy: HostCopy, checksum: int) -> None:
         """`copy`, expecting its memory to hold `checksum`, joins the range of its memory."""
-        key = (copy.start, copy.end, copy.pitch, copy.width)
+        key = copy.key()
         range_ = self.ranges.get(key)
         if range_ is None:
             range_ = self.ranges[key] = HostRange(*key)
@@ -604,14 +617,9 @@ class Tracker:
         """That callback returned: the work behind it starts only now, so the memory handed to the copies
         behind it is what they see as it is now (a callback that refills a staging buffer for the next
         upload is the usual pipeline, not a race)."""
-        now: dict = {}  # HostRange -> its checksum now: one sum a range
-        for copy in self._copies_behind(stream_handle, epoch):
-            if not copy.reported:
-                range_ = copy.range
-                if range_ not in now:
-                    now[range_] = range_.now()
-                if now[range_] is not None:
-                    range_.expect(copy, now[range_])
+        for copy, now in _with_sums(self._copies_behind(stream_handle, epoch)):
+            if now is not None:
+                copy.range.expect(copy, now)
 
     def _copies_behind(self, stream_handle: int, epoch: int) -> list:
         """The host copies queued behind task `epoch` of `stream_handle`: later on that stream, or on a
@@ -809,17 +817,11 @@ class Tracker:
     def _check_host_copies(self, copies, when: str) -> None:
         """Report those of `copies` whose host memory no longer holds what they expect: one probe and one
         checksum a range; the caller's site is looked up only for a report."""
-        now: dict = {}  # HostRange -> its checksum now (None: unmapped)
         site: list = []
-        for copy in copies:
-            if copy.reported:
-                continue
-            range_ = copy.range
-            if range_ not in now:
-                now[range_] = range_.now()
-            if now[range_] is None or range_.expected(copy) != now[range_]:
+        for copy, now in _with_sums(copies):
+            if now is None or copy.range.expected(copy) != now:
                 site = site or [user_site()]
-                self._report_changed(copy, "freed" if now[range_] is None else "changed", when, site[0])
+                self._report_changed(copy, "freed" if now is None else "changed", when, site[0])
 
     def _check_range(self, range_: HostRange, when: str) -> None:
         """_check_host_copies of every copy watched in `range_`, with a look at those that differ only."""
