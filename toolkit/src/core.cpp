@@ -263,19 +263,17 @@ std::string described(PyObject *value) {
 // A stop (above) is kept for leave_call instead, never printed.
 std::string python_error(bool show_traceback) {
   const bool stop = stop_pending();
-  PyObject *type, *value, *traceback;
-  PyErr_Fetch(&type, &value, &traceback);
-  PyErr_NormalizeException(&type, &value, &traceback);
-  const std::string text = described(value);
+  Kept error;
+  PyErr_Fetch(&error.type, &error.value, &error.traceback);
+  PyErr_NormalizeException(&error.type, &error.value, &error.traceback);
+  const std::string text = described(error.value);
   if (stop && kept_stop.type == nullptr) {
-    kept_stop = {type, value, traceback};
+    kept_stop = error;
   } else if (show_traceback && !stop) {
-    PyErr_Restore(type, value, traceback);
+    PyErr_Restore(error.type, error.value, error.traceback);
     PyErr_Print();
   } else {
-    Py_XDECREF(type);
-    Py_XDECREF(value);
-    Py_XDECREF(traceback);
+    drop(error);
   }
   return text;
 }
