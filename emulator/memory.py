@@ -662,6 +662,29 @@ class Copy:
     def device_writes(self) -> list:
         return self._rows(self.dst, self.dpitch) if self.dst.on_device else []
 
+    def overlap(self) -> Optional[int]:
+        """A byte the copy both reads and writes, other than a row copied onto itself, or None. The card's
+        copy engines move such a copy's bytes in no fixed order, so what the shared bytes hold afterwards
+        is not defined (npuemu moves them as memmove does)."""
+        dst, src = self.dst, self.src
+        if dst.on_device != src.on_device or dst.address >= src.address + src.nbytes \
+                or src.address >= dst.address + dst.nbytes:
+            return None
+        if dst.address == src.address and (self.height == 1 or self.dpitch == self.spitch):
+            return None
+        writes, reads = self._rows(dst, self.dpitch), self._rows(src, self.spitch)
+        w = r = 0
+        while w < len(writes) and r < len(reads):  # both sorted by address: a sweep finds the first common byte
+            (write, wrote, _), (read, count, _) = writes[w], reads[r]
+            start, end = max(write, read), min(write + wrote, read + count)
+            if start < end:
+                return start
+            if write + wrote <= read + count:
+                w += 1
+            else:
+                r += 1
+        return None
+
     def _rows(self, span: Span, pitch: int) -> list:
         if self.height == 1 or pitch == self.width:
             return [(span.address, span.nbytes, span.name)]

@@ -792,10 +792,19 @@ def _enqueue_copy(copy: Copy, device_id: int, stream: Stream, name: str) -> None
                        "kind: expected a copy that involves device memory, found host-to-host (not supported on a stream)")
     space = _P.address_space()
     copy.pointers_now(space, device_id, access=False)  # checked again, and accessed, when it runs
+    _check_overlap(name, copy)
     nbytes = copy.width * copy.height
     task = Task("%s(%d bytes)" % (name, nbytes), None, reads=copy.device_reads(), writes=copy.device_writes())
     _set_run(task, lambda: copy.run(space, device_id), _sides(copy))
     enqueue(stream, task)
+
+
+def _check_overlap(call: str, copy: Copy) -> None:
+    """A copy onto memory it reads (other than a row onto itself) is reported (memcheck); it goes on."""
+    if TRACKER.memory:
+        where = copy.overlap()
+        if where is not None:
+            TRACKER.overlapping_copy(call, copy, where, user_site())
 
 
 def _sides(copy: Copy) -> tuple:
@@ -857,6 +866,7 @@ def _copy_now(call: str, copy: Copy, device_id: int) -> None:
     with _host_call(call) as access:
         pointers = copy.pointers_now(space, device_id, access=False)
         copy.accessed(space, device_id)
+        _check_overlap(call, copy)
         access.touches(copy.device_reads(), copy.device_writes(), _sides(copy))
         copy.move(*pointers)
 

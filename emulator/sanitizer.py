@@ -987,6 +987,17 @@ class Tracker:
             ((role, site), ("allocation made", allocation.site)),
             (allocation.describe(),))
 
+    def overlapping_copy(self, call: str, copy, where: int, site: Site) -> None:
+        """A copy whose target shares the byte `where` with its source (other than a row onto itself)."""
+        report.publish(
+            "overlapping output", "memcheck",
+            "%s copies src [0x%x, 0x%x) onto dst [0x%x, 0x%x), which overlap (both hold the byte at 0x%x): a copy "
+            "engine of the card (or the host's memcpy) moves the bytes in no fixed order, so what the common bytes "
+            "hold afterwards is not defined (npuemu copies as memmove does, as if the source were read whole first)"
+            % (call, copy.src.address, copy.src.address + copy.src.nbytes, copy.dst.address,
+               copy.dst.address + copy.dst.nbytes, where),
+            (("host call %s" % call, site),), _allocations(copy.dst.address, copy.src.address))
+
     def launch_checks(self, op: str, tensors: Sequence[tuple], site: Site) -> None:
         """The second phase of `op`: each (parameter name, aclTensor) must be live and 32-byte aligned."""
         for name, tensor in tensors:

@@ -20,6 +20,7 @@ import aclnn_api as nn
 import emulator
 from aclnn_api.tensor import box_runs, byte_runs, conflicting_byte, shared_element
 from emulator import report
+from emulator.memory import Copy, Span
 from emulator.sanitizer import POISON, Written
 
 MEMCHECK_KINDS = {"invalid device access", "padding overrun", "misaligned tensor", "destroyed tensor",
@@ -477,6 +478,27 @@ def mem_broadcast_input_and_an_output_in_place(p):
     log_sigmoid_into(p, in_place, in_place)
 
 
+def mem_device_copy_onto_its_source_shifted(p):
+    a = p.malloc()
+    assert acl.rt.memcpy_async(a + 32, N - 32, a, N - 32, D2D, p.s1) == 0
+    assert acl.rt.synchronize_stream(p.s1) == 0
+    assert p.read(a) == 0
+    assert (p.out[8:] == p.host[:-8]).all()  # as memmove: the source is as if read whole first
+
+
+def mem_2d_copy_whose_rows_overlap_their_source(p):
+    a = p.malloc()
+    assert acl.rt.memcpy_2d(a + 16, 64, a, 64, 32, 3, D2D) == 0
+
+
+def mem_copies_onto_themselves_and_into_the_other_half(p):
+    a = p.malloc()
+    assert acl.rt.memcpy_async(a, N, a, N, D2D, p.s1) == 0
+    assert acl.rt.memcpy_2d_async(a, 64, a, 64, 32, 4, D2D, p.s1) == 0
+    assert acl.rt.memcpy_async(a + N // 2, N // 2, a, N // 2, D2D, p.s1) == 0
+    assert acl.rt.synchronize_stream(p.s1) == 0
+
+
 SCENARIOS = {
     race_two_streams_write_one_buffer: {"race"},
     race_ordered_by_an_event: set(),
@@ -522,6 +544,9 @@ SCENARIOS = {
     mem_kernel_on_freed_memory: {"invalid device access"},
     mem_output_rows_on_one_row: {"overlapping output"},
     mem_broadcast_input_and_an_output_in_place: set(),
+    mem_device_copy_onto_its_source_shifted: {"overlapping output"},
+    mem_2d_copy_whose_rows_overlap_their_source: {"overlapping output"},
+    mem_copies_onto_themselves_and_into_the_other_half: set(),
 }
 
 
@@ -1778,3 +1803,43 @@ def test_work_waiting_for_an_event_recorded_behind_a_blocking_callback_comes_aft
     finally:
         program.close()
     assert seen == [0] and emulator.reports() == []
+
+
+def copy_of(dst, src, width, height, dpitch, spitch):
+    rows = lambda start, pitch: Span("", start, pitch * (height - 1) + width, True, False)
+    return Copy(rows(dst, dpitch), rows(src, spitch), width, height, dpitch, spitch)
+
+
+def test_a_copy_overlaps_its_source_exactly_where_a_listing_of_its_bytes_says():
+    rng = random.Random(7)
+    for _ in range(3000):
+        width, height = rng.randint(1, 8), rng.randint(1, 4)
+        dpitch, spitch = width + rng.randint(0, 6), width + rng.randint(0, 6)
+        dst, src = rng.randint(0, 40), rng.randint(0, 40)
+        copy = copy_of(dst, src, width, height, dpitch, spitch)
+        written = {dst + row * dpitch + i for row in range(height) for i in range(width)}
+        read = {src + row * spitch + i for row in range(height) for i in range(width)}
+        in_place = dst == src and (height == 1 or dpitch == spitch)
+        where = copy.overlap()
+        if in_place or not written & read:
+            assert where is None, (dst, src, width, height, dpitch, spitch)
+        else:
+            assert where == min(written & read), (dst, src, width, height, dpitch, spitch, where)
+
+
+@pytest.mark.sanitizer_reports("overlapping output")
+def test_an_overlapping_copy_names_the_call_its_site_and_the_allocation():
+    program = Program()
+    try:
+        a = program.malloc()
+        line = sys._getframe().f_lineno + 1
+        assert acl.rt.memcpy(a + 64, N - 64, a, 128, D2D) == 0
+    finally:
+        program.close()
+    (finding,) = emulator.reports()
+    assert finding.tool == "memcheck" and finding.message.startswith(
+        "aclrtMemcpy copies src [0x%x, 0x%x) onto dst [0x%x, 0x%x), which overlap (both hold the byte at 0x%x)"
+        % (a, a + 128, a + 64, a + 192, a + 64)), finding.message
+    ((role, site),) = finding.sites
+    assert role == "host call aclrtMemcpy" and site.location == "%s:%d" % (__file__, line)
+    assert len(finding.resources) == 1 and "allocation #" in finding.resources[0]
