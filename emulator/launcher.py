@@ -24,7 +24,7 @@ import tempfile
 from typing import Optional
 
 from .config import ConfigError, from_environment
-from .report import REPORTED_VARIABLE
+from .report import REPORTED_VARIABLE, reason
 
 USAGE_ERROR, CANNOT_EXECUTE, NOT_FOUND = 2, 126, 127
 
@@ -72,7 +72,7 @@ def settings_environment(args: argparse.Namespace, base: dict) -> tuple[dict, Op
         if value is None:
             continue
         if name == "trace" and value:
-            value = os.path.abspath(os.path.expanduser(value))  # as NPUEMU_TRACE's own: the program may change directory
+            value = _trace_path(value)
             if not os.path.isdir(os.path.dirname(value)):
                 raise ConfigError("NPUEMU_TRACE: expected a file in an existing directory, found %r" % value)
             if os.path.isdir(value):  # else the program runs, and its trace is lost at its exit
@@ -81,6 +81,17 @@ def settings_environment(args: argparse.Namespace, base: dict) -> tuple[dict, Op
         env[variable] = value
     settings = from_environment(env)  # the settings' own reading and validation (NPUEMU_FAULTS' parser included)
     return env, settings.sanitize_exitcode
+
+
+def _trace_path(value: str) -> str:
+    """--trace's file, absolute as NPUEMU_TRACE's own (the program may change directory); ConfigError
+    when it is relative and the current directory was deleted."""
+    try:
+        return os.path.abspath(os.path.expanduser(value))
+    except OSError as error:  # os.getcwd()
+        raise ConfigError("NPUEMU_TRACE: expected a file in an existing directory, found %r, relative to a current "
+                          "directory that cannot be found (%s: deleted?): give an absolute path"
+                          % (value, reason(error))) from None
 
 
 def is_python_script(path: str) -> bool:
