@@ -187,9 +187,9 @@ def run(argv: list, env: dict, error_exitcode: Optional[int] = None) -> int:
     it exited holding reports. The program exits with it itself, in its exit work; the launcher also
     sees the reports of a program that skipped that work (os._exit, _exit): while the program holds
     reports, a file named by its pid is in a directory that REPORTED_VARIABLE names (emulator.report)."""
-    if error_exitcode is None:
+    directory = None if error_exitcode is None else _reports_directory()
+    if directory is None:
         return _exit_status(_wait(argv, env)[1])
-    directory = tempfile.mkdtemp(prefix="npuemu-run-")
     try:
         pid, code = _wait(argv, {**env, REPORTED_VARIABLE: directory})
         if code >= 0 and os.path.exists(os.path.join(directory, str(pid))):
@@ -197,6 +197,19 @@ def run(argv: list, env: dict, error_exitcode: Optional[int] = None) -> int:
         return _exit_status(code)
     finally:
         shutil.rmtree(directory, ignore_errors=True)
+
+
+def _reports_directory() -> Optional[str]:
+    """The directory that tells `run` which program exited holding reports; None, with a note, when no
+    temporary directory is usable (TMPDIR, /tmp, /var/tmp and the current directory all missing, full
+    or read-only): the program still runs, and exits with N itself unless it skips its exit work."""
+    try:
+        return tempfile.mkdtemp(prefix="npuemu-run-")
+    except OSError as error:
+        print("npuemu run: note: --error-exitcode: no temporary directory is usable (%s): a program that ends "
+              "without its exit work (os._exit, _exit) holding reports is not given the exit code" % reason(error),
+              file=sys.stderr)
+        return None
 
 
 def _exit_status(code: int) -> int:

@@ -132,6 +132,26 @@ def test_a_relative_trace_from_a_deleted_current_directory_is_a_bad_option(tmp_p
     assert done.returncode == 0 and "trace          t.json" in done.stdout and done.stderr == "", done.stderr
 
 
+NO_TEMPORARY_DIRECTORY = """import sys, tempfile
+from emulator.__main__ import main
+tempfile.tempdir = sys.argv[1]  # as when TMPDIR, /tmp, /var/tmp and the current directory are all unusable
+sys.exit(main(["run", *sys.argv[2:]]))
+"""
+
+
+def test_error_exitcode_without_a_usable_temporary_directory_runs_the_program_with_a_note(tmp_path):
+    """`npuemu run --error-exitcode N` made its directory of reports with tempfile.mkdtemp, and with no
+    usable temporary directory ended in a traceback, status 1, the program never run. Now the program
+    runs and exits with N itself; a note says what cannot be seen (docs/run.md)."""
+    path = script(tmp_path, LEAKING_SCRIPT)
+    done = subprocess.run([sys.executable, "-c", NO_TEMPORARY_DIRECTORY, str(tmp_path / "missing"), "--error-exitcode",
+                           "9", path], capture_output=True, text=True, timeout=120, env=clean_environment())
+    assert done.returncode == 9, done.stderr
+    assert "Traceback" not in done.stderr and "npuemu: leak: device memory" in done.stderr, done.stderr
+    assert done.stderr.startswith("npuemu run: note: --error-exitcode: no temporary directory is usable (No such file "
+                                  "or directory): a program that ends without its exit work"), done.stderr
+
+
 def test_missing_programs_signals_and_files_that_cannot_run(tmp_path):
     done = npuemu_run(str(tmp_path / "missing.py"))
     assert done.returncode == 127 and "missing.py: no such file or program" in done.stderr
