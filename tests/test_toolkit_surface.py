@@ -699,6 +699,41 @@ sys.exit(cli.main(["install", sys.argv[1]]))
 """
 
 
+INSTALL_ON_A_FULL_DISK = """import shutil, sys
+from npuemu_toolkit import cli
+def full(source, target):
+    raise OSError(28, "No space left on device", target)
+def fill(source, target):  # copies part of the tree, then every file fails, as shutil.copytree reports it
+    shutil.copytree(source + "/include", target + "/include", symlinks=True)
+    shutil.copytree(source + "/opp", target + "/opp", symlinks=True, copy_function=full)
+cli.fill = fill
+sys.exit(cli.main(["install", sys.argv[1]]))
+"""
+
+
+@pytest.mark.parametrize("existed", [False, True])
+def test_toolkit_install_that_fails_with_no_earlier_copy_leaves_nothing_and_names_the_failure(tmp_path, existed):
+    """A full disk with no earlier copy left a partial tree, which the next install refused ("exists and is
+    not a copy of npuemu's toolkit"), and the message was shutil.Error's list repr. Now what the copy made
+    is removed (DIR itself kept if it was there: a mount point), the message names the errno's text and
+    the file, and the next install succeeds."""
+    target = tmp_path / "cann"
+    if existed:
+        target.mkdir()
+        inode = os.stat(str(target)).st_ino
+    done = run([sys.executable, "-c", INSTALL_ON_A_FULL_DISK, str(target)])
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert re.match(r"npuemu: cannot install the toolkit to %s: No space left on device: '%s/opp/\S+'( \(and \d+ "
+                    r"more files not copied\))?$" % (re.escape(str(target)), re.escape(str(target))),
+                    done.stderr.strip()), done.stderr
+    if existed:
+        assert os.listdir(str(target)) == [] and os.stat(str(target)).st_ino == inode
+    else:
+        assert not target.exists()
+    done = run(ctoolkit.npuemu_command() + ["toolkit", "install", str(target)])
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
 @pytest.mark.parametrize("failure", ["full", "interrupted"])
 def test_toolkit_install_keeps_the_directory_itself_and_an_earlier_copy_it_could_not_replace(tmp_path, root, failure):
     """The directory may be one that cannot be removed (a mount point, a volume at /usr/local/Ascend/cann,
