@@ -2,6 +2,8 @@
 `npuemu.kernels` entry point, so the runtime package never imports the operator layer."""
 from __future__ import annotations
 
+import os
+
 from emulator.config import Config, ConfigError
 
 
@@ -21,6 +23,10 @@ def memory_plan() -> dict:
     from . import _kernels
     try:
         return _kernels.memory_plan()
+    except UnicodeDecodeError:  # the kernels' message quotes the entry, whose bytes Python cannot read as UTF-8
+        raise ConfigError("NPUEMU_MEMORY_PLAN: expected name=value entries separated by commas, the names among "
+                          "streaming, threshold, prefetch, hint, block, the values in ASCII, found %r"
+                          % os.environ.get("NPUEMU_MEMORY_PLAN")) from None
     except ValueError as error:
         raise ConfigError(str(error)) from None
 

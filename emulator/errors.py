@@ -6,6 +6,7 @@ runtime, is thread-local, newest first and cleared by reading.
 """
 from __future__ import annotations
 
+import errno
 import functools
 import inspect
 import os
@@ -85,6 +86,22 @@ def get_recent_err_msg() -> Optional[str]:
     return "\n".join(reversed(messages))
 
 
+def _out_of_descriptors(error: Exception, internal_code: int) -> Optional[tuple]:
+    """(code, message) for a call that failed because the process had no file descriptor left (EMFILE,
+    ENFILE: a module or file the call opens): the host's resources, not a bug of ours. The runtime's
+    calls return ACL_ERROR_RT_RESOURCE_ALLOC_FAIL, aclnn's (whose `internal_code` is 561xxx)
+    ACLNN_ERR_RUNTIME_ERROR; None for any other error."""
+    if not isinstance(error, OSError) or error.errno not in (errno.EMFILE, errno.ENFILE):
+        return None
+    aclnn_runtime_error = 361001  # ACLNN_ERR_RUNTIME_ERROR (aclnn_api.status depends on this module)
+    code = aclnn_runtime_error if _is_aclnn_status(internal_code) else status.ACL_ERROR_RT_RESOURCE_ALLOC_FAIL
+    opened = " opening %s" % error.filename if error.filename else ""
+    message = ("the host refused a file descriptor%s (%s): every descriptor the process may have is in use; close "
+               "the files it no longer needs, or raise the limit (`ulimit -n`), and call again"
+               % (opened, error.strerror))
+    return code, message
+
+
 def _bad_call_code(internal_code: int) -> int:
     """A call the C prototype would not even compile: the invalid-parameter code of its layer."""
     aclnn_param_invalid = 161002  # ACLNN_ERR_PARAM_INVALID (aclnn_api.status depends on this module)
@@ -157,9 +174,13 @@ def api(name: str, failure: tuple = (), internal_code: int = status.ACL_ERROR_RT
             except Exception as error:  # never let a bug escape a public call
                 bad_call = isinstance(error, TypeError) and _arguments_error(
                     fn, name, args, kwargs, _bad_call_code(internal_code), keywords)
+                refused = None if bad_call else _out_of_descriptors(error, internal_code)
                 if bad_call:
                     record(bad_call.code, name, bad_call.message)
                     code = bad_call.code
+                elif refused:
+                    code = refused[0]
+                    record(code, name, refused[1])
                 else:
                     _record_internal(internal_code, name, error)
                     code = internal_code
@@ -203,8 +224,11 @@ def value_call(name: str, failure: Any, keywords: Optional[dict] = None) -> Call
             except Exception as error:  # never let a bug escape a public call
                 bad_call = isinstance(error, TypeError) and _arguments_error(
                     fn, name, args, kwargs, status.ACL_ERROR_INVALID_PARAM, keywords)
+                refused = None if bad_call else _out_of_descriptors(error, status.ACL_ERROR_RT_INTERNAL_ERROR)
                 if bad_call:
                     record(bad_call.code, name, bad_call.message)
+                elif refused:
+                    record(refused[0], name, refused[1])
                 else:
                     _record_internal(status.ACL_ERROR_RT_INTERNAL_ERROR, name, error)
             return failure

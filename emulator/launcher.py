@@ -24,7 +24,7 @@ import tempfile
 from typing import Optional
 
 from .config import ConfigError, from_environment
-from .report import REPORTED_VARIABLE
+from .report import REPORTED_VARIABLE, reason
 
 USAGE_ERROR, CANNOT_EXECUTE, NOT_FOUND = 2, 126, 127
 
@@ -72,7 +72,7 @@ def settings_environment(args: argparse.Namespace, base: dict) -> tuple[dict, Op
         if value is None:
             continue
         if name == "trace" and value:
-            value = os.path.abspath(os.path.expanduser(value))  # as NPUEMU_TRACE's own: the program may change directory
+            value = _trace_path(value)
             if not os.path.isdir(os.path.dirname(value)):
                 raise ConfigError("NPUEMU_TRACE: expected a file in an existing directory, found %r" % value)
             if os.path.isdir(value):  # else the program runs, and its trace is lost at its exit
@@ -81,6 +81,17 @@ def settings_environment(args: argparse.Namespace, base: dict) -> tuple[dict, Op
         env[variable] = value
     settings = from_environment(env)  # the settings' own reading and validation (NPUEMU_FAULTS' parser included)
     return env, settings.sanitize_exitcode
+
+
+def _trace_path(value: str) -> str:
+    """--trace's file, absolute as NPUEMU_TRACE's own (the program may change directory); ConfigError
+    when it is relative and the current directory was deleted."""
+    try:
+        return os.path.abspath(os.path.expanduser(value))
+    except OSError as error:  # os.getcwd()
+        raise ConfigError("NPUEMU_TRACE: expected a file in an existing directory, found %r, relative to a current "
+                          "directory that cannot be found (%s: deleted?): give an absolute path"
+                          % (value, reason(error))) from None
 
 
 def is_python_script(path: str) -> bool:
@@ -176,9 +187,9 @@ def run(argv: list, env: dict, error_exitcode: Optional[int] = None) -> int:
     it exited holding reports. The program exits with it itself, in its exit work; the launcher also
     sees the reports of a program that skipped that work (os._exit, _exit): while the program holds
     reports, a file named by its pid is in a directory that REPORTED_VARIABLE names (emulator.report)."""
-    if error_exitcode is None:
+    directory = None if error_exitcode is None else _reports_directory()
+    if directory is None:
         return _exit_status(_wait(argv, env)[1])
-    directory = tempfile.mkdtemp(prefix="npuemu-run-")
     try:
         pid, code = _wait(argv, {**env, REPORTED_VARIABLE: directory})
         if code >= 0 and os.path.exists(os.path.join(directory, str(pid))):
@@ -186,6 +197,19 @@ def run(argv: list, env: dict, error_exitcode: Optional[int] = None) -> int:
         return _exit_status(code)
     finally:
         shutil.rmtree(directory, ignore_errors=True)
+
+
+def _reports_directory() -> Optional[str]:
+    """The directory that tells `run` which program exited holding reports; None, with a note, when no
+    temporary directory is usable (TMPDIR, /tmp, /var/tmp and the current directory all missing, full
+    or read-only): the program still runs, and exits with N itself unless it skips its exit work."""
+    try:
+        return tempfile.mkdtemp(prefix="npuemu-run-")
+    except OSError as error:
+        print("npuemu run: note: --error-exitcode: no temporary directory is usable (%s): a program that ends "
+              "without its exit work (os._exit, _exit) holding reports is not given the exit code" % reason(error),
+              file=sys.stderr)
+        return None
 
 
 def _exit_status(code: int) -> int:

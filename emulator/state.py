@@ -6,7 +6,7 @@ import threading
 from typing import Optional
 
 from . import config as config_module
-from . import leaks, report, sanitizer
+from . import leaks, report, sanitizer, tools  # tools now: importing it under a call may find no file descriptor
 from .device import Device
 from .memory import AddressSpace
 
@@ -37,7 +37,6 @@ class Process:
         leaks.enabled = value.leak_check
         report.set_exit_code(value.sanitize_exitcode)
         sanitizer.TRACKER.configure(value)
-        from . import tools  # not at import: the tools import the runtime's modules
         tools.apply(value)
 
     def address_space(self) -> AddressSpace:

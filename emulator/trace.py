@@ -390,6 +390,10 @@ class Trace:
     def write(self) -> None:
         """Write the file (atomically: a temporary file beside it, then renamed); a path that cannot be
         written is one line on stderr."""
+        if not os.path.isabs(self.path):  # see _absolute: not the current directory of now, which may be another
+            write_stderr("npuemu: trace: cannot write %s: a relative path, and the current directory was deleted "
+                         "when tracing started" % self.path)
+            return
         temporary = "%s.%d.tmp" % (self.path, os.getpid())
         try:
             with open(temporary, "w", encoding="utf-8") as file:
@@ -519,8 +523,13 @@ def apply(config) -> None:
 
 def _absolute(setting: str) -> str:
     """The file a setting names: `~` expanded, `%p` replaced by the process id, made absolute (a
-    program that changes directory still writes where the setting said)."""
-    return os.path.abspath(os.path.expanduser(setting.replace("%p", str(os.getpid()))))
+    program that changes directory still writes where the setting said). A relative path while the
+    current directory is deleted names no file: it stays relative, and Trace.write says so."""
+    path = os.path.expanduser(setting.replace("%p", str(os.getpid())))
+    try:
+        return os.path.abspath(path)
+    except OSError:  # os.getcwd(): the current directory was deleted
+        return path
 
 
 def _follow(setting: str, soc: Optional[str], execution: Optional[str]) -> None:

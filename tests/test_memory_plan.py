@@ -250,6 +250,28 @@ def test_a_bad_variable_is_the_first_phases_invalid_parameter_naming_it_not_a_fa
     assert "NPUEMU_MEMORY_PLAN: entry 'hint=t9': expected" in message and "507000" not in done.stdout
 
 
+def test_a_variable_that_is_not_utf8_is_refused_naming_the_variable_its_value_and_what_it_accepts():
+    """Bytes that are not UTF-8 (b"hint=\\xff") made the kernels' message undecodable: 161002 with only
+    "'utf-8' codec can't decode byte 0xff". Now, as for every NPUEMU_* value, the message names the
+    variable, its value (as Python reads it: \\udcff) and what it accepts; `npuemu` exits 2 with it."""
+    code = ("import acl, aclnn_api as nn\n"
+            "acl.init(); acl.rt.set_device(0)\n"
+            "t = nn.aclCreateTensor([2], nn.ACL_FLOAT, [1], 0, nn.ACL_FORMAT_ND, [2], 0x1000)\n"
+            "size, executor, ret = nn.aclnnLogSigmoidBackwardGetWorkspaceSize(t, t, t, t)\n"
+            "print(ret, executor)\n"
+            "print(acl.get_recent_err_msg())\n"
+            "nn.aclDestroyTensor(t); acl.rt.reset_device(0); acl.finalize()\n")
+    expected = ("NPUEMU_MEMORY_PLAN: expected name=value entries separated by commas, the names among streaming, "
+                "threshold, prefetch, hint, block, the values in ASCII, found 'streaming=on,hint=\\udcff'")
+    done = run_python(code, "streaming=on,hint=\udcff")  # written to the environment as the byte 0xff
+    assert done.returncode == 0, done.stderr
+    status, message = done.stdout.split("\n", 1)
+    assert status == "161002 None" and message.strip().endswith(expected), done.stdout
+    shown = subprocess.run([sys.executable, "-m", "emulator"], capture_output=True, text=True, timeout=60,
+                           env={**os.environ, "NPUEMU_MEMORY_PLAN": "streaming=on,hint=\udcff"})
+    assert shown.returncode == 2 and shown.stderr.strip() == "npuemu: " + expected, shown.stderr
+
+
 def test_npuemu_prints_the_plan_and_how_it_was_obtained():
     env = {k: v for k, v in os.environ.items() if k != "NPUEMU_MEMORY_PLAN"}
     done = subprocess.run([sys.executable, "-m", "emulator"], capture_output=True, text=True, env=env, timeout=60)

@@ -111,6 +111,47 @@ def test_bad_options_stop_before_the_program_starts(tmp_path):
     assert done.returncode == 2 and "expected a program to run" in done.stderr
 
 
+def test_a_relative_trace_from_a_deleted_current_directory_is_a_bad_option(tmp_path):
+    """`npuemu run --trace t.json` where the current directory was deleted printed a traceback (os.getcwd)
+    and exited 1: now a one-line message and status 2, before the program starts; `npuemu` itself, with
+    NPUEMU_TRACE=t.json, shows its settings."""
+    marker = tmp_path / "started"
+    path = script(tmp_path, "open(%r, 'w').close()\n" % str(marker))
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    in_gone = 'cd "$1" && rmdir "$1" && shift && exec "$@"'
+    done = subprocess.run(["bash", "-c", in_gone, "bash", str(gone), *ctoolkit.npuemu_command(), "run", "--trace",
+                           "t.json", path], capture_output=True, text=True, timeout=120, env=clean_environment())
+    assert done.returncode == 2 and not marker.exists(), done.stderr
+    assert done.stderr.splitlines() == [
+        "npuemu run: NPUEMU_TRACE: expected a file in an existing directory, found 't.json', relative to a current "
+        "directory that cannot be found (No such file or directory: deleted?): give an absolute path"], done.stderr
+    gone.mkdir()
+    done = subprocess.run(["bash", "-c", in_gone, "bash", str(gone), *ctoolkit.npuemu_command()], capture_output=True,
+                          text=True, timeout=120, env={**clean_environment(), "NPUEMU_TRACE": "t.json"})
+    assert done.returncode == 0 and "trace          t.json" in done.stdout and done.stderr == "", done.stderr
+
+
+NO_TEMPORARY_DIRECTORY = """import sys, tempfile
+from emulator.__main__ import main
+tempfile.tempdir = sys.argv[1]  # as when TMPDIR, /tmp, /var/tmp and the current directory are all unusable
+sys.exit(main(["run", *sys.argv[2:]]))
+"""
+
+
+def test_error_exitcode_without_a_usable_temporary_directory_runs_the_program_with_a_note(tmp_path):
+    """`npuemu run --error-exitcode N` made its directory of reports with tempfile.mkdtemp, and with no
+    usable temporary directory ended in a traceback, status 1, the program never run. Now the program
+    runs and exits with N itself; a note says what cannot be seen (docs/run.md)."""
+    path = script(tmp_path, LEAKING_SCRIPT)
+    done = subprocess.run([sys.executable, "-c", NO_TEMPORARY_DIRECTORY, str(tmp_path / "missing"), "--error-exitcode",
+                           "9", path], capture_output=True, text=True, timeout=120, env=clean_environment())
+    assert done.returncode == 9, done.stderr
+    assert "Traceback" not in done.stderr and "npuemu: leak: device memory" in done.stderr, done.stderr
+    assert done.stderr.startswith("npuemu run: note: --error-exitcode: no temporary directory is usable (No such file "
+                                  "or directory): a program that ends without its exit work"), done.stderr
+
+
 def test_missing_programs_signals_and_files_that_cannot_run(tmp_path):
     done = npuemu_run(str(tmp_path / "missing.py"))
     assert done.returncode == 127 and "missing.py: no such file or program" in done.stderr

@@ -4,9 +4,12 @@ and (for the C-named calls) with too few or too many arguments, returns a status
 creators) and leaves a message saying what was expected and found; it never raises, and never
 reports an internal error of the emulator. The list of functions is read from the modules, so new
 public functions (operators included) are covered as they appear."""
+import errno
 import inspect
 import os
 import re
+import subprocess
+import sys
 import threading
 import traceback
 from types import SimpleNamespace
@@ -306,3 +309,52 @@ def _project_files() -> list:
         dirs[:] = [d for d in dirs if not d.startswith(".") and d not in ("build", "__pycache__")]
         found += [os.path.relpath(os.path.join(root, f), REPO) for f in files if not f.endswith((".so", ".pyc"))]
     return found
+
+
+NO_FREE_DESCRIPTOR = """import os, acl
+def take_every_descriptor():
+    held = []
+    while True:
+        try:
+            held.append(os.open(os.devnull, os.O_RDONLY))
+        except OSError:
+            return held
+print("init", acl.init())
+held = take_every_descriptor()
+code = acl.rt.set_device(0)
+message = acl.get_recent_err_msg() if code else ""
+for fd in held:
+    os.close(fd)
+print("set_device", code, message)
+print("malloc", acl.rt.malloc(64, 0)[1])
+"""
+
+
+def test_set_device_with_every_file_descriptor_in_use_succeeds(tmp_path):
+    """The first aclrtSetDevice applies the settings; it imported emulator.tools then, which needs a file
+    descriptor: with none free, 507000 "internal error of the emulator". Now that module is imported
+    with acl, and the call needs no descriptor."""
+    script = tmp_path / "program.py"
+    script.write_text(NO_FREE_DESCRIPTOR)
+    environment = {key: value for key, value in os.environ.items() if not key.startswith("NPUEMU_")}
+    done = subprocess.run(["prlimit", "--nofile=256", sys.executable, str(script)], capture_output=True, text=True,
+                          timeout=120, env=environment)
+    assert done.stdout.splitlines() == ["init 0", "set_device 0 ", "malloc 0"], done.stdout + done.stderr
+
+
+def test_a_call_that_finds_no_file_descriptor_returns_a_resource_code_naming_the_cause():
+    """A call that must open a file while every descriptor is in use (EMFILE) is refused by the host, not
+    broken: 207005 (aclnn: 361001) and a message that names the file and the limit, never 507000."""
+    from emulator import errors, status
+
+    def opening(*_):
+        raise OSError(errno.EMFILE, os.strerror(errno.EMFILE), "/some/module.py")
+
+    runtime_call = errors.api("aclrtOpening")(opening)
+    aclnn_call = errors.api("aclnnOpening", internal_code=nn.ACLNN_ERR_INNER)(opening)
+    assert runtime_call() == status.ACL_ERROR_RT_RESOURCE_ALLOC_FAIL
+    message = acl.get_recent_err_msg()
+    assert "aclrtOpening: the host refused a file descriptor opening /some/module.py (Too many open files)" in message
+    assert "ulimit -n" in message and "internal error" not in message, message
+    assert aclnn_call() == nn.ACLNN_ERR_RUNTIME_ERROR
+    assert "aclnnOpening: the host refused a file descriptor" in acl.get_recent_err_msg()

@@ -699,6 +699,41 @@ sys.exit(cli.main(["install", sys.argv[1]]))
 """
 
 
+INSTALL_ON_A_FULL_DISK = """import shutil, sys
+from npuemu_toolkit import cli
+def full(source, target):
+    raise OSError(28, "No space left on device", target)
+def fill(source, target):  # copies part of the tree, then every file fails, as shutil.copytree reports it
+    shutil.copytree(source + "/include", target + "/include", symlinks=True)
+    shutil.copytree(source + "/opp", target + "/opp", symlinks=True, copy_function=full)
+cli.fill = fill
+sys.exit(cli.main(["install", sys.argv[1]]))
+"""
+
+
+@pytest.mark.parametrize("existed", [False, True])
+def test_toolkit_install_that_fails_with_no_earlier_copy_leaves_nothing_and_names_the_failure(tmp_path, existed):
+    """A full disk with no earlier copy left a partial tree, which the next install refused ("exists and is
+    not a copy of npuemu's toolkit"), and the message was shutil.Error's list repr. Now what the copy made
+    is removed (DIR itself kept if it was there: a mount point), the message names the errno's text and
+    the file, and the next install succeeds."""
+    target = tmp_path / "cann"
+    if existed:
+        target.mkdir()
+        inode = os.stat(str(target)).st_ino
+    done = run([sys.executable, "-c", INSTALL_ON_A_FULL_DISK, str(target)])
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert re.match(r"npuemu: cannot install the toolkit to %s: No space left on device: '%s/opp/\S+'( \(and \d+ "
+                    r"more files not copied\))?$" % (re.escape(str(target)), re.escape(str(target))),
+                    done.stderr.strip()), done.stderr
+    if existed:
+        assert os.listdir(str(target)) == [] and os.stat(str(target)).st_ino == inode
+    else:
+        assert not target.exists()
+    done = run(ctoolkit.npuemu_command() + ["toolkit", "install", str(target)])
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
 @pytest.mark.parametrize("failure", ["full", "interrupted"])
 def test_toolkit_install_keeps_the_directory_itself_and_an_earlier_copy_it_could_not_replace(tmp_path, root, failure):
     """The directory may be one that cannot be removed (a mount point, a volume at /usr/local/Ascend/cann,
@@ -907,6 +942,10 @@ BAD_SETUPS = {
     "missing-libpython": lambda tmp: ({"NPUEMU_LIBPYTHON": "/nonexistent/libpython3.11.so.1.0"},
                                       "/nonexistent/libpython3.11.so.1.0"),
     "no-shared-libpython": lambda tmp: ({"NPUEMU_LIBPYTHON": ""}, "--enable-shared"),
+    # variables CPython reads as it starts: checked first (PYTHONHOME, PYTHONPLATLIBDIR), or named when it fails
+    "missing-pythonhome": lambda tmp: ({"PYTHONHOME": "/nonexistent"}, "PYTHONHOME=/nonexistent"),
+    "bad-pythonplatlibdir": lambda tmp: ({"PYTHONPLATLIBDIR": "bogus"}, "PYTHONPLATLIBDIR=bogus"),
+    "bad-pythonioencoding": lambda tmp: ({"PYTHONIOENCODING": "bogus"}, "PYTHONIOENCODING=bogus"),
 }
 
 
@@ -933,10 +972,60 @@ def test_bad_setup_fails_every_call_with_one_clear_message(bad_setup_program, tm
     message = lines.get("aclGetRecentErrMsg", "(null)")
     assert message != "(null)" and named in message, message
     assert re.search(r"/\S*python", message), "the message names no interpreter or libpython: " + message
-    assert any(advice in message for advice in ("NPUEMU_PYTHON", "--enable-shared", "pip install", "PYTHONPATH")), message
+    assert any(advice in message for advice in ("NPUEMU_PYTHON", "--enable-shared", "pip install", "PYTHONPATH",
+                                                "unset")), message
     if setup == "numpy-hidden-by-pythonpath":  # the advice names the cause, not a reinstall
         assert "unset PYTHONPATH" in message and "NPUEMU_PYTHON" not in message, message
+    if setup in ("missing-pythonhome", "bad-pythonplatlibdir"):  # found before CPython prints its path configuration
+        assert "unset PYTHONHOME" in message and "Python path configuration" not in done.stderr, done.stderr
     assert done.stderr.count(message) == 1, done.stderr
+
+
+def test_an_empty_npuemu_python_is_unset(bad_setup_program):
+    """NPUEMU_PYTHON= (empty) was taken as an interpreter named "", which "does not exist": as every
+    NPUEMU_* setting, empty is unset, and the toolkit's own interpreter runs."""
+    done = ctoolkit.run_program(bad_setup_program, env=ctoolkit.toolkit_environment(NPUEMU_PYTHON=""))
+    lines = dict(line.split("=", 1) for line in done.stdout.splitlines() if "=" in line)
+    assert (lines.get("aclInit"), lines.get("aclrtSetDevice")) == ("0", "0"), done.stdout + done.stderr
+
+
+NO_FREE_DESCRIPTOR_PROGRAM = r"""#include <cstdio>
+#include <fcntl.h>
+#include <unistd.h>
+#include <vector>
+#include "acl/acl.h"
+
+int main() {
+  std::vector<int> held;
+  for (int fd; (fd = open("/dev/null", O_RDONLY)) >= 0;) held.push_back(fd);
+  std::printf("aclInit=%d\n", aclInit(nullptr));
+  const char *message = aclGetRecentErrMsg();
+  std::printf("aclGetRecentErrMsg=%s\n", message == nullptr ? "(null)" : message);
+  for (int fd : held) close(fd);
+  std::printf("again=%d\n", aclInit(nullptr));
+  std::printf("aclrtSetDevice=%d\n", aclrtSetDevice(0));
+  aclrtResetDevice(0);
+  aclFinalize();
+  return 0;
+}
+"""
+
+
+def test_a_start_with_every_file_descriptor_in_use_names_the_cause_and_is_tried_again(tmp_path):
+    """The first call with every file descriptor in use: pyvenv.cfg could not be opened, silently, and the
+    toolkit said the interpreter "is no Python installation: reinstall npuemu", a start that failed for
+    good. Now the message names the file, the errno's text and the limit, and the next call, with
+    descriptors free again, starts the toolkit (docs/toolkit.md, "When it cannot start")."""
+    ctoolkit.require_compilers()
+    program = ctoolkit.compile_program(NO_FREE_DESCRIPTOR_PROGRAM, tmp_path, name="descriptors")
+    done = subprocess.run(["prlimit", "--nofile=64", program], capture_output=True, text=True, timeout=120,
+                          env=ctoolkit.toolkit_environment(), cwd=str(tmp_path))
+    lines = dict(line.split("=", 1) for line in done.stdout.splitlines() if "=" in line)
+    assert lines.get("aclInit") == "100001", done.stdout + done.stderr
+    message = lines.get("aclGetRecentErrMsg", "")
+    assert re.search(r"cannot open /\S+: Too many open files", message) and "ulimit -n" in message, message
+    assert "reinstall" not in message and done.stderr.count(message) == 1, done.stderr
+    assert (lines.get("again"), lines.get("aclrtSetDevice")) == ("0", "0"), done.stdout + done.stderr
 
 
 # ------------------------------------------------------------------------------------------------

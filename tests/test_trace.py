@@ -323,6 +323,25 @@ def test_an_unwritable_path_is_one_message_and_the_program_ends_as_it_would(tmp_
     assert sorted(os.listdir(str(tmp_path))) == ["program.py"]
 
 
+def test_a_relative_path_from_a_deleted_current_directory_is_one_message_and_the_program_ends_as_it_would(tmp_path):
+    """NPUEMU_TRACE=trace.json in a directory deleted before the program started: `import acl` raised
+    FileNotFoundError (os.getcwd). Now the program runs, and at its exit the usual note says that the
+    path cannot be written; it is not written elsewhere either (the program went to another directory)."""
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    program = tmp_path / "program.py"
+    program.write_text("import os\nimport acl\nacl.init()\nacl.rt.set_device(0)\nacl.rt.reset_device(0)\n"
+                       "acl.finalize()\nos.chdir(%r)\nprint('done')\n" % str(tmp_path))
+    environment = {key: value for key, value in os.environ.items() if not key.startswith("NPUEMU_")}
+    done = subprocess.run(["bash", "-c", 'cd "$1" && rmdir "$1" && exec "$2" "$3"', "bash", str(gone),
+                           sys.executable, str(program)], capture_output=True, text=True, timeout=60,
+                          env={**environment, "NPUEMU_TRACE": "trace.json"})
+    assert done.returncode == 0 and done.stdout == "done\n", done.stdout + done.stderr
+    assert done.stderr.splitlines() == ["npuemu: trace: cannot write trace.json: a relative path, and the current "
+                                        "directory was deleted when tracing started"], done.stderr
+    assert sorted(os.listdir(str(tmp_path))) == ["program.py"]
+
+
 def traces_attached() -> list:
     return [o for o in hooks.CALLS + hooks.TASKS + hooks.REPORTS + hooks.MESSAGES if isinstance(o, trace.Trace)]
 

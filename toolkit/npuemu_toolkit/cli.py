@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import shutil
 import sys
 import tempfile
 from typing import Optional
+
+from emulator.report import reason
 
 from . import ToolkitMissing, root
 
@@ -53,18 +56,23 @@ def install_copy(source: str, target: str) -> int:
         if problem:
             print("npuemu: %s" % problem, file=sys.stderr)
             return 1
+        created = not os.path.isdir(target)
         os.makedirs(target, exist_ok=True)
         previous = set_aside(target)
         try:
             fill(source, target)
-        except BaseException:  # a full disk, or Ctrl-C: the earlier copy back either way
+        except BaseException:  # a full disk, or Ctrl-C: the earlier copy back, or nothing left, either way
             if previous is not None:
                 restore(previous, target)
+            else:
+                remove_entries(target)
+                if created:
+                    os.rmdir(target)
             raise
         if previous is not None:
             shutil.rmtree(previous, ignore_errors=True)
     except OSError as error:
-        print("npuemu: cannot install the toolkit to %s: %s" % (target, error), file=sys.stderr)
+        print("npuemu: cannot install the toolkit to %s: %s" % (target, failure(error)), file=sys.stderr)
         return 1
     print(target)
     return 0
@@ -102,12 +110,29 @@ def fill(source: str, target: str) -> None:
         record.write(sys.executable + "\n")
 
 
-def restore(previous: str, target: str) -> None:
-    """Put the entries set aside back, after removing what a failed copy left."""
+def failure(error: OSError) -> str:
+    """What failed, as `No space left on device: '<file>'`: shutil.copytree gathers the failure of each
+    file in a shutil.Error, a list of (source, destination, text) that says nothing as a whole."""
+    failures = error.args[0] if isinstance(error, shutil.Error) and error.args else None
+    if isinstance(failures, list) and failures:
+        first = re.sub(r"^\[Errno \d+\] ", "", str(failures[0][-1]))
+        return first + ("" if len(failures) == 1 else " (and %d more files not copied)" % (len(failures) - 1))
+    if error.strerror and error.filename:
+        return "%s: %r" % (error.strerror, error.filename)
+    return reason(error)
+
+
+def remove_entries(target: str, keep: Optional[str] = None) -> None:
+    """Remove what a failed copy left in `target`, except `keep` (the earlier copy set aside)."""
     for name in os.listdir(target):
         path = os.path.join(target, name)
-        if path != previous:
+        if path != keep:
             shutil.rmtree(path) if os.path.isdir(path) and not os.path.islink(path) else os.remove(path)
+
+
+def restore(previous: str, target: str) -> None:
+    """Put the entries set aside back, after removing what a failed copy left."""
+    remove_entries(target, keep=previous)
     for name in os.listdir(previous):
         os.rename(os.path.join(previous, name), os.path.join(target, name))
     os.rmdir(previous)

@@ -8,6 +8,7 @@
 // interpreter and forwards every call. If any step fails, every call returns ACL_ERROR_UNINITIALIZE
 // (NULL for the creators) and leaves a message that names the interpreter and what to do.
 #include <dlfcn.h>
+#include <errno.h>
 #include <stdio_ext.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -16,7 +17,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <mutex>
 #include <string>
 
@@ -61,29 +61,71 @@ std::string directory_of(const std::string &path) {
   return slash == std::string::npos ? "." : path.substr(0, slash);
 }
 
-// The standard library an interpreter at `executable` would start with: a venv's pyvenv.cfg names its
-// base interpreter's directory (`home = ...`), else the interpreter's own prefix. Checked before the
-// interpreter starts, because CPython aborts the process when it cannot find its standard library.
-std::string standard_library_of(const std::string &executable) {
-  std::string bin = directory_of(executable);
-  for (const std::string &config : {directory_of(bin) + "/pyvenv.cfg", bin + "/pyvenv.cfg"}) {
-    std::ifstream file(config);
-    std::string line;
-    while (std::getline(file, line)) {
-      if (line.compare(0, 4, "home") == 0 && line.find('=') != std::string::npos) {
-        std::string home = line.substr(line.find('=') + 1);
-        home.erase(0, home.find_first_not_of(" \t"));
-        home.erase(home.find_last_not_of(" \t\r") + 1);
-        bin = home;
-      }
-    }
-  }
-  return directory_of(bin) + "/lib/python" NPUEMU_PYTHON_VERSION "/os.py";
-}
-
 std::string advice() {
   return "reinstall npuemu where it was built (`make install`, or `pip install .` in the npuemu checkout), or set "
          "NPUEMU_PYTHON to the python of the environment npuemu is installed in";
+}
+
+// A setting of the environment, with "" for unset: an empty NPUEMU_* or PYTHON* variable is unset.
+std::string variable(const char *name) { return setting(name, ""); }
+
+// Why a file that may be missing (a venv's pyvenv.cfg) cannot be read, or "" (read, or missing). Every
+// descriptor in use (EMFILE, ENFILE) passes: nothing else could be opened either; `*transient` says so.
+std::string unreadable(const std::string &path, int error, bool *transient) {
+  if (error == ENOENT || error == ENOTDIR) return "";
+  std::string reason = "cannot open " + path + ": " + std::strerror(error);
+  if (error == EMFILE || error == ENFILE) {
+    *transient = true;
+    return reason + " (every file descriptor the process may have is in use: close the files it no longer needs, or "
+           "raise the limit, `ulimit -n`)";
+  }
+  return reason + ": make it readable, or " + advice();
+}
+
+// The prefix an interpreter at `executable` would start from: PYTHONHOME's (its first part: "prefix[:exec_prefix]"),
+// else a venv's pyvenv.cfg's base interpreter's (`home = <prefix>/bin`), else its own; `*problem` says why
+// a pyvenv.cfg could not be read (`*transient`: for lack of file descriptors).
+std::string prefix_of(const std::string &executable, std::string *problem, bool *transient) {
+  const std::string home = variable("PYTHONHOME");
+  if (!home.empty()) return home.substr(0, home.find(':'));
+  std::string bin = directory_of(executable);
+  for (const std::string &config : {directory_of(bin) + "/pyvenv.cfg", bin + "/pyvenv.cfg"}) {
+    std::FILE *file = std::fopen(config.c_str(), "r");
+    if (file == nullptr) {
+      *problem = unreadable(config, errno, transient);
+      if (!problem->empty()) return "";
+      continue;
+    }
+    char buffer[4096];
+    while (std::fgets(buffer, sizeof(buffer), file) != nullptr) {
+      const std::string line = buffer;
+      if (line.compare(0, 4, "home") == 0 && line.find('=') != std::string::npos) {
+        std::string found = line.substr(line.find('=') + 1);
+        found.erase(0, found.find_first_not_of(" \t"));
+        found.erase(found.find_last_not_of(" \t\r\n") + 1);
+        bin = found;
+      }
+    }
+    std::fclose(file);
+  }
+  return directory_of(bin);
+}
+
+// The landmark of the standard library CPython looks for: <prefix>/<platlibdir>/pythonX.Y/os.py.
+std::string standard_library_in(const std::string &prefix) {
+  const std::string platlibdir = variable("PYTHONPLATLIBDIR");
+  return prefix + "/" + (platlibdir.empty() ? "lib" : platlibdir) + "/python" NPUEMU_PYTHON_VERSION "/os.py";
+}
+
+// The variables Python reads as it starts that can stop it (CPython then prints its path configuration,
+// or a fatal error, with a status that names none of them): "" or "NAME=value, ..." of those set.
+std::string start_variables() {
+  std::string set;
+  for (const char *name : {"PYTHONHOME", "PYTHONPLATLIBDIR", "PYTHONIOENCODING", "PYTHONMALLOC", "PYTHONHASHSEED",
+                           "PYTHONUTF8", "PYTHONPYCACHEPREFIX", "PYTHONWARNINGS"}) {
+    if (!variable(name).empty()) set += (set.empty() ? "" : ", ") + std::string(name) + "=" + variable(name);
+  }
+  return set;
 }
 
 // The library this code is in: the core sits beside it.
@@ -95,12 +137,20 @@ std::string own_directory() {
 
 std::string base_name(const std::string &path) { return path.substr(path.rfind('/') + 1); }
 
-// The interpreter `npuemu toolkit install DIR` recorded in DIR/npuemu.python: the one that ran it.
-std::string recorded_interpreter(const std::string &root) {
-  std::ifstream file(root + "/npuemu.python");
-  std::string line;
-  std::getline(file, line);
-  return line.substr(0, line.find_last_not_of(" \t\r") + 1);
+// The interpreter `npuemu toolkit install DIR` recorded in DIR/npuemu.python: the one that ran it; ""
+// for a tree that is no copy, or with `*problem` saying why the record cannot be read.
+std::string recorded_interpreter(const std::string &root, std::string *problem, bool *transient) {
+  const std::string record = root + "/npuemu.python";
+  std::FILE *file = std::fopen(record.c_str(), "r");
+  if (file == nullptr) {
+    *problem = unreadable(record, errno, transient);
+    return "";
+  }
+  char buffer[4096] = "";
+  if (std::fgets(buffer, sizeof(buffer), file) == nullptr) buffer[0] = '\0';
+  std::fclose(file);
+  const std::string line = buffer;
+  return line.substr(0, line.find_last_not_of(" \t\r\n") + 1);
 }
 
 // The python of the environment whose site-packages holds the tree (<prefix>/lib/pythonX.Y/site-packages/
@@ -125,10 +175,12 @@ struct Interpreter {
   std::string executable, origin;
 };
 
-Interpreter interpreter() {
-  if (const char *chosen = std::getenv("NPUEMU_PYTHON")) return {chosen, "NPUEMU_PYTHON"};
+// `*problem`: why npuemu.python, where it may be, cannot be read.
+Interpreter interpreter(std::string *problem, bool *transient) {
+  const std::string chosen = variable("NPUEMU_PYTHON");  // empty: unset, as every NPUEMU_* setting
+  if (!chosen.empty()) return {chosen, "NPUEMU_PYTHON"};
   const std::string root = directory_of(own_directory());
-  std::string found = recorded_interpreter(root);
+  std::string found = recorded_interpreter(root, problem, transient);
   if (!found.empty()) return {found, "recorded in " + root + "/npuemu.python by `npuemu toolkit install`"};
   found = environment_interpreter(root);
   if (!found.empty()) return {found, "the environment the toolkit is installed in"};
@@ -167,15 +219,25 @@ std::string load_libpython(const std::string &executable) {
   return "";
 }
 
-// Why `python` cannot be embedded, or "" once its libpython is loaded.
-std::string embeddable(const Interpreter &python) {
+// Why `python` cannot be embedded, or "" once its libpython is loaded; `*transient`: for a lack of file
+// descriptors, which the next call may no longer have (nothing is loaded yet: it can start again).
+std::string embeddable(const Interpreter &python, bool *transient) {
   const std::string &executable = python.executable;
   if (access(executable.c_str(), X_OK) != 0) {
     return "the Python interpreter " + executable + " (" + python.origin +
            ") does not exist (a moved or deleted virtual environment?): " + advice();
   }
-  const std::string standard_library = standard_library_of(executable);
+  std::string problem;
+  const std::string prefix = prefix_of(executable, &problem, transient);
+  if (!problem.empty()) return "cannot start the Python interpreter " + executable + " (" + python.origin + "): " + problem;
+  const std::string standard_library = standard_library_in(prefix);
   if (!is_file(standard_library)) {
+    const std::string set = variable("PYTHONHOME").empty() && variable("PYTHONPLATLIBDIR").empty() ? "" : start_variables();
+    if (!set.empty()) {
+      return "the environment sets " + set + ", and with it the Python interpreter " + executable + " (" + python.origin +
+             ") finds no Python " NPUEMU_PYTHON_VERSION " standard library (no " + standard_library + "): unset " +
+             "PYTHONHOME and PYTHONPLATLIBDIR (the interpreter finds its own), or make them name that Python's";
+    }
     return executable + " (" + python.origin + ") is no Python " NPUEMU_PYTHON_VERSION " installation (no " +
            standard_library + "): " + advice();
   }
@@ -183,16 +245,31 @@ std::string embeddable(const Interpreter &python) {
 }
 
 // Why the last start on this thread did not end (stopped by a KeyboardInterrupt, say): the next call starts again.
-thread_local char stopped_reason[1024];
+thread_local char stopped_reason[2048];
+
+// A start that failed for a reason that may pass (no free file descriptor) is no start: the reason, on
+// stderr the first time, is what this call's aclGetRecentErrMsg says, and the next call starts again.
+bool report_transient(const std::string &error) {
+  static std::atomic<bool> told{false};
+  std::snprintf(stopped_reason, sizeof(stopped_reason), "npuemu: the C toolkit cannot start: %s; the call did nothing, "
+                "and the next call tries to start it again", error.c_str());
+  if (!told.exchange(true)) {
+    std::fprintf(stderr, "%s\n", stopped_reason);
+    std::fflush(stderr);
+  }
+  return false;
+}
 
 // Starts the toolkit; false if the start was stopped before its end (a Ctrl-C in a Python host), to be
 // tried again by the next call.
 bool boot() {
-  const Interpreter python = interpreter();
+  std::string error, unread_record;
+  bool transient = false;
+  const Interpreter python = interpreter(&unread_record, &transient);  // a Python host's own interpreter runs npuemu
   const std::string &executable = python.executable;
-  std::string error;
   const bool hosted = host_runs_python(&error);
-  if (error.empty() && !hosted) error = embeddable(python);
+  if (error.empty() && !hosted) error = !unread_record.empty() ? unread_record : embeddable(python, &transient);
+  if (!hosted && transient) return report_transient(error);
   void *core = nullptr;
   if (error.empty()) {
     const std::string path = own_directory() + "/libnpuemu_python.so";
@@ -217,6 +294,11 @@ bool boot() {
     } else if (started != NB_STARTED) {
       // (a process that runs Python has its own interpreter, which the reason names)
       error = std::string(reason) + (hosted ? "" : " (interpreter " + executable + ")");
+      const std::string set = hosted ? "" : start_variables();
+      if (!set.empty()) {
+        error += "; the environment sets " + set + ", which Python reads as it starts: unset what is not meant for "
+                 "npuemu's interpreter";
+      }
     } else {
       core_call = reinterpret_cast<npuemu_core_call_fn>(dlsym(core, "npuemu_core_call"));
       if (core_call == nullptr) error = "the core library has no npuemu_core_call: " + advice();
