@@ -72,6 +72,12 @@ def outstanding() -> list[str]:
     return [_line(*leak) for leak in found]
 
 
+def pending() -> bool:
+    """Whether anything is unreleased, without making the lines (which look up the sites' lines)."""
+    with _lock:
+        return bool(_orphans or _live or any(unreleased() for unreleased, _ in _sources))
+
+
 def report(when: str) -> list[str]:
     """Print and forget everything unreleased; returns the lines (none when the leak check is off: then
     nothing is formatted either)."""
