@@ -9,6 +9,7 @@ import threading
 from typing import Callable, Optional, Union
 
 from . import report as report_channel
+from . import sites
 
 Description = Union[str, Callable[[], str]]
 
@@ -69,6 +70,17 @@ def outstanding() -> list[str]:
     """Everything unreleased so far, without reporting it."""
     with _lock:
         found = _unreleased()
+    return _lines(found)
+
+
+def pending() -> bool:
+    """Whether anything is unreleased, without making the lines (which look up the sites' lines)."""
+    with _lock:
+        return bool(_orphans or _live or any(unreleased() for unreleased, _ in _sources))
+
+
+def _lines(found: list) -> list[str]:
+    sites.resolve(site for _, _, site, _ in found)  # the C sites' lines in one look-up per module
     return [_line(*leak) for leak in found]
 
 
@@ -83,7 +95,7 @@ def report(when: str) -> list[str]:
             forget_source()
     if not (found and enabled):
         return []
-    lines = [_line(*leak) for leak in found]  # each leak is a record of its own (emulator.reports())
+    lines = _lines(found)  # each leak is a record of its own (emulator.reports())
     for line in lines:
         report_channel.publish("leak", "leakcheck", line, show=False)
     report_channel.write_stderr(_report_text(found, lines, when))

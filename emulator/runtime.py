@@ -1088,5 +1088,5 @@ def settings():
 
 @atexit.register
 def _report_at_exit() -> None:
-    if leaks.outstanding():  # else nothing to read the settings for: a process that never used npuemu does nothing
+    if leaks.pending():  # else nothing to read the settings for: a process that never used npuemu does nothing
         _report_leaks("exit")

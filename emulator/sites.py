@@ -13,10 +13,11 @@ import ctypes
 import dis
 import functools
 import os
+import shutil
 import struct
 import subprocess
 import sys
-from typing import Callable, Optional
+from typing import Callable, Iterable, Optional
 
 DEPTH = 3  # frames kept: the call itself and two callers are enough to find it in a helper
 
@@ -168,7 +169,7 @@ def set_native_caller(read: Callable[[], tuple]) -> None:
 
 
 def native_site() -> Site:
-    """The site of the C call in progress, or UNKNOWN."""
+    """The site of the C call in progress, or UNKNOWN (no C call, or none of its frames the program's)."""
     addresses = _native_caller() if _native_caller is not None else ()
     if not addresses:
         return UNKNOWN
@@ -176,29 +177,29 @@ def native_site() -> Site:
     if site is None:
         if len(_native_sites) >= KNOWN_SITES:
             _native_sites.clear()
-        site = _native_sites[addresses] = NativeSite(addresses[:DEPTH])
+        calls = _program_calls(addresses[:DEPTH])
+        site = _native_sites[addresses] = NativeSite(addresses[:DEPTH], calls) if calls else UNKNOWN
     return site
 
 
 class NativeSite(Site):
-    """The C caller's frames at their return addresses; resolved to source lines only when shown."""
+    """The C caller's frames, pinned to their modules when the site is taken (`calls`: (module, offset,
+    exported symbol) each); resolved to source lines only when shown."""
 
-    __slots__ = ("addresses",)
+    __slots__ = ("addresses", "calls")
 
-    def __init__(self, addresses: tuple):
+    def __init__(self, addresses: tuple, calls: tuple):
         super().__init__(())
-        self.addresses = addresses
+        self.addresses, self.calls = addresses, calls
 
     @property
     def frames(self) -> tuple:
         if self._frames is None:
-            frames = []
-            for address in self.addresses:
-                module, frame = _resolve(address)
-                if frames and os.path.basename(module).startswith(_RUNTIME_LIBRARIES):
-                    break  # the C library's start-up code that called main: not the program's
-                frames.append(frame)
-            self._frames = tuple(frames)
+            _symbolise(self.calls)  # one addr2line run per module
+            frames: tuple = ()
+            for call in self.calls:  # an inlined function's frame, then the frames it was inlined into
+                frames += _frames_of(*call)
+            self._frames = frames[:DEPTH]
         return self._frames
 
     @property
@@ -233,38 +234,134 @@ class _Elf64Symbol(ctypes.Structure):  # Elf64_Sym, which dladdr1(..., RTLD_DL_S
 
 
 _RTLD_DL_SYMENT = 1  # dladdr1's flag for the symbol's table entry
+_AT_PHDR = 3         # getauxval's key of the main program's program headers
 _SHT_SYMTAB = 2      # the ELF section type of the full symbol table
-_RUNTIME_LIBRARIES = ("libc.so", "ld-linux")
+# Never the program's own code: the C and C++ runtimes. A frame in one is the C library's start-up code
+# that called main, a thread's start, or a function of theirs that ended in a tail call to the toolkit.
+_SYSTEM_LIBRARIES = ("libc.so", "ld-linux", "libstdc++.so", "libgcc_s.so", "libpthread.so", "libm.so", "libdl.so")
 
 
-def _resolve(address: int) -> tuple:
-    """(module, (file, line, function)) of the instruction that made the call returning to `address`:
-    the source line when the module has debug information, else (module+0xoffset, 0, symbol or "")."""
+@functools.lru_cache(maxsize=None)
+def _libc() -> ctypes.CDLL:
+    return ctypes.CDLL(None)
+
+
+def _dladdr(address: int) -> tuple:
+    """(dladdr's info, the symbol's table entry or None) of `address`; (None, None) outside any module."""
     info = _DlInfo()
-    symbol_entry = ctypes.POINTER(_Elf64Symbol)()
-    libc = ctypes.CDLL(None)
+    libc = _libc()
     if not hasattr(libc, "dladdr1"):  # not glibc: dladdr, without the symbol's size
-        symbol_entry = None
         found = libc.dladdr(ctypes.c_void_p(address), ctypes.byref(info))
-    else:
-        found = libc.dladdr1(ctypes.c_void_p(address), ctypes.byref(info), ctypes.byref(symbol_entry), _RTLD_DL_SYMENT)
-    if not found:
-        return "", ("0x%x" % address, 0, "")
-    module = os.fsdecode(info.dli_fname or b"")
-    if not os.path.isabs(module):  # the main program, named as it was started ("" or argv[0])
-        module = os.path.realpath("/proc/self/exe")
-    offset = address - (info.dli_fbase or 0) if _is_relocatable(module) else address
-    function, filename, line = _addr2line(module, offset - 1)  # the call instruction ends before the return address
-    if line:
-        return module, (filename, line, function)
-    # Without a full symbol table addr2line, as dladdr, names the nearest exported function below the
-    # address, even past that function's end (inside a non-exported one): named only when it holds it.
-    if not _symbol_holds(info, symbol_entry, address - 1):
-        if not _has_symbol_table(module):
-            function = ""
-        info.dli_sname = None
-    symbol = function or (os.fsdecode(info.dli_sname) if info.dli_sname else "")
-    return module, ("%s+0x%x" % (module, offset), 0, symbol)
+        return (info, None) if found else (None, None)
+    symbol_entry = ctypes.POINTER(_Elf64Symbol)()
+    found = libc.dladdr1(ctypes.c_void_p(address), ctypes.byref(info), ctypes.byref(symbol_entry), _RTLD_DL_SYMENT)
+    return (info, symbol_entry) if found else (None, None)
+
+
+def _program_calls(addresses: tuple) -> tuple:
+    """(module, offset of the return address, exported symbol holding the call) of each of the program's
+    frames at these return addresses, innermost first; taken now, while the modules are the ones loaded.
+    The frames in the C and C++ runtimes are not the program's: those before its first frame are skipped
+    (a tail call's caller cannot be known), the first one after its frames ends them (the start-up)."""
+    calls: tuple = ()
+    for address in addresses:
+        info, symbol_entry = _dladdr(address)
+        if info is None:
+            calls += ((None, address, ""),)
+            continue
+        module = _module(info.dli_fname, info.dli_fbase or 0)
+        if module.system:
+            if calls:
+                break
+            continue
+        offset = address - (info.dli_fbase or 0) if module.relocatable else address
+        # dladdr names the nearest exported symbol below the address, even past its end: kept if it holds it
+        exported = os.fsdecode(info.dli_sname) if _symbol_holds(info, symbol_entry, address - 1) else ""
+        calls += ((module, offset, exported),)
+    return calls
+
+
+class _Module:
+    """A loaded module (the program or a library), pinned when a site in it is first taken: its absolute
+    path, and the identity of the file (device, inode, modification time) so that a report shown after
+    the file was replaced (a program rebuilt while it runs, a library file rebuilt after it was loaded)
+    says so instead of showing another file's lines."""
+
+    __slots__ = ("path", "main", "relocatable", "system", "identity")
+
+    def __init__(self, name: bytes, base: int):
+        given = os.fsdecode(name or b"")
+        main_base = _main_program_base()
+        self.main = base == main_base if main_base is not None else not os.path.isabs(given)
+        mapped, deleted = _mapped_path(base)
+        if os.path.isabs(given) and not self.main:
+            self.path = given  # as the program named it (a symbolic link's name)
+        else:  # the program ("" or argv[0]), or a library found by a relative path (LD_LIBRARY_PATH=.)
+            self.path = mapped or (os.path.realpath("/proc/self/exe") if self.main else os.path.abspath(given))
+        self.identity = None if deleted else _identity(self.path)
+        self.relocatable = _is_relocatable(self.path)
+        self.system = not self.main and os.path.basename(self.path).startswith(_SYSTEM_LIBRARIES)
+
+    def current_path(self) -> Optional[str]:
+        """The path of the pinned file if it is there still (a moved program: where it is now), else None."""
+        if self.identity is None:
+            return None
+        for path in (self.path, os.path.realpath("/proc/self/exe")) if self.main else (self.path,):
+            if _identity(path) == self.identity:
+                return path
+        return None
+
+    @property
+    def changed(self) -> str:
+        """What a frame in it says when its file is no longer the one loaded."""
+        return "file changed since the program started" if self.main else "file changed since the library was loaded"
+
+
+_modules: dict = {}  # (dladdr's file name, base address) -> _Module
+
+
+def _module(name: bytes, base: int) -> _Module:
+    module = _modules.get((name, base))
+    if module is None:
+        module = _modules[(name, base)] = _Module(name, base)
+    return module
+
+
+@functools.lru_cache(maxsize=None)
+def _main_program_base() -> Optional[int]:
+    """The main program's base address (what dladdr says of an address in it), or None if unknown: its
+    name in dladdr is "" or argv[0], a relative path as a library found by a relative path has."""
+    libc = _libc()
+    if not hasattr(libc, "getauxval"):
+        return None
+    libc.getauxval.restype = ctypes.c_ulong
+    libc.getauxval.argtypes = [ctypes.c_ulong]
+    info, _ = _dladdr(libc.getauxval(_AT_PHDR))
+    return info.dli_fbase if info is not None else None
+
+
+def _mapped_path(base: int) -> tuple:
+    """(absolute path, whether it was deleted or replaced) of the file mapped at `base`, from
+    /proc/self/maps; ("", False) where it cannot be read."""
+    try:
+        with open("/proc/self/maps", "rb") as maps:
+            for line in maps:
+                fields = line.rstrip(b"\n").split(None, 5)
+                if len(fields) == 6 and int(fields[0].partition(b"-")[0], 16) == base:
+                    path = os.fsdecode(fields[5])
+                    deleted = path.endswith(" (deleted)")
+                    return (path[:-len(" (deleted)")] if deleted else path), deleted
+    except (OSError, ValueError):
+        pass
+    return "", False
+
+
+def _identity(path: str) -> Optional[tuple]:
+    try:
+        status = os.stat(path)
+    except OSError:
+        return None
+    return status.st_dev, status.st_ino, status.st_mtime_ns
 
 
 def _symbol_holds(info: _DlInfo, symbol_entry, address: int) -> bool:
@@ -272,6 +369,50 @@ def _symbol_holds(info: _DlInfo, symbol_entry, address: int) -> bool:
     if not info.dli_sname or not info.dli_saddr or not symbol_entry or ctypes.sizeof(ctypes.c_void_p) != 8:
         return False
     return info.dli_saddr <= address < info.dli_saddr + symbol_entry.contents.st_size
+
+
+_symbolised: dict = {}  # (module, offset) -> (the file's path then, ((function, file, line), ...)), or None
+
+
+def resolve(sites: Iterable) -> None:
+    """Look the lines of the C frames of `sites` up together: one addr2line run per module for all their
+    offsets (a report of many leaks), each offset once."""
+    _symbolise(call for site in sites if isinstance(site, NativeSite) and site._frames is None for call in site.calls)
+
+
+def _symbolise(calls: Iterable) -> None:
+    """Look up the lines of the (module, offset, symbol) `calls` not looked up before."""
+    wanted: dict = {}
+    for module, offset, _ in calls:
+        if module is not None and (module, offset) not in _symbolised:
+            wanted.setdefault(module, set()).add(offset)
+    if len(_symbolised) + sum(len(offsets) for offsets in wanted.values()) > 4 * KNOWN_SITES:
+        _symbolised.clear()
+    for module, offsets in wanted.items():
+        path = module.current_path()
+        found = _addr2line(path, sorted(offsets)) if path is not None else {}
+        for offset in offsets:
+            _symbolised[(module, offset)] = (path, found.get(offset, ())) if path is not None else None
+
+
+def _frames_of(module: Optional[_Module], offset: int, exported: str) -> tuple:
+    """The (file, line, function) frames of one call, innermost first: the source lines when the module
+    has debug information (an inlined function's, then its callers'), else (module+0xoffset, 0, symbol)."""
+    if module is None:
+        return (("0x%x" % offset, 0, ""),)
+    if (module, offset) not in _symbolised:  # a site shown alone
+        _symbolise(((module, offset, exported),))
+    symbolised = _symbolised.get((module, offset), (module.path, ()))
+    if symbolised is None:  # not the file the site was taken in: its lines would be another's
+        return (("%s+0x%x (%s)" % (module.path, offset, module.changed), 0, exported),)
+    path, found = symbolised
+    lines = tuple((filename, line, function) for function, filename, line in found if line)
+    if lines:
+        return lines
+    # Without a full symbol table addr2line, as dladdr, names the nearest exported function below the
+    # address, even past that function's end (inside a non-exported one): named only when it holds it.
+    function = found[0][0] if found and (exported or _has_symbol_table(path)) else ""
+    return (("%s+0x%x" % (path, offset), 0, function or exported),)
 
 
 @functools.lru_cache(maxsize=None)
@@ -293,7 +434,6 @@ def _has_symbol_table(module: str) -> bool:
                for index in range(len(table) // entry_size if entry_size else 0))
 
 
-
 def _is_relocatable(module: str) -> bool:
     """A shared object or position-independent executable (ELF type ET_DYN): addresses are offsets."""
     try:
@@ -304,23 +444,68 @@ def _is_relocatable(module: str) -> bool:
     return len(header) == 18 and header[16] == 3
 
 
-def _addr2line(module: str, offset: int) -> tuple:
-    """(function, file, line) at `offset` of `module`: the line from its debug information, the function
-    from its symbol table; "" and 0 for what it does not have (or without binutils' addr2line)."""
+@functools.lru_cache(maxsize=None)
+def _symboliser() -> Optional[str]:
+    """LLVM's addr2line where installed, else binutils': binutils 2.40 reads GCC 12's default DWARF 5
+    wrong (a line of a header, or after #line, is named in the .cpp file), and neither link-time
+    optimised (<artificial>) nor split DWARF files. Both take the same options."""
+    for name in ("llvm-addr2line", "addr2line"):
+        path = shutil.which(name)
+        if path is not None:
+            return path
+    return None
+
+
+def _addr2line(module: str, offsets: list) -> dict:
+    """offset -> ((function, file, line), ...) of the call instruction before each return address
+    `offset` of `module`, innermost first (an inlined function, then the functions it was inlined into):
+    the lines from its debug information, the function from its symbol table; "" and 0 for what it
+    does not have. {} without an addr2line or when it fails."""
+    tool = _symboliser()
+    if tool is None or not offsets:
+        return {}
     try:
         # Paths are bytes: one that is not UTF-8 (a Latin-1 directory) is kept as os.fsdecode keeps it.
-        done = subprocess.run(["addr2line", "-f", "-C", "-e", module, "0x%x" % offset], capture_output=True,
-                              text=True, errors="surrogateescape", timeout=30)
+        done = subprocess.run([tool, "-a", "-f", "-C", "-i", "-e", module],
+                              input="".join("0x%x\n" % (offset - 1) for offset in offsets), capture_output=True,
+                              text=True, errors="surrogateescape", timeout=30 + len(offsets) / 100)
     except (OSError, subprocess.SubprocessError):
-        return "", "", 0
-    lines = done.stdout.splitlines()
-    if done.returncode != 0 or len(lines) < 2:
-        return "", "", 0
-    function = lines[0].split(" [clone ")[0] if lines[0] != "??" else ""  # not GCC's names of its copies
-    filename, _, line = lines[1].split(" (discriminator")[0].rpartition(":")  # a path may hold a ':'
+        return {}
+    if done.returncode != 0:
+        return {}
+    found: dict = {}
+    lines, position = done.stdout.splitlines(), 0
+    for index, offset in enumerate(offsets):  # each: its address (-a), then function and file:line per frame (-i)
+        if position >= len(lines) or not _is_address(lines[position], offset - 1):
+            break
+        position += 1
+        following = offsets[index + 1] - 1 if index + 1 < len(offsets) else None
+        frames: tuple = ()
+        while position + 1 < len(lines) and not _is_address(lines[position], following):
+            frames += (_frame(lines[position], lines[position + 1]),)
+            position += 2
+        found[offset] = frames
+    return found
+
+
+def _is_address(line: str, value: Optional[int]) -> bool:
+    """Whether `line` of addr2line's output is the address `value` (-a prints it before its frames)."""
+    if value is None or not line.startswith("0x"):
+        return False
+    try:
+        return int(line, 16) == value
+    except ValueError:
+        return False
+
+
+def _frame(function: str, location: str) -> tuple:
+    """(function, file, line) of one frame of addr2line's output; "" and 0 for what it does not know."""
+    # not the names of GCC's copies of a function (binutils: " [clone .isra.0]", LLVM: " (.isra.0)")
+    function = function.split(" [clone ")[0].split(" (.")[0] if function != "??" else ""
+    filename, _, line = location.split(" (discriminator")[0].rpartition(":")  # a path may hold a ':'
     line = line.strip()
-    if filename.startswith("??") or not line.isdigit():
-        return function, "", 0
+    if filename.startswith("??") or os.path.basename(filename) == "<artificial>" or not line.isdigit():
+        return function, "", 0  # <artificial>: what link-time optimisation made (binutils names no file)
     return function, filename, int(line)
 
 
