@@ -759,6 +759,23 @@ def test_toolkit_install_keeps_the_directory_itself_and_an_earlier_copy_it_could
     assert os.stat(target).st_ino == inode and file_set(target) == file_set(root) | {"npuemu.python"}
 
 
+@pytest.mark.parametrize("earlier", [False, True])
+def test_installs_into_one_directory_at_once_take_turns_and_each_leaves_a_whole_copy(tmp_path, root, earlier):
+    """Installs at once into one DIR (parallel CI jobs) moved each other's files: one said it succeeded with
+    set_env.sh gone, or both failed and the earlier copy stayed hidden in .npuemu-previous-*. Now they take
+    turns on a lock of DIR: every one succeeds and the tree is whole."""
+    target = str(tmp_path / "cann")
+    if earlier:
+        assert run(ctoolkit.npuemu_command() + ["toolkit", "install", target]).returncode == 0
+    command = ctoolkit.npuemu_command() + ["toolkit", "install", target]
+    installs = [subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(3)]
+    for install in installs:
+        out, err = install.communicate(timeout=300)
+        assert install.returncode == 0 and out.strip() == target, out + err
+        assert err in ("", "npuemu: waiting for another install into %s to end\n" % target), err
+    assert file_set(target) == file_set(root) | {"npuemu.python"}
+
+
 # --------------------------------------------------------------------------------------------------
 # 7. The table against the runtime
 

@@ -3,6 +3,7 @@ elsewhere (e.g. /usr/local/Ascend/cann, the documentation's default root)."""
 from __future__ import annotations
 
 import argparse
+import fcntl
 import os
 import re
 import shutil
@@ -56,24 +57,57 @@ def install_copy(source: str, target: str) -> int:
         if problem:
             print("npuemu: %s" % problem, file=sys.stderr)
             return 1
-        created = not os.path.isdir(target)
-        os.makedirs(target, exist_ok=True)
-        previous = set_aside(target)
+        lock, created = locked(target)
         try:
-            fill(source, target)
-        except BaseException:  # a full disk, or Ctrl-C: the earlier copy back, or nothing left, either way
-            if previous is not None:
-                restore(previous, target)
-            else:
-                remove_entries(target)
-                if created:
-                    os.rmdir(target)
-            raise
-        if previous is not None:
-            shutil.rmtree(previous, ignore_errors=True)
+            return replace(source, target, created)
+        finally:
+            os.close(lock)  # the lock goes with it
     except OSError as error:
         print("npuemu: cannot install the toolkit to %s: %s" % (target, failure(error)), file=sys.stderr)
         return 1
+
+
+def locked(target: str) -> tuple:
+    """(a descriptor of `target` holding its exclusive lock, whether this call made `target`): two installs
+    into one DIR at once (parallel CI jobs) take turns, the second replacing the first's complete copy. The
+    lock is on the directory itself, which may have a read-only parent; one removed by the install that held
+    it before (a failed copy into a directory it made) is made again."""
+    while True:
+        created = not os.path.isdir(target)
+        os.makedirs(target, exist_ok=True)
+        lock = os.open(target, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            print("npuemu: waiting for another install into %s to end" % target, file=sys.stderr)
+            fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            if os.path.samestat(os.fstat(lock), os.stat(target)):
+                return lock, created
+        except FileNotFoundError:
+            pass
+        os.close(lock)
+
+
+def replace(source: str, target: str, created: bool) -> int:
+    """Replace the copy in `target` (locked) with a copy of `source`."""
+    problem = refusal(source, target)  # again: it may have changed while this install waited
+    if problem:
+        print("npuemu: %s" % problem, file=sys.stderr)
+        return 1
+    previous = set_aside(target)
+    try:
+        fill(source, target)
+    except BaseException:  # a full disk, or Ctrl-C: the earlier copy back, or nothing left, either way
+        if previous is not None:
+            restore(previous, target)
+        else:
+            remove_entries(target)
+            if created:
+                os.rmdir(target)
+        raise
+    if previous is not None:
+        shutil.rmtree(previous, ignore_errors=True)
     print(target)
     return 0
 
