@@ -287,6 +287,18 @@ def restart_setting() -> None:
             _setting.start_counting()
 
 
+def _forked() -> None:
+    """In a child made by fork: a thread of the parent may have held a lock (counting a call) at the fork,
+    and it is not in the child."""
+    global _lock
+    _lock = threading.RLock()
+    for plan in _plans + ((_setting,) if _setting is not None else ()):
+        plan._lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forked)
+
+
 @contextlib.contextmanager
 def not_counted() -> Iterator[None]:
     """Inside the block, this thread's calls and the tasks it queues are not counted by any spec and

@@ -13,6 +13,7 @@ fails leaves a `Fault` record on its stream (see emulator.faults) and the stream
 from __future__ import annotations
 
 import collections
+import os
 import threading
 import time
 from typing import Callable, Optional, Sequence
@@ -21,7 +22,7 @@ from . import faults as faults_module
 from . import hooks, status
 from .errors import AclError
 from .faults import Fault
-from .resource import Resource
+from .resource import HANDLES, Resource
 from .sanitizer import TRACKER
 from .sites import Released, Site, user_site
 
@@ -373,3 +374,20 @@ class Stream(Resource):
             record.dropped = True
         for record in records:
             record.event.record_dropped(record)
+
+
+def _forked() -> None:
+    """In a child made by fork, only the forking thread lives on. A task another thread of the parent was
+    running at the fork (a kernel mid-way, a blocking callback waited for) never ends in the child: it is
+    off its stream already, its output as it was at the fork, and the stream goes on with the work queued
+    behind it (docs/runtime.md). The waits on the runtime lock are the parent's threads' (state.py frees
+    the lock itself)."""
+    for waiting in _waiting.values():
+        waiting._at_fork_reinit()  # no waiter is in the child; the same objects stay in use (Python 3.9+)
+    for resource in HANDLES.live_resources():
+        if isinstance(resource, Stream):
+            resource.busy = None
+    TRACKER.running = None
+
+
+os.register_at_fork(after_in_child=_forked)

@@ -1,0 +1,69 @@
+"""Processes: children made by fork() while other threads use the runtime (docs/runtime.md, "Processes
+and fork")."""
+import os
+import subprocess
+import sys
+
+# A host thread runs a kernel and synchronises in a loop (a training thread), holding the runtime's lock
+# and the kernels' pool most of the time; the main thread forks children that each allocate and run a
+# kernel big enough for the pool's two threads. A child blocked on a lock of a thread it does not have
+# is stopped by its own timer (exit 1, with where it blocked).
+FORK_WHILE_SYNCHRONISING = r"""
+import faulthandler, os, sys, threading, time
+import numpy as np
+import acl, aclnn_api as nn
+from aclnn_api import _kernels
+
+def tensors(count):
+    dev = [acl.rt.malloc(count * 4, 0)[0] for _ in range(3)]
+    for d, byte in zip(dev, (0, 0, 0xFF)):  # the output NaN until the kernel writes it: 0 everywhere
+        assert acl.rt.memset(d, count * 4, byte, count * 4) == 0
+    return dev, [nn.aclCreateTensor([count], nn.ACL_FLOAT, None, 0, nn.ACL_FORMAT_ND, None, d) for d in dev]
+
+def log_sigmoid_backward(ts, stream):
+    size, executor, ret = nn.aclnnLogSigmoidBackwardGetWorkspaceSize(ts[0], ts[1], ts[1], ts[2])
+    assert ret == 0 and nn.aclnnLogSigmoidBackward(None, size, executor, stream) == 0
+    return acl.rt.synchronize_stream(stream)
+
+acl.init(); acl.rt.set_device(0)
+context, _ = acl.rt.get_context()
+stop = False
+
+def train():
+    acl.rt.set_context(context)
+    stream, _ = acl.rt.create_stream()
+    _, ts = tensors(1 << 22)
+    while not stop:
+        log_sigmoid_backward(ts, stream)
+
+thread = threading.Thread(target=train)
+thread.start()
+time.sleep(0.3)
+finished = 0
+for _ in range(3):
+    child = os.fork()
+    if child == 0:
+        faulthandler.dump_traceback_later(15, exit=True)  # blocked: exit 1, with where
+        stream, ret = acl.rt.create_stream()
+        dev, ts = tensors(1 << 20)
+        kernel = log_sigmoid_backward(ts, stream)
+        out = np.empty(1 << 20, np.float32)
+        acl.rt.memcpy(out.ctypes.data, out.nbytes, dev[2], out.nbytes, acl.ACL_MEMCPY_DEVICE_TO_HOST)
+        os._exit(0 if (ret, kernel, bool((out == 0).all()), _kernels.threads()) == (0, 0, True, 2) else 2)
+    _, status = os.waitpid(child, 0)
+    finished += os.waitstatus_to_exitcode(status) == 0
+    time.sleep(0.05)
+stop = True
+thread.join()
+print("finished", finished)
+os._exit(0)  # the parent's leaks are not what this checks
+"""
+
+
+def test_children_forked_while_another_thread_synchronises_can_use_the_runtime_and_the_kernels():
+    """The runtime lock and the kernels' pool were held by the training thread at the fork: each child
+    blocked for ever in its first call. Now every child allocates, runs a kernel on the two threads of
+    a pool it restarts, and gets the right result."""
+    done = subprocess.run([sys.executable, "-c", FORK_WHILE_SYNCHRONISING], capture_output=True, text=True,
+                          timeout=300, env={**os.environ, "NPUEMU_THREADS": "2"})
+    assert done.stdout.split() == ["finished", "3"], (done.stdout, done.stderr)
