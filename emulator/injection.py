@@ -288,12 +288,14 @@ def restart_setting() -> None:
 
 
 def _forked() -> None:
-    """In a child made by fork: a thread of the parent may have held a lock (counting a call) at the fork,
-    and it is not in the child."""
+    """In a child made by fork, counts are per process as documented (docs/faults.md): every spec in force
+    counts the child's calls from 1, with nothing injected yet. The locks are made again: a thread of the
+    parent may have held one at the fork, and it is not in the child."""
     global _lock
     _lock = threading.RLock()
     for plan in _plans + ((_setting,) if _setting is not None else ()):
         plan._lock = threading.Lock()
+        plan.start_counting()
 
 
 os.register_at_fork(after_in_child=_forked)

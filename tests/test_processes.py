@@ -1,8 +1,9 @@
-"""Processes: children made by fork() while other threads use the runtime (docs/runtime.md, "Processes
-and fork")."""
+"""Processes: children made by fork() while other threads use the runtime, fault counts in a forked
+child (docs/runtime.md, "Processes and fork")."""
 import os
 import subprocess
 import sys
+import textwrap
 
 # A host thread runs a kernel and synchronises in a loop (a training thread), holding the runtime's lock
 # and the kernels' pool most of the time; the main thread forks children that each allocate and run a
@@ -67,3 +68,27 @@ def test_children_forked_while_another_thread_synchronises_can_use_the_runtime_a
     done = subprocess.run([sys.executable, "-c", FORK_WHILE_SYNCHRONISING], capture_output=True, text=True,
                           timeout=300, env={**os.environ, "NPUEMU_THREADS": "2"})
     assert done.stdout.split() == ["finished", "3"], (done.stdout, done.stderr)
+
+
+def test_a_forked_child_counts_its_own_calls_for_the_fault_specs_from_1(tmp_path):
+    """docs/faults.md: counts are per process. The parent made two calls, so the child's first aclrtMalloc
+    was the 3rd and failed; now it is the child's 1st, and the parent's own 3rd still fails."""
+    program = tmp_path / "program.py"
+    program.write_text(textwrap.dedent("""
+        import os
+        import acl
+        from emulator import inject_faults
+        acl.init(); acl.rt.set_device(0)
+        with inject_faults("aclrtMalloc#2=207001") as block:
+            kept = [acl.rt.malloc(64, 0)[0] for _ in range(1)]
+            child = os.fork()
+            if child == 0:
+                codes = [acl.rt.malloc(64, 0)[1] for _ in range(3)]
+                print("child", *codes, block.count("aclrtMalloc"), len(block.injected), flush=True)
+                os._exit(0)
+            os.waitpid(child, 0)
+            print("parent", acl.rt.malloc(64, 0)[1], acl.rt.malloc(64, 0)[1], len(block.injected), flush=True)
+    """))
+    env = {**os.environ, "NPUEMU_FAULTS": "aclrtMalloc#3=207001", "NPUEMU_LEAK_CHECK": "0"}
+    done = subprocess.run([sys.executable, str(program)], capture_output=True, text=True, timeout=120, env=env)
+    assert done.stdout.splitlines() == ["child 0 207001 207001 3 1", "parent 207001 207001 1"], done.stderr
