@@ -20,7 +20,7 @@ from typing import Callable, Optional, Sequence
 
 from . import faults as faults_module
 from . import hooks, status
-from .errors import AclError
+from .errors import AclError, raised_by_signal_handler
 from .faults import Fault
 from .resource import HANDLES, Resource
 from .sanitizer import TRACKER
@@ -288,17 +288,12 @@ class Stream(Resource):
                 run()
                 if checked:
                     TRACKER.task_ran(task)
-            except KeyboardInterrupt:
-                if getattr(run, "resumable", False) and self.alive:
-                    # Ctrl-C while it waited for another host thread (a blocking callback): it still holds
-                    # the stream, so it goes back to the head and the next call that runs the stream waits again
-                    self.queue.appendleft(task)
-                raise
-            except Exception as error:  # a fault of the work, never of the stream: record it and go on
-                fault = faults_module.from_exception(error, task.name, "stream " + self.describe(), task.site)
-                self.faults.append(fault)
-                if TRACKER.memory:
-                    TRACKER.fault(fault)
+            except BaseException as error:
+                if isinstance(error, Exception) and not raised_by_signal_handler(error):
+                    self._record_fault(task, error)  # a fault of the work, never of the stream: it goes on
+                else:  # Ctrl-C, or another exception of a signal handler: the program stops itself
+                    self._interrupted(task)
+                    raise
             finally:
                 TRACKER.running = None
                 self.busy = None
@@ -316,6 +311,20 @@ class Stream(Resource):
         task.done = True
         for observer in hooks.TASKS:
             observer.executed(self, task, begin, _clock())
+
+    def _interrupted(self, task: Task) -> None:
+        """A signal stopped `task` (Ctrl-C, or a signal handler that raised). Stopped while it waited for
+        another host thread (a blocking callback), it still holds the stream: it goes back to the head, and
+        the next call that runs the stream waits again. Any other task stays off the stream: it may have
+        done part of its work, and running it again could apply an in-place update twice."""
+        if getattr(task.run, "resumable", False) and self.alive:
+            self.queue.appendleft(task)
+
+    def _record_fault(self, task: Task, error: Exception) -> None:
+        fault = faults_module.from_exception(error, task.name, "stream " + self.describe(), task.site)
+        self.faults.append(fault)
+        if TRACKER.memory:
+            TRACKER.fault(fault)
 
     def forget_order(self, call: str, site: Optional[Site]) -> None:
         """The stream goes: work on it that the host never synchronised is reported (synccheck)."""

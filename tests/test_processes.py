@@ -1,9 +1,11 @@
 """Processes: children made by fork() while other threads use the runtime, fault counts in a forked
-child (docs/runtime.md, "Processes and fork")."""
+child, Python signal handlers that raise during a call (docs/runtime.md, "Processes: fork and signals")."""
 import os
 import subprocess
 import sys
 import textwrap
+
+import pytest
 
 # A host thread runs a kernel and synchronises in a loop (a training thread), holding the runtime's lock
 # and the kernels' pool most of the time; the main thread forks children that each allocate and run a
@@ -92,3 +94,58 @@ def test_a_forked_child_counts_its_own_calls_for_the_fault_specs_from_1(tmp_path
     env = {**os.environ, "NPUEMU_FAULTS": "aclrtMalloc#3=207001", "NPUEMU_LEAK_CHECK": "0"}
     done = subprocess.run([sys.executable, str(program)], capture_output=True, text=True, timeout=120, env=env)
     assert done.stdout.splitlines() == ["child 0 207001 207001 3 1", "parent 207001 207001 1"], done.stderr
+
+
+# A Python signal handler raises an ordinary exception (the signal.alarm time-limit idiom) while the
+# main thread is in a call that runs a long kernel: the synchronisation (async) or the launch (eager).
+HANDLER_RAISES = r"""
+import os, signal, sys, threading
+import acl, aclnn_api as nn
+
+class TimeLimit(Exception):
+    pass
+
+def on_signal(signum, frame):
+    raise TimeLimit("time limit reached")
+
+signum = getattr(signal, sys.argv[1])
+signal.signal(signum, on_signal)
+N = 1 << 25
+acl.init(); acl.rt.set_device(0)
+stream, _ = acl.rt.create_stream()
+dev = [acl.rt.malloc(N * 4, 0)[0] for _ in range(3)]
+for d in dev:
+    acl.rt.memset(d, N * 4, 0, N * 4)
+ts = [nn.aclCreateTensor([N], nn.ACL_FLOAT, None, 0, nn.ACL_FORMAT_ND, None, d) for d in dev]
+
+def launch():
+    size, executor, _ = nn.aclnnLogSigmoidBackwardGetWorkspaceSize(ts[0], ts[1], ts[1], ts[2])
+    return nn.aclnnLogSigmoidBackward(None, size, executor, stream)
+
+threading.Timer(0.3, os.kill, (os.getpid(), signum)).start()  # as `kill` or an alarm would, during the calls
+try:
+    for _ in range(100):
+        launch()
+    print("returned", acl.rt.synchronize_stream(stream), acl.get_recent_err_msg(), flush=True)
+except TimeLimit as error:
+    print("raised", error, flush=True)
+print("next", acl.rt.synchronize_stream(stream), acl.get_recent_err_msg(), flush=True)
+for t in ts:
+    nn.aclDestroyTensor(t)
+for d in dev:
+    acl.rt.free(d)
+acl.rt.destroy_stream(stream); acl.rt.reset_device(0); acl.finalize()
+"""
+
+
+@pytest.mark.parametrize("execution", ["async", "eager"])
+@pytest.mark.parametrize("signal_name", ["SIGALRM", "SIGTERM"])
+def test_an_exception_a_signal_handler_raises_in_a_call_reaches_the_program(signal_name, execution):
+    """It was caught as a fault of the kernel: the synchronisation returned 507000 "npuemu internal error"
+    and the exception was lost. Now it propagates out of the call, as Ctrl-C's KeyboardInterrupt does, and
+    the stream keeps no fault for it: the next synchronisation succeeds."""
+    env = {**os.environ, "NPUEMU_EXECUTION": execution, "NPUEMU_LEAK_CHECK": "0"}
+    done = subprocess.run([sys.executable, "-c", HANDLER_RAISES, signal_name], capture_output=True, text=True,
+                          env=env, timeout=300)
+    assert done.stdout.splitlines() == ["raised time limit reached", "next 0 None"], (done.stdout, done.stderr)
+    assert done.returncode == 0 and "507000" not in done.stderr, done.stderr
