@@ -10,6 +10,7 @@ aclrtProcessReport runs the work of its thread's streams up to their callbacks, 
 from __future__ import annotations
 
 import collections
+import os
 import sys
 import threading
 import time
@@ -367,3 +368,22 @@ def _drive(targets: list, deadline: Optional[float], poll: bool = False) -> bool
     finally:
         lock.release()
     return True
+
+
+def _forked() -> None:
+    """In a child made by fork only the forking thread lives on. The locks are made again (a thread of the
+    parent may have held one at the fork); a report thread of the parent is not in the child, so its
+    subscriptions end there as if it had unsubscribed: a synchronisation that reaches one of their
+    callbacks fails at once instead of waiting for a thread that will never call aclrtProcessReport."""
+    global _lock, _changed
+    _lock = threading.Lock()
+    _changed = threading.Condition(_lock)
+    here = threading.get_ident()
+    for thread_id in [thread_id for thread_id in _threads if thread_id != here]:
+        reports = _threads.pop(thread_id)
+        for stream in reports.streams:
+            stream.subscriber = None
+            _take_back(reports, stream, UNSUBSCRIBED)
+
+
+os.register_at_fork(after_in_child=_forked)

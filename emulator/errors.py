@@ -10,6 +10,7 @@ import errno
 import functools
 import inspect
 import os
+import signal
 import threading
 import time
 import traceback
@@ -102,6 +103,50 @@ def _out_of_descriptors(error: Exception, internal_code: int) -> Optional[tuple]
     return code, message
 
 
+def raised_by_signal_handler(error: BaseException) -> bool:
+    """Whether a Python signal handler of the program raised `error` (the `signal.alarm` time-limit idiom,
+    a SIGTERM handler that raises): then it is no error of the call it interrupted, but the program's
+    own way to stop, and it propagates as Ctrl-C's KeyboardInterrupt does. Handlers run in the main
+    thread only, between two instructions of whatever Python code runs there (the runtime's too) or at
+    a kernel's checkpoint: one of the frames the exception went through is then a handler's."""
+    if threading.current_thread() is not threading.main_thread():
+        return False
+    handlers = _signal_handler_codes()
+    traceback_entry = error.__traceback__
+    while traceback_entry is not None:
+        if traceback_entry.tb_frame.f_code in handlers:
+            return True
+        traceback_entry = traceback_entry.tb_next
+    return False
+
+
+def _signal_handler_codes() -> set:
+    """The code objects of the Python signal handlers installed now (read when an error is being
+    handled only: never on the success path)."""
+    codes = set()
+    for signal_number in signal.valid_signals():
+        try:
+            handler = signal.getsignal(signal_number)
+        except (ValueError, OSError):
+            continue
+        code = _code_of(handler)
+        if code is not None:
+            codes.add(code)
+    return codes
+
+
+def _code_of(handler: Any) -> Any:
+    """The code object a handler runs: a function's, a method's, a partial's function's, or a callable
+    object's __call__ (None: SIG_DFL, SIG_IGN, a handler of C code)."""
+    while isinstance(handler, functools.partial):
+        handler = handler.func
+    function = getattr(handler, "__func__", handler)  # a bound method
+    code = getattr(function, "__code__", None)
+    if code is None and callable(handler) and not isinstance(handler, type):
+        code = getattr(getattr(type(handler).__call__, "__func__", type(handler).__call__), "__code__", None)
+    return code
+
+
 def _bad_call_code(internal_code: int) -> int:
     """A call the C prototype would not even compile: the invalid-parameter code of its layer."""
     aclnn_param_invalid = 161002  # ACLNN_ERR_PARAM_INVALID (aclnn_api.status depends on this module)
@@ -172,6 +217,8 @@ def api(name: str, failure: tuple = (), internal_code: int = status.ACL_ERROR_RT
                 code = _bad_call_code(internal_code)
                 record(code, name, str(error))
             except Exception as error:  # never let a bug escape a public call
+                if raised_by_signal_handler(error):
+                    raise  # the program stops itself, as with Ctrl-C: no error of the call
                 bad_call = isinstance(error, TypeError) and _arguments_error(
                     fn, name, args, kwargs, _bad_call_code(internal_code), keywords)
                 refused = None if bad_call else _out_of_descriptors(error, internal_code)
@@ -222,6 +269,8 @@ def value_call(name: str, failure: Any, keywords: Optional[dict] = None) -> Call
             except ConfigError as error:
                 record(status.ACL_ERROR_INVALID_PARAM, name, str(error))
             except Exception as error:  # never let a bug escape a public call
+                if raised_by_signal_handler(error):
+                    raise  # the program stops itself, as with Ctrl-C: no error of the call
                 bad_call = isinstance(error, TypeError) and _arguments_error(
                     fn, name, args, kwargs, status.ACL_ERROR_INVALID_PARAM, keywords)
                 refused = None if bad_call else _out_of_descriptors(error, status.ACL_ERROR_RT_INTERNAL_ERROR)

@@ -10,7 +10,8 @@ How an exception of `task.run()` becomes a fault:
     DeviceFault        an access the hardware would fault on        507015 ACL_ERROR_RT_AICORE_EXCEPTION
     TimeoutError       the task ran past NPUEMU_TASK_TIMEOUT          107020 ACL_ERROR_RT_TASK_TIMEOUT
     CodedFault         a failure with its own code (fault injection)  its code
-    KeyboardInterrupt  not a fault: it propagates, the program stops
+    KeyboardInterrupt  not a fault: it propagates, the program stops (so does any exception a Python
+                       signal handler raised: errors.raised_by_signal_handler)
     anything else      a broken internal contract of npuemu          507000 ACL_ERROR_RT_INTERNAL_ERROR
 """
 from __future__ import annotations
@@ -71,7 +72,7 @@ class Fault:
 
 
 def from_exception(error: BaseException, task: str, stream: str, launch_site: Optional[Site]) -> Fault:
-    """The record of a task whose run raised `error` (KeyboardInterrupt is never passed here)."""
+    """The record of a task whose run raised `error` (never a KeyboardInterrupt nor a signal handler's exception)."""
     if isinstance(error, DeviceFault):
         return Fault("AI Core exception", status.ACL_ERROR_RT_AICORE_EXCEPTION, task, stream, error.message,
                      launch_site, error.tensor, error.address_range, error.allocation)

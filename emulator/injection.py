@@ -287,6 +287,20 @@ def restart_setting() -> None:
             _setting.start_counting()
 
 
+def _forked() -> None:
+    """In a child made by fork, counts are per process as documented (docs/faults.md): every spec in force
+    counts the child's calls from 1, with nothing injected yet. The locks are made again: a thread of the
+    parent may have held one at the fork, and it is not in the child."""
+    global _lock
+    _lock = threading.RLock()
+    for plan in _plans + ((_setting,) if _setting is not None else ()):
+        plan._lock = threading.Lock()
+        plan.start_counting()
+
+
+os.register_at_fork(after_in_child=_forked)
+
+
 @contextlib.contextmanager
 def not_counted() -> Iterator[None]:
     """Inside the block, this thread's calls and the tasks it queues are not counted by any spec and

@@ -360,4 +360,14 @@ def current() -> Optional[Logger]:
     return LOGGER
 
 
+def _forked() -> None:
+    """In a child made by fork: a thread of the parent may have held a lock (writing a line) at the fork,
+    and it is not in the child."""
+    global _lock
+    _lock = threading.Lock()
+    if LOGGER is not None:
+        LOGGER.sink.lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forked)
 apply()  # at import: the process's first call is logged too

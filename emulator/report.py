@@ -222,7 +222,7 @@ def _at_exit() -> None:
         return
     write_stderr(line)
     code = _exit_code[0]
-    if code is not None:
+    if code is not None and not _ends_on_ctrl_c():
         sys.stdout.flush()
         sys.stderr.flush()
         end = _ends_process[0]
@@ -230,6 +230,14 @@ def _at_exit() -> None:
             end(code)
         else:
             os._exit(code)
+
+
+def _ends_on_ctrl_c() -> bool:
+    """Whether the Python program is ending on a KeyboardInterrupt it did not catch (Ctrl-C). CPython then
+    ends it by SIGINT once its exit work is done (status 130 in a shell): the program was interrupted,
+    and the user wants to see that, not NPUEMU_SANITIZE_EXITCODE (docs/run.md). The interpreter keeps
+    the exception it printed as sys.last_value."""
+    return isinstance(getattr(sys, "last_value", None), KeyboardInterrupt)
 
 
 atexit.register(_at_exit)

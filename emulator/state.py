@@ -2,6 +2,7 @@
 (Handles of every object are in emulator.resource.HANDLES.)"""
 from __future__ import annotations
 
+import os
 import threading
 from typing import Optional
 
@@ -90,3 +91,13 @@ class Process:
 
 
 PROCESS = Process()
+
+
+def _forked() -> None:
+    """In a child made by fork: a thread of the parent may have held the runtime lock at the fork (a
+    synchronisation in progress); that thread is not in the child, so the lock is made free again. It is
+    reset in place, not replaced: the streams' waits and the callbacks hold the same object."""
+    PROCESS.lock._at_fork_reinit()  # what the threading module does for its own locks (Python 3.9+)
+
+
+os.register_at_fork(after_in_child=_forked)

@@ -13,15 +13,16 @@ fails leaves a `Fault` record on its stream (see emulator.faults) and the stream
 from __future__ import annotations
 
 import collections
+import os
 import threading
 import time
 from typing import Callable, Optional, Sequence
 
 from . import faults as faults_module
 from . import hooks, status
-from .errors import AclError
+from .errors import AclError, raised_by_signal_handler
 from .faults import Fault
-from .resource import Resource
+from .resource import HANDLES, Resource
 from .sanitizer import TRACKER
 from .sites import Released, Site, user_site
 
@@ -287,17 +288,12 @@ class Stream(Resource):
                 run()
                 if checked:
                     TRACKER.task_ran(task)
-            except KeyboardInterrupt:
-                if getattr(run, "resumable", False) and self.alive:
-                    # Ctrl-C while it waited for another host thread (a blocking callback): it still holds
-                    # the stream, so it goes back to the head and the next call that runs the stream waits again
-                    self.queue.appendleft(task)
-                raise
-            except Exception as error:  # a fault of the work, never of the stream: record it and go on
-                fault = faults_module.from_exception(error, task.name, "stream " + self.describe(), task.site)
-                self.faults.append(fault)
-                if TRACKER.memory:
-                    TRACKER.fault(fault)
+            except BaseException as error:
+                if isinstance(error, Exception) and not raised_by_signal_handler(error):
+                    self._record_fault(task, error)  # a fault of the work, never of the stream: it goes on
+                else:  # Ctrl-C, or another exception of a signal handler: the program stops itself
+                    self._interrupted(task)
+                    raise
             finally:
                 TRACKER.running = None
                 self.busy = None
@@ -315,6 +311,20 @@ class Stream(Resource):
         task.done = True
         for observer in hooks.TASKS:
             observer.executed(self, task, begin, _clock())
+
+    def _interrupted(self, task: Task) -> None:
+        """A signal stopped `task` (Ctrl-C, or a signal handler that raised). Stopped while it waited for
+        another host thread (a blocking callback), it still holds the stream: it goes back to the head, and
+        the next call that runs the stream waits again. Any other task stays off the stream: it may have
+        done part of its work, and running it again could apply an in-place update twice."""
+        if getattr(task.run, "resumable", False) and self.alive:
+            self.queue.appendleft(task)
+
+    def _record_fault(self, task: Task, error: Exception) -> None:
+        fault = faults_module.from_exception(error, task.name, "stream " + self.describe(), task.site)
+        self.faults.append(fault)
+        if TRACKER.memory:
+            TRACKER.fault(fault)
 
     def forget_order(self, call: str, site: Optional[Site]) -> None:
         """The stream goes: work on it that the host never synchronised is reported (synccheck)."""
@@ -373,3 +383,20 @@ class Stream(Resource):
             record.dropped = True
         for record in records:
             record.event.record_dropped(record)
+
+
+def _forked() -> None:
+    """In a child made by fork, only the forking thread lives on. A task another thread of the parent was
+    running at the fork (a kernel mid-way, a blocking callback waited for) never ends in the child: it is
+    off its stream already, its output as it was at the fork, and the stream goes on with the work queued
+    behind it (docs/runtime.md). The waits on the runtime lock are the parent's threads' (state.py frees
+    the lock itself)."""
+    for waiting in _waiting.values():
+        waiting._at_fork_reinit()  # no waiter is in the child; the same objects stay in use (Python 3.9+)
+    for resource in HANDLES.live_resources():
+        if isinstance(resource, Stream):
+            resource.busy = None
+    TRACKER.running = None
+
+
+os.register_at_fork(after_in_child=_forked)

@@ -210,6 +210,28 @@ def test_error_exitcode_holds_for_a_program_that_skips_its_exit_work(tmp_path):
     assert npuemu_run("--error-exitcode", "9", path, "term").returncode == 128 + 15  # a signal says more
 
 
+INTERRUPTED = """
+    import os
+    import signal
+    import time
+    import acl
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # a shell may start us with SIGINT ignored
+    acl.init()
+    acl.rt.set_device(0)
+    address, _ = acl.rt.malloc(1 << 20, 0)
+    os.kill(os.getpid(), signal.SIGINT)  # what Ctrl-C sends
+    time.sleep(5)
+"""
+
+
+def test_a_python_program_interrupted_by_ctrl_c_ends_with_130_even_with_error_exitcode(tmp_path):
+    """It reported its live memory as leaks at exit and exited with N (9); docs/run.md's table says 128+N
+    for a program that died of a signal, reports or not. The leaks are still reported."""
+    done = npuemu_run("--error-exitcode", "9", script(tmp_path, INTERRUPTED))
+    assert done.returncode == 128 + 2, done.stderr
+    assert "KeyboardInterrupt" in done.stderr and "leak" in done.stderr and "SUMMARY" in done.stderr, done.stderr
+
+
 def test_error_exitcode_holds_for_a_c_program_that_ends_with_exit_(tmp_path):
     ctoolkit.require_compilers()
     program = ctoolkit.compile_program(r"""

@@ -10,6 +10,7 @@
 #include <condition_variable>
 #include <exception>
 #include <mutex>
+#include <new>
 #include <thread>
 #include <vector>
 
@@ -40,6 +41,34 @@ class Pool {
   }
 
   int size() const { return static_cast<int>(threads_.size()) + 1; }
+
+  // In the child of a fork (pthread_atfork), where only the forking thread lives on: the pool is made
+  // fresh, with no worker, and the number of workers it had is returned, for pool() to start them again
+  // at the next use. A worker of the parent, or a thread of it inside run(), may have held a mutex or
+  // waited on a condition at the fork: they are made anew (the old state belongs to threads the child
+  // does not have). The workers' handles are left behind, never joined nor destroyed: their threads are
+  // not in this process, and destroying a joinable std::thread ends the process.
+  int forget_workers_in_child() {
+    const int workers = static_cast<int>(threads_.size());
+    new std::vector<std::thread>(std::move(threads_));  // deliberately leaked: see above
+    threads_.clear();
+    new (&run_mutex_) std::mutex();
+    new (&mutex_) std::mutex();
+    new (&wake_) std::condition_variable();
+    new (&done_) std::condition_variable();
+    new (&error_) std::exception_ptr();  // a parent's job's error, if any, is not the child's to free
+    job_ = nullptr;
+    call_ = nullptr;
+    parts_ = 0;
+    next_part_ = 0;
+    open_ = false;
+    joined_ = 0;
+    caller_cpu_ = -1;
+    workers_elsewhere_ = false;
+    sleepers_ = 0;
+    stop_ = false;
+    return workers;
+  }
 
   // Runs job(part) for part in [0, parts) across the caller and the workers, each part taken by
   // whoever is free next. The caller does not wait for workers that have not woken up by the time
@@ -198,12 +227,26 @@ int usable_cores() {
   return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
 }
 
+Pool* the_pool = nullptr;
+std::atomic<int> workers_lost_at_fork{0};  // the workers to start again in a forked child (pool())
+
+// The child handler of pthread_atfork: threads do not survive a fork, so the child's pool starts with
+// none, and its workers are started again at its first kernel that uses the pool (a child that only
+// execs or exits never pays for them).
+void forget_pool_workers_in_child() { workers_lost_at_fork = the_pool->forget_workers_in_child(); }
+
 Pool& pool() {
   static Pool* instance = [] {
     auto* p = new Pool();  // never destroyed: workers must not be joined during static destruction
     p->resize(usable_cores() - 1);
+    the_pool = p;
+    pthread_atfork(nullptr, nullptr, forget_pool_workers_in_child);
     return p;
   }();
+  if (workers_lost_at_fork.load(std::memory_order_relaxed) != 0) {
+    const int workers = workers_lost_at_fork.exchange(0);
+    if (workers != 0 && instance->size() == 1) instance->resize(workers);
+  }
   return *instance;
 }
 
