@@ -1,11 +1,13 @@
 """Host threads: NPUEMU_THREADS, concurrent launches of every declared operator from several host
 threads, the run-time choice of vector instructions."""
 import os
+import resource
 import subprocess
 import sys
 import threading
 
 import numpy as np
+import pytest
 
 import aclnn_api as nn
 import emulator
@@ -70,3 +72,58 @@ def test_the_vector_instruction_set_is_chosen_at_run_time_from_the_cpu():
     expected = ("avx512_bf16" if avx512 and "avx512_bf16" in flags else "avx512" if avx512
                 else "avx2" if {"avx2", "f16c", "fma"} <= flags else "baseline")
     assert _kernels.build_info().endswith("vector ISA " + expected)
+
+
+THREAD_LIMIT = """
+import hashlib
+import os
+import resource
+import sys
+sys.path.insert(0, {tests!r})
+import numpy as np
+import aclnn_api as nn
+from support import Npu
+
+device = Npu()
+x = device.tensor(np.linspace(-30.0, 30.0, 1 << 20), nn.ACL_FLOAT)
+out = device.empty(x.shape, nn.ACL_FLOAT)
+if {limit}:
+    # thread stacks are RLIMIT_STACK's 256 MiB (set before the start): none fits in 128 MiB more
+    with open("/proc/self/statm") as statm:
+        size = int(statm.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+    resource.setrlimit(resource.RLIMIT_AS, (size + (128 << 20), resource.RLIM_INFINITY))
+for _ in range(3):
+    ret = device.run(nn.aclnnLogSigmoidGetWorkspaceSize, nn.aclnnLogSigmoid, x.tensor, out.tensor)
+    assert ret == 0, ret
+    values = device.read(out)
+device.close()
+print(hashlib.sha256(values.tobytes()).hexdigest())
+"""
+
+
+def _run_thread_limit(tmp_path, threads: int, limit: bool) -> subprocess.CompletedProcess:
+    tests = os.path.dirname(os.path.abspath(__file__))
+    big_stacks = lambda: resource.setrlimit(resource.RLIMIT_STACK, (256 << 20, resource.RLIM_INFINITY))
+    return subprocess.run([sys.executable, "-c", THREAD_LIMIT.format(tests=tests, limit=limit)],
+                          capture_output=True, text=True, cwd=tmp_path, preexec_fn=big_stacks, timeout=120,
+                          env={**os.environ, "NPUEMU_THREADS": str(threads), "OPENBLAS_NUM_THREADS": "1"})
+
+
+@pytest.mark.parametrize("threads", [1, 64])
+def test_kernels_run_on_the_threads_the_system_lets_the_pool_start(tmp_path, threads):
+    """A pool that could not start its workers (RLIMIT_NPROC, or here no address space left for their
+    stacks) made every kernel fail with 507000, and NPUEMU_THREADS=1 first started a worker per core.
+    Now the pool starts only the workers asked for, as many as the system lets it: the kernels give
+    the same bits on the caller alone, and a note on stderr, once, says so and names the limit."""
+    reference = _run_thread_limit(tmp_path, 1, limit=False)
+    assert reference.returncode == 0, reference.stderr
+    done = _run_thread_limit(tmp_path, threads, limit=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == reference.stdout
+    if threads == 1:
+        assert done.stderr == ""
+    else:
+        assert done.stderr.count("npuemu: note:") == 1, done.stderr
+        assert done.stderr.startswith(
+            "npuemu: note: NPUEMU_THREADS=64: the system would not start more than 1 kernel thread(s) ("), done.stderr
+        assert "ulimit -v " in done.stderr and "kernels run on 1, with the same results" in done.stderr, done.stderr
