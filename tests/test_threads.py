@@ -74,6 +74,56 @@ def test_the_vector_instruction_set_is_chosen_at_run_time_from_the_cpu():
     assert _kernels.build_info().endswith("vector ISA " + expected)
 
 
+SMALL_STACK = """
+import sys
+import threading
+sys.path.insert(0, {tests!r})
+import numpy as np
+import aclnn_api as nn
+import emulator
+from aclnn_api.declaration import all_declarations
+from support import Npu, assert_close, run_declared
+
+def run_all(results):
+    device = Npu()
+    for declaration in all_declarations():
+        for dtype in (nn.ACL_FLOAT, nn.ACL_DOUBLE):
+            if not declaration.runs(emulator.settings().profile.family, dtype):
+                continue
+            for sample in declaration.sample_inputs(np.random.default_rng(7)):
+                ret, actual, expected = run_declared(device, declaration, sample, dtype)
+                assert ret == 0, (declaration.name, ret)
+                assert_close(actual, expected, dtype)
+                results.append(actual)
+    device.release()
+
+in_main, in_thread = [], []
+run_all(in_main)
+threading.stack_size({stack})
+thread = threading.Thread(target=run_all, args=(in_thread,))
+thread.start()
+thread.join()
+assert len(in_thread) == len(in_main) > 100, (len(in_thread), len(in_main))
+for a, b in zip(in_main, in_thread):
+    assert a.tobytes() == b.tobytes()
+print("bit-identical", len(in_thread))
+"""
+
+
+def test_kernels_run_on_a_host_thread_with_a_small_stack(tmp_path):
+    """A kernel runs on the host thread that synchronises, whose stack may be small (threading.stack_size,
+    ulimit -s, a C++ program's threads). BCE-with-logits' block sums put 80 KiB in one frame, KlDiv's
+    48 KiB, CtcLossBackward's DOUBLE rows 16 KiB: a 64 KiB thread died of SIGSEGV. Their buffers are
+    now each thread's scratch: every declared operator, on every sample, in FLOAT and DOUBLE, gives
+    on that thread the bits it gives on the main thread."""
+    tests = os.path.dirname(os.path.abspath(__file__))
+    program = SMALL_STACK.format(tests=tests, stack=64 << 10)
+    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, cwd=tmp_path,
+                          env={**os.environ, "NPUEMU_THREADS": "2"}, timeout=300)
+    assert done.returncode == 0, (done.returncode, done.stderr[-2000:])
+    assert done.stdout.startswith("bit-identical "), done.stdout
+
+
 THREAD_LIMIT = """
 import hashlib
 import os
