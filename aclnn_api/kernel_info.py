@@ -5,13 +5,41 @@ from __future__ import annotations
 import os
 
 from emulator.config import Config, ConfigError
+from emulator.report import write_stderr
+
+_threads_noted: set = set()  # (asked, started) pairs already noted on stderr
+
+
+def set_threads(count: int) -> None:
+    """Hand the kernels' pool `count` (NPUEMU_THREADS). When the system starts fewer threads (a limit
+    of processes per user, or of memory for their stacks), kernels run on those, with the same
+    results, and a note on stderr says so, once per count and outcome, naming the limits in force."""
+    from . import _kernels
+    why_short = _kernels.set_threads(count)
+    started = _kernels.threads()
+    if why_short and (count, started) not in _threads_noted:
+        _threads_noted.add((count, started))
+        write_stderr("npuemu: note: NPUEMU_THREADS=%d: the system would not start more than %d kernel thread(s) "
+                     "(%s; %s): kernels run on %d, with the same results, more slowly"
+                     % (count, started, why_short, _thread_limits(), started))
+
+
+def _thread_limits() -> str:
+    """The limits on this process's threads that are in force: `ulimit -u 60, ulimit -v 250000`."""
+    import resource
+    limits = []
+    for name, option, unit in (("RLIMIT_NPROC", "-u", 1), ("RLIMIT_AS", "-v", 1024)):
+        soft = resource.getrlimit(getattr(resource, name))[0]
+        if soft != resource.RLIM_INFINITY:
+            limits.append("ulimit %s %d" % (option, soft // unit))
+    return ", ".join(limits) or "no ulimit -u or -v in force: the system's limit of threads"
 
 
 def describe(config: Config) -> str:
     """The kernels' build and dispatch with `config`'s threads and vector ISA in force, then the
     memory plan (kernels_cpp/common/memory_plan.h) and how each of its choices was obtained."""
     from . import _kernels  # ImportError (kernels not built) is the caller's to report
-    _kernels.set_threads(config.threads)
+    set_threads(config.threads)
     _kernels.set_vector_isa(config.vector_isa)
     return _kernels.build_info() + "; " + describe_plan(memory_plan())
 

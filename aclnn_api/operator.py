@@ -614,7 +614,7 @@ def _apply_kernel_settings() -> None:
     are replaced, never modified, so one identity check per launch suffices)."""
     settings = interface.settings()
     if settings is not _kernel_settings_in_force[0]:
-        _kernels.set_threads(settings.threads)
+        kernel_info.set_threads(settings.threads)
         _kernels.set_vector_isa(settings.vector_isa)
         _kernels.set_task_timeout(settings.task_timeout)
         _kernel_settings_in_force[0] = settings

@@ -5,7 +5,7 @@
 | NPUEMU_SOC           | soc            | the emulated chip                               | Ascend910B           |
 | NPUEMU_DEVICE_COUNT  | device_count   | number of devices                               | 8                    |
 | NPUEMU_DEVICE_MEMORY | device_memory  | memory per device (bytes, or 16G, 512M, ...)    | the chip's capacity  |
-| NPUEMU_THREADS       | threads        | host threads a kernel may use                   | the cores this       |
+| NPUEMU_THREADS       | threads        | host threads a kernel may use (1..1024)         | the cores this       |
 |                      |                |                                                 | process may run on   |
 | NPUEMU_EXECUTION     | execution      | `async` (queued until a sync point) or `eager`  | async                |
 | NPUEMU_LEAK_CHECK    | leak_check     | report unreleased resources at finalize/exit:   | 1                    |
@@ -123,6 +123,10 @@ def _typed(config: Config) -> None:
 # largest card).
 MAX_TOTAL_DEVICE_MEMORY = 1 << 46
 
+# Host threads one kernel may use: far beyond the cores of any host (each thread beyond them only
+# takes turns with another), and within the C int the kernels' pool takes its count in.
+MAX_THREADS = 1024
+
 
 def _validated(config: Config) -> Config:
     _typed(config)
@@ -140,6 +144,8 @@ def _validated(config: Config) -> Config:
                           % (config.device_count, shown_size(config.device_memory)))
     if config.threads < 1:
         raise ConfigError("NPUEMU_THREADS: expected a positive count, found %d" % config.threads)
+    if config.threads > MAX_THREADS:
+        raise ConfigError("NPUEMU_THREADS: expected at most %d threads, found %d" % (MAX_THREADS, config.threads))
     if config.execution not in ("async", "eager"):
         raise ConfigError("NPUEMU_EXECUTION: expected 'async' or 'eager', found %r" % config.execution)
     if config.vector_isa not in VECTOR_ISAS:

@@ -36,8 +36,12 @@ PYBIND11_MODULE(_kernels, m) {
   py::register_exception<npuemu::KernelDataError>(m, "KernelDataError", PyExc_Exception);
   npuemu::set_main_thread(py::module_::import("threading").attr("main_thread")().attr("ident").cast<unsigned long>());
   // Without the GIL: resizing waits for a running kernel, which may need the GIL to check for Ctrl-C.
-  m.def("set_threads", [](int count) { npuemu::without_gil([&] { npuemu::set_threads(count); }); },
-        "Host threads a kernel may use");
+  m.def("set_threads", [](int count) {
+          std::string why_short;
+          npuemu::without_gil([&] { why_short = npuemu::set_threads(count); });
+          return why_short;
+        },
+        "Host threads a kernel may use; returns '' or, when the system started fewer (threads()), its reason");
   m.def("set_task_timeout", &npuemu::set_task_timeout, py::arg("seconds"),
         "Seconds a kernel may run (NPUEMU_TASK_TIMEOUT; 0: no limit) before it stops with TimeoutError");
   m.def("task_timeout", &npuemu::task_timeout, "The task timeout in force, in seconds (0: no limit)");

@@ -62,6 +62,7 @@ def test_leak_check_takes_the_usual_spellings_of_a_switch(env, value, expected):
     ("NPUEMU_TASK_TIMEOUT", "soon"), ("NPUEMU_TASK_TIMEOUT", "-1"), ("NPUEMU_TASK_TIMEOUT", "inf"),
     ("NPUEMU_SOC", "Ascend9000"), ("NPUEMU_EXECUTION", "lazy"), ("NPUEMU_THREADS", "two"),
     ("NPUEMU_DEVICE_COUNT", "0"), ("NPUEMU_VECTOR_ISA", "sse9"), ("NPUEMU_DEVICE_MEMORY", "1000T"),
+    ("NPUEMU_THREADS", "1025"), ("NPUEMU_THREADS", "2147483648"),
 ])
 def test_an_unusable_value_is_refused_naming_the_variable(env, variable, value):
     env.setenv(variable, value)

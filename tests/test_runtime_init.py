@@ -166,6 +166,21 @@ def test_the_cli_reports_a_bad_environment_setting_in_one_line(tmp_path):
     assert done.stderr == "npuemu: NPUEMU_THREADS: expected a positive count, found 0\n"
 
 
+@pytest.mark.parametrize("threads", ["1025", "2147483648"])
+def test_more_threads_than_the_kernels_take_are_refused_by_the_first_call_and_the_cli(tmp_path, threads):
+    """NPUEMU_THREADS=2**31 passed validation, then the kernels' set_threads (a C int) raised TypeError:
+    507000 from every kernel and a traceback from `npuemu`. Now the bound is checked with the others."""
+    expected = "NPUEMU_THREADS: expected at most 1024 threads, found %s" % threads
+    done, _ = run_program(BAD_ENVIRONMENT, tmp_path, {"NPUEMU_THREADS": threads})
+    assert done.returncode == 0, done.stderr
+    facts = json.loads(done.stdout)
+    for (code, message), status in ((facts["runtime"], acl.ACL_ERROR_INVALID_PARAM), (facts["operator"], 161002)):
+        assert code == status and expected in message, (code, message)
+    done = subprocess.run([sys.executable, "-m", "emulator"], capture_output=True, text=True, cwd=tmp_path,
+                          env={**os.environ, "NPUEMU_THREADS": threads}, timeout=60)
+    assert (done.returncode, done.stderr) == (2, "npuemu: %s\n" % expected)
+
+
 def test_the_cli_reports_the_kernels_with_the_settings_in_force(tmp_path):
     done = subprocess.run([sys.executable, "-m", "emulator"], capture_output=True, text=True, cwd=tmp_path,
                           env={**os.environ, "NPUEMU_THREADS": "3", "NPUEMU_VECTOR_ISA": "avx2"}, timeout=60)

@@ -1,11 +1,13 @@
 """Host threads: NPUEMU_THREADS, concurrent launches of every declared operator from several host
 threads, the run-time choice of vector instructions."""
 import os
+import resource
 import subprocess
 import sys
 import threading
 
 import numpy as np
+import pytest
 
 import aclnn_api as nn
 import emulator
@@ -70,3 +72,108 @@ def test_the_vector_instruction_set_is_chosen_at_run_time_from_the_cpu():
     expected = ("avx512_bf16" if avx512 and "avx512_bf16" in flags else "avx512" if avx512
                 else "avx2" if {"avx2", "f16c", "fma"} <= flags else "baseline")
     assert _kernels.build_info().endswith("vector ISA " + expected)
+
+
+SMALL_STACK = """
+import sys
+import threading
+sys.path.insert(0, {tests!r})
+import numpy as np
+import aclnn_api as nn
+import emulator
+from aclnn_api.declaration import all_declarations
+from support import Npu, assert_close, run_declared
+
+def run_all(results):
+    device = Npu()
+    for declaration in all_declarations():
+        for dtype in (nn.ACL_FLOAT, nn.ACL_DOUBLE):
+            if not declaration.runs(emulator.settings().profile.family, dtype):
+                continue
+            for sample in declaration.sample_inputs(np.random.default_rng(7)):
+                ret, actual, expected = run_declared(device, declaration, sample, dtype)
+                assert ret == 0, (declaration.name, ret)
+                assert_close(actual, expected, dtype)
+                results.append(actual)
+    device.release()
+
+in_main, in_thread = [], []
+run_all(in_main)
+threading.stack_size({stack})
+thread = threading.Thread(target=run_all, args=(in_thread,))
+thread.start()
+thread.join()
+assert len(in_thread) == len(in_main) > 100, (len(in_thread), len(in_main))
+for a, b in zip(in_main, in_thread):
+    assert a.tobytes() == b.tobytes()
+print("bit-identical", len(in_thread))
+"""
+
+
+def test_kernels_run_on_a_host_thread_with_a_small_stack(tmp_path):
+    """A kernel runs on the host thread that synchronises, whose stack may be small (threading.stack_size,
+    ulimit -s, a C++ program's threads). BCE-with-logits' block sums put 80 KiB in one frame, KlDiv's
+    48 KiB, CtcLossBackward's DOUBLE rows 16 KiB: a 64 KiB thread died of SIGSEGV. Their buffers are
+    now each thread's scratch: every declared operator, on every sample, in FLOAT and DOUBLE, gives
+    on that thread the bits it gives on the main thread."""
+    tests = os.path.dirname(os.path.abspath(__file__))
+    program = SMALL_STACK.format(tests=tests, stack=64 << 10)
+    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, cwd=tmp_path,
+                          env={**os.environ, "NPUEMU_THREADS": "2"}, timeout=300)
+    assert done.returncode == 0, (done.returncode, done.stderr[-2000:])
+    assert done.stdout.startswith("bit-identical "), done.stdout
+
+
+THREAD_LIMIT = """
+import hashlib
+import os
+import resource
+import sys
+sys.path.insert(0, {tests!r})
+import numpy as np
+import aclnn_api as nn
+from support import Npu
+
+device = Npu()
+x = device.tensor(np.linspace(-30.0, 30.0, 1 << 20), nn.ACL_FLOAT)
+out = device.empty(x.shape, nn.ACL_FLOAT)
+if {limit}:
+    # thread stacks are RLIMIT_STACK's 256 MiB (set before the start): none fits in 128 MiB more
+    with open("/proc/self/statm") as statm:
+        size = int(statm.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+    resource.setrlimit(resource.RLIMIT_AS, (size + (128 << 20), resource.RLIM_INFINITY))
+for _ in range(3):
+    ret = device.run(nn.aclnnLogSigmoidGetWorkspaceSize, nn.aclnnLogSigmoid, x.tensor, out.tensor)
+    assert ret == 0, ret
+    values = device.read(out)
+device.close()
+print(hashlib.sha256(values.tobytes()).hexdigest())
+"""
+
+
+def _run_thread_limit(tmp_path, threads: int, limit: bool) -> subprocess.CompletedProcess:
+    tests = os.path.dirname(os.path.abspath(__file__))
+    big_stacks = lambda: resource.setrlimit(resource.RLIMIT_STACK, (256 << 20, resource.RLIM_INFINITY))
+    return subprocess.run([sys.executable, "-c", THREAD_LIMIT.format(tests=tests, limit=limit)],
+                          capture_output=True, text=True, cwd=tmp_path, preexec_fn=big_stacks, timeout=120,
+                          env={**os.environ, "NPUEMU_THREADS": str(threads), "OPENBLAS_NUM_THREADS": "1"})
+
+
+@pytest.mark.parametrize("threads", [1, 64])
+def test_kernels_run_on_the_threads_the_system_lets_the_pool_start(tmp_path, threads):
+    """A pool that could not start its workers (RLIMIT_NPROC, or here no address space left for their
+    stacks) made every kernel fail with 507000, and NPUEMU_THREADS=1 first started a worker per core.
+    Now the pool starts only the workers asked for, as many as the system lets it: the kernels give
+    the same bits on the caller alone, and a note on stderr, once, says so and names the limit."""
+    reference = _run_thread_limit(tmp_path, 1, limit=False)
+    assert reference.returncode == 0, reference.stderr
+    done = _run_thread_limit(tmp_path, threads, limit=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == reference.stdout
+    if threads == 1:
+        assert done.stderr == ""
+    else:
+        assert done.stderr.count("npuemu: note:") == 1, done.stderr
+        assert done.stderr.startswith(
+            "npuemu: note: NPUEMU_THREADS=64: the system would not start more than 1 kernel thread(s) ("), done.stderr
+        assert "ulimit -v " in done.stderr and "kernels run on 1, with the same results" in done.stderr, done.stderr

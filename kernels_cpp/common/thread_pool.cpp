@@ -6,11 +6,15 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <condition_variable>
+#include <cstring>
 #include <exception>
 #include <mutex>
 #include <new>
+#include <string>
+#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -21,8 +25,12 @@ constexpr std::chrono::microseconds kSpin{100};  // how long an idle worker watc
 
 class Pool {
  public:
+  explicit Pool(int workers) { resize(workers); }
   ~Pool() { resize(0); }
 
+  // Stops the workers, then starts `workers` new ones, or as many as the system lets this process
+  // start (RLIMIT_NPROC, memory for their stacks): the caller computes too, and the results do not
+  // depend on the number of threads, so fewer only run slower. why_short() says what stopped it.
   void resize(int workers) {
     std::lock_guard<std::mutex> run_guard(run_mutex_);
     {
@@ -37,10 +45,21 @@ class Pool {
     workers_elsewhere_ = false;
     stop_ = false;
     const uint64_t start = generation_;  // workers wait for the first job after this point
-    for (int i = 0; i < workers; ++i) threads_.emplace_back([this, start] { loop(start); });
+    wanted_ = workers;
+    why_short_.clear();
+    try {
+      threads_.reserve(workers);
+      for (int i = 0; i < workers; ++i) threads_.emplace_back([this, start] { loop(start); });
+    } catch (const std::system_error& error) {  // pthread_create: EAGAIN
+      why_short_ = error.code().message();
+    } catch (const std::bad_alloc&) {  // the thread's state, or the vector
+      why_short_ = std::strerror(ENOMEM);
+    }
   }
 
   int size() const { return static_cast<int>(threads_.size()) + 1; }
+  int wanted_size() const { return wanted_ + 1; }
+  const std::string& why_short() const { return why_short_; }
 
   // In the child of a fork (pthread_atfork), where only the forking thread lives on: the pool is made
   // fresh, with no worker, and the number of workers it had is returned, for pool() to start them again
@@ -206,6 +225,8 @@ class Pool {
   std::mutex mutex_;
   std::condition_variable wake_, done_;
   std::vector<std::thread> threads_;
+  int wanted_ = 0;         // the workers the last resize asked for
+  std::string why_short_;  // the system's reason it started fewer (empty: it did not)
   const std::function<void(int)>* job_ = nullptr;
   KernelCall* call_ = nullptr;  // the kernel call the job works for (null: none)
   int parts_ = 0;
@@ -228,17 +249,21 @@ int usable_cores() {
 }
 
 Pool* the_pool = nullptr;
-std::atomic<int> workers_lost_at_fork{0};  // the workers to start again in a forked child (pool())
+std::atomic<int> workers_lost_at_fork{0};  // the workers to start again in a forked child (pool_of())
 
 // The child handler of pthread_atfork: threads do not survive a fork, so the child's pool starts with
 // none, and its workers are started again at its first kernel that uses the pool (a child that only
 // execs or exits never pays for them).
 void forget_pool_workers_in_child() { workers_lost_at_fork = the_pool->forget_workers_in_child(); }
 
-Pool& pool() {
-  static Pool* instance = [] {
-    auto* p = new Pool();  // never destroyed: workers must not be joined during static destruction
-    p->resize(usable_cores() - 1);
+constexpr int kUsableCores = 0;  // pool_of(): as many threads as usable_cores()
+
+// The pool, made on first use with `threads` (kUsableCores: usable_cores()), so that set_threads()
+// before any kernel starts only the workers it asks for. Never destroyed: workers must not be
+// joined during static destruction.
+Pool& pool_of(int threads) {
+  static Pool* instance = [threads] {
+    auto* p = new Pool((threads == kUsableCores ? usable_cores() : threads) - 1);
     the_pool = p;
     pthread_atfork(nullptr, nullptr, forget_pool_workers_in_child);
     return p;
@@ -250,11 +275,15 @@ Pool& pool() {
   return *instance;
 }
 
+Pool& pool() { return pool_of(kUsableCores); }
+
 }  // namespace
 
-void set_threads(int count) {
-  if (count < 1) count = 1;
-  if (count != pool().size()) pool().resize(count - 1);
+std::string set_threads(int count) {
+  count = std::max(count, 1);
+  Pool& p = pool_of(count);
+  if (count != p.wanted_size()) p.resize(count - 1);  // not again for a count the system cut short
+  return p.why_short();
 }
 
 int threads() { return pool().size(); }

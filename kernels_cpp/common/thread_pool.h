@@ -8,12 +8,16 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <string>
 
 #include "common/kernel_call.h"
 
 namespace npuemu {
 
-void set_threads(int count);
+// Host threads a kernel may use (the caller among them). Returns "" when all could be started,
+// otherwise the system's reason it started fewer (threads() tells how many): kernels then run on
+// those, with the same results.
+std::string set_threads(int count);
 int threads();
 
 // Calls fn(begin, end) on disjoint chunks covering [0, n); chunks hold at least `grain` items.

@@ -40,6 +40,7 @@
 #include "common/memory_plan.h"
 #include "common/registry.h"
 #include "common/thread_pool.h"
+#include "common/thread_scratch.h"
 #include "common/vector_io.h"
 #include "common/vmath.h"
 
@@ -275,6 +276,14 @@ void dense_output_row(const Problem& p, int64_t b, int64_t t, const Scratch<floa
   }
 }
 
+// A thread's chunk of lp and of the output row in the accumulation type (16 KiB for DOUBLE: in
+// thread_scratch, not on its stack).
+template <class A>
+struct RowChunks {
+  alignas(64) A lp[kRowChunk];
+  alignas(64) A row[kRowChunk];
+};
+
 // Output row t of item b, through fp32 (DOUBLE: fp64) buffers where dense_output_row does not
 // apply: strided rows, DOUBLE, and `general` items, whose nll is NaN or +inf, where the second term
 // is not 0 outside l' either, so every element takes the full formula (with lcab = -inf).
@@ -286,8 +295,9 @@ void output_row(const Problem& p, int64_t b, int64_t t, const Scratch<Acc<T>>& w
     if (!general && p.log_probs.strides[2] == 1 && p.out.strides[2] == 1)
       return dense_output_row<T>(p, b, t, w, nll, g, pacer);
   }
-  alignas(64) A lp_buffer[kRowChunk];
-  alignas(64) A row[kRowChunk];
+  RowChunks<A>& chunks = thread_scratch<RowChunks<A>>();
+  A* lp_buffer = chunks.lp;
+  A* row = chunks.row;
   int64_t k = 0;  // next class of l' to patch
   for (int64_t c0 = 0; c0 < p.C; c0 += kRowChunk) {
     const int64_t n = std::min(kRowChunk, p.C - c0);

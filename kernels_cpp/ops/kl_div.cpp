@@ -26,6 +26,7 @@
 #include "common/dispatch.h"
 #include "common/elementwise.h"
 #include "common/registry.h"
+#include "common/thread_scratch.h"
 #include "common/vmath.h"
 
 namespace py = pybind11;
@@ -156,11 +157,19 @@ Walk walk_of(const TensorArg& self, const TensorArg& target) {
   return w;
 }
 
+// A thread's strided inputs of a chunk gathered into fp32, and its chunk of L: 48 KiB together, in
+// thread_scratch, not on its stack.
+struct GatheredChunk {
+  alignas(64) float inputs[2][kChunk];
+};
+struct LossChunk {
+  alignas(64) float loss[kChunk];
+};
+
 // L of B's elements [begin, begin + n) (row-major), into `loss`, with the engine's arithmetic.
 template <class Op>
 void chunk_loss(const Op& op, const Walk& w, int64_t begin, int64_t n, float* loss) {
   using namespace elementwise_detail;
-  alignas(64) float gathered[2][kChunk];
   Dims index(w.rank, 0);
   for (int64_t rest = begin, d = w.rank - 1; d >= 0; --d) {
     index[d] = rest % w.ops.shape[d];
@@ -183,8 +192,9 @@ void chunk_loss(const Op& op, const Walk& w, int64_t begin, int64_t n, float* lo
         r.dtype[k] = w.ops.dtype[k];
         r.broadcast[k] = step == 0;
       } else {  // any other stride: gathered into fp32 first
-        gather_as_float(w.ops.dtype[k], p, step, gathered[k - 1], length);
-        r.data[k] = reinterpret_cast<char*>(gathered[k - 1]);
+        float* gathered = thread_scratch<GatheredChunk>().inputs[k - 1];
+        gather_as_float(w.ops.dtype[k], p, step, gathered, length);
+        r.data[k] = reinterpret_cast<char*>(gathered);
         r.dtype[k] = kFloat;
       }
     }
@@ -209,7 +219,7 @@ float sum_of_loss(const Op& op, const TensorArg& self, const TensorArg& target) 
   std::vector<float> group_sums(groups);
   const int64_t participants = std::min<int64_t>(threads(), (total + kGrain - 1) / kGrain);
   share_blocks(groups, participants, [&](const auto& take) {
-    alignas(64) float loss[kChunk];
+    float* loss = thread_scratch<LossChunk>().loss;
     for (int64_t g = take(); g >= 0; g = take()) {
       const int64_t first = g * group, count = std::min(group, chunks - first);
       PairwiseSum sum;
