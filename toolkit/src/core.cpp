@@ -55,6 +55,7 @@ PyObject **targets = nullptr;      // the Python callable of each function, by n
 PyObject *record = nullptr;        // emulator.errors.record(code, api_name, message)
 PyObject *rejected = nullptr;      // emulator.errors.c_rejected(code, api_name, message, arguments): the status
 PyObject *live_handles = nullptr;  // emulator.resource.HANDLES._live: handle -> live resource
+PyObject *by_signal_handler = nullptr;  // emulator.errors.raised_by_signal_handler(error) -> bool
 PyObject **object_classes = nullptr;  // the aclnn classes of NK_OBJECT parameters, by number
 bool traceback_shown = false;
 // The C program's innermost frames of the call in progress (emulator.sites.native_site asks for them).
@@ -178,8 +179,9 @@ void reject(const npuemu_signature &sig, const npuemu_value *args, Failure *fail
 // What the Python code under a call may raise that is no error of the call's or of npuemu's: a
 // BaseException that is not an Exception. The program was interrupted (KeyboardInterrupt: Ctrl-C in a
 // Python host, whose handler raises it in whatever Python code runs, the runtime's under a C call), or
-// asked to end (SystemExit: sys.exit() in a Python callback), or a generator was closed. Such an exception
-// is no internal error: the call fails with the layer's "stopped" code, and the exception is kept, never
+// asked to end (SystemExit: sys.exit() in a Python callback), or a generator was closed; or an Exception
+// a Python signal handler of the program raised (the signal.alarm time-limit idiom), which the runtime
+// lets through as it does Ctrl-C's. Such an exception is no internal error: the call fails with the layer's "stopped" code, and the exception is kept, never
 // printed (PyErr_Print would end the process on a SystemExit), to be raised again for the program's Python
 // code when the call returns (leave_call).
 struct Kept {
@@ -188,7 +190,25 @@ struct Kept {
 thread_local Kept kept_stop;  // the first stop of this thread's calls in progress
 unsigned long main_thread = 0;  // the interpreter's main thread (threading.main_thread().ident)
 
-bool stop_pending() { return PyErr_Occurred() != nullptr && !PyErr_ExceptionMatches(PyExc_Exception); }
+// Whether the pending Exception was raised by a Python signal handler (it stays pending).
+bool raised_by_signal_handler() {
+  if (by_signal_handler == nullptr) return false;
+  PyObject *type, *value, *traceback;
+  PyErr_Fetch(&type, &value, &traceback);
+  PyErr_NormalizeException(&type, &value, &traceback);
+  if (value != nullptr && traceback != nullptr) PyException_SetTraceback(value, traceback);
+  PyObject *answer = value != nullptr ? PyObject_CallFunctionObjArgs(by_signal_handler, value, nullptr) : nullptr;
+  const bool raised = answer == Py_True;
+  Py_XDECREF(answer);
+  PyErr_Clear();  // an error of the question itself: not a stop
+  PyErr_Restore(type, value, traceback);
+  return raised;
+}
+
+bool stop_pending() {
+  if (PyErr_Occurred() == nullptr) return false;
+  return !PyErr_ExceptionMatches(PyExc_Exception) || raised_by_signal_handler();
+}
 
 // A stop owed to the main thread's Python code (GIL held; pending calls run on the main thread only).
 // A pending call raises it at the next instruction the thread runs, which must be the program's, after
@@ -934,6 +954,7 @@ std::string import_targets(const npuemu_boot *boot) {
   }
   Py_XSETREF(record, PyObject_GetAttrString(errors, "record"));  // a retried start replaces the first's
   Py_XSETREF(rejected, PyObject_GetAttrString(errors, "c_rejected"));
+  Py_XSETREF(by_signal_handler, PyObject_GetAttrString(errors, "raised_by_signal_handler"));
   Py_DECREF(errors);
   if (targets == nullptr) targets = new PyObject *[count > 0 ? count : 1]();  // never freed (see the top)
   for (int number = 0; number < count; ++number) {
@@ -947,7 +968,7 @@ std::string import_targets(const npuemu_boot *boot) {
     }
     Py_XSETREF(targets[number], target);
   }
-  return record != nullptr && rejected != nullptr ? "" : python_error();
+  return record != nullptr && rejected != nullptr && by_signal_handler != nullptr ? "" : python_error();
 }
 
 // The interpreter's main thread, which runs Python's signal handlers and pending calls; "" or what failed.
