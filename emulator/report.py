@@ -107,7 +107,7 @@ def publish(kind: str, tool: str, message: str, sites: Sequence[tuple] = (), res
             found.count += 1
             found.differed = found.differed or message != found.message
             return found
-        report = Report(kind, tool, message, tuple(sites), tuple(resources), 1, len(_reports) + 1, key)
+        report = Report(kind, tool, message, tuple(sites), tuple(resources), serial=len(_reports) + 1, key=key)
         _reports.append(report)
         _by_key[key] = report
         if len(_reports) == 1:  # under the lock: a clear() on another thread cannot come between
