@@ -46,9 +46,6 @@ ARGUMENTS_SHOWN = 200   # characters of a call's arguments kept
 _CALL, _TASK, _FLOW_OUT, _FLOW_IN, _REPORT, _MARK = range(6)
 _TIME = {_CALL: 3, _TASK: 5, _FLOW_OUT: 3, _FLOW_IN: 3, _REPORT: 2, _MARK: 1}  # where each keeps its time
 
-_POINTER_WORDS = ("ptr", "Ptr", "stream", "event", "Event", "context", "executor", "tensor", "Tensor",
-                  "dst", "src", "addr", "Addr", "workspace", "array", "Array", "scalar", "Scalar", "userData")
-
 
 def _ns(seconds: float) -> int:
     return int(round(seconds * 1e9))
@@ -108,14 +105,15 @@ def _kept(value: Any) -> Any:
 
 
 def _shown(parameter: str, value: Any) -> str:
-    """A kept argument as the file shows it: pointers and handles in hex, null for None."""
+    """A kept argument as the file shows it: pointers and handles in hex (by their parameter, as the call
+    declares it), other integers as given, null for None."""
     if value is None:
         return "null"
     kind = type(value)
     if kind is bool:
         return "true" if value else "false"
     if kind is int:
-        if value > 0 and (value >= 0x10000 or any(word in parameter for word in _POINTER_WORDS)):
+        if value > 0 and parameter in calls.POINTER_PARAMETERS:
             return hex(value)
         return str(value)
     if kind is float:

@@ -364,6 +364,27 @@ def test_collection_stops_at_the_limit_and_says_so(tmp_path, monkeypatch):
     assert len(mark) == 1 and "limit" in mark[0]["name"] and mark[0]["ts"] >= calls[-1]["ts"]
 
 
+def test_integers_are_shown_as_given_and_only_pointers_and_handles_in_hex(tmp_path):
+    """A device id, a size, a fill value are no addresses: 70000 and 1048576 were shown as 0x11170 and
+    0x100000, as every integer from 0x10000 up was."""
+    import acl
+    path = str(tmp_path / "arguments.json")
+    emulator.configure(trace=path)
+    assert acl.rt.set_device(70000) == acl.ACL_ERROR_RT_INVALID_DEVICEID
+    assert acl.rt.set_device(0) == 0
+    stream, _ = acl.rt.create_stream()
+    address, _ = acl.rt.malloc(1 << 20, 0)
+    assert acl.rt.memset_async(address, 1 << 20, 70000, 1 << 20, stream) == 0
+    assert acl.rt.synchronize_stream(stream) == 0 and acl.rt.destroy_stream(stream) == 0
+    assert acl.rt.free(address) == 0 and acl.rt.reset_device(0) == 0
+    emulator.configure(trace="")
+    shown = [(e["name"], e["args"]["arguments"]) for e in Trace(path).events if e.get("cat") == "api"]
+    assert shown[:2] == [("aclrtSetDevice", "70000"), ("aclrtSetDevice", "0")]
+    assert ("aclrtMalloc", "1048576, 0") in shown
+    assert ("aclrtMemsetAsync", "0x%x, 1048576, 70000, 1048576, 0x%x" % (address, stream)) in shown, shown
+    assert ("aclrtFree", "0x%x" % address) in shown
+
+
 @pytest.mark.parametrize("ns", [0, 1, 999, 1000, 1001, 123456789, 987654321987, 10 ** 15 + 7])
 def test_times_read_back_as_the_same_nanosecond_whether_a_reader_truncates_or_rounds(ns):
     us = json.loads(json.dumps(trace._us(ns)))
