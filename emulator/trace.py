@@ -27,6 +27,7 @@ import atexit
 import datetime
 import itertools
 import json
+import math
 import os
 import sys
 import threading
@@ -56,6 +57,22 @@ def _us(ns: int) -> float:
     truncates (Perfetto's ts * 1000) and one that rounds both get the same whole nanosecond: a task
     that starts where the one before ended never seems to start inside it."""
     return round((ns + 0.4) / 1000.0, 4) if ns else 0
+
+
+def _span(begin: int, end: int) -> tuple:
+    """A slice's ts and dur in the file's microseconds, from its begin and end in nanoseconds. Both ends
+    are converted as every time is (_us), and dur is what lies between them: a slice that ends where
+    the next one begins ends at that ts, not 0.4 ns past it. Added in binary floating point (as
+    chrome://tracing adds ts and dur), the decimal dur can land one unit past the end: then it is
+    the difference of the two floats instead (exact but for the first microseconds, where a unit or two
+    less puts the sum at or before the end), never past the next slice's start."""
+    ts, end_us = _us(begin), _us(end)
+    dur = round(end_us - ts, 4)
+    if ts + dur > end_us:
+        dur = end_us - ts
+        while dur > 0 and ts + dur > end_us:
+            dur = max(0.0, dur - math.ulp(end_us))
+    return ts, dur
 
 
 def _category(task, record_class, wait_class) -> str:
@@ -447,9 +464,9 @@ class Trace:
                     args["status"] = CODE_NAMES[code]
                 if message:
                     args["message"] = message
-            begin = _ns(begin)
+            ts, dur = _span(_ns(begin) - origin, _ns(end) - origin)
             return {"ph": "X", "cat": "api", "name": name, "pid": HOST_PID, "tid": tid,
-                    "ts": _us(begin - origin), "dur": _us(_ns(end) - begin), "args": args}
+                    "ts": ts, "dur": dur, "args": args}
         if kind == _TASK:
             _, pid, tid, name, category, start, finish, details, reads, written, site, host_begin, fault, marker = event
             start, duration = _ns(start), _ns(finish) - _ns(start)
@@ -462,8 +479,9 @@ class Trace:
             args["host_begin_us"] = _us(_ns(host_begin) - origin)
             if fault is not None:
                 args["fault"] = fault
+            ts, dur = _span(start - origin, start + duration - origin)
             return {"ph": "X", "cat": category, "name": name, "pid": pid, "tid": tid,
-                    "ts": _us(start - origin), "dur": _us(duration), "args": args}
+                    "ts": ts, "dur": dur, "args": args}
         if kind in (_FLOW_OUT, _FLOW_IN):
             _, pid, tid, at, slice_end, flow, category, name = event
             at = _ns(at)

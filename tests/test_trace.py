@@ -5,6 +5,7 @@ the waits on it and from each launching call to its task, the sanitizer's report
 at exit from Python and C programs, and when the path changes or tracing stops."""
 import json
 import os
+import random
 import subprocess
 import sys
 import textwrap
@@ -125,6 +126,17 @@ def line_of(source: str, marker: str) -> int:
     return next(number for number, line in enumerate(source.splitlines(), 1) if "# " + marker in line)
 
 
+def nanoseconds(slice_: dict) -> tuple:
+    """A slice's begin and end in whole nanoseconds, as Perfetto reads them (ts * 1000, truncated)."""
+    begin = int(slice_["ts"] * 1000)
+    return begin, begin + int(slice_["dur"] * 1000)
+
+
+def microseconds(slice_: dict) -> tuple:
+    """A slice's begin and end in the file's own numbers, as chrome://tracing adds them (floats)."""
+    return slice_["ts"], slice_["ts"] + slice_["dur"]
+
+
 class Trace:
     """A trace file, indexed: names of processes and threads, slices by track, flows and instants."""
 
@@ -174,14 +186,14 @@ class Trace:
                 assert event["dur"] >= 0 and "cat" in event and isinstance(event["args"], dict)
         for key, found in self.slices.items():
             assert key in self.threads, "a slice on an unnamed track %s" % (key,)
-            open_ends = []
-            for event in found:  # in whole nanoseconds, as Perfetto reads them (ts * 1000, truncated)
-                begin = int(event["ts"] * 1000)
-                end = begin + int(event["dur"] * 1000)
-                while open_ends and open_ends[-1] <= begin:
-                    open_ends.pop()
-                assert not open_ends or end <= open_ends[-1], "slices overlap on %s: %s" % (key, event)
-                open_ends.append(end)
+            for bounds in (nanoseconds, microseconds):
+                open_ends = []
+                for event in found:
+                    begin, end = bounds(event)
+                    while open_ends and open_ends[-1] <= begin:
+                        open_ends.pop()
+                    assert not open_ends or end <= open_ends[-1], "slices overlap on %s: %s" % (key, event)
+                    open_ends.append(end)
         starts = {e["id"]: e for e in self.flows if e["ph"] == "s"}
         ends = {e["id"]: e for e in self.flows if e["ph"] == "f"}
         assert len(starts) + len(ends) == len(self.flows), "a flow id used twice"
@@ -389,6 +401,19 @@ def test_integers_are_shown_as_given_and_only_pointers_and_handles_in_hex(tmp_pa
 def test_times_read_back_as_the_same_nanosecond_whether_a_reader_truncates_or_rounds(ns):
     us = json.loads(json.dumps(trace._us(ns)))
     assert int(us * 1000) == ns and round(us * 1000) == ns
+
+
+def test_a_slice_ends_where_the_next_one_begins_in_the_files_numbers_too():
+    """ts and dur were each written 0.4 ns late: a slice ended 0.8 ns late, past the start of the next
+    one on its stream (0.4 ns late), in the file's own microseconds."""
+    generator = random.Random(7)
+    for _ in range(5000):
+        begin = generator.choice([0, generator.randrange(1, 10 ** 12)])
+        end = begin + generator.choice([0, 1, generator.randrange(10 ** 7)])
+        ts, dur = json.loads(json.dumps(trace._span(begin, end)))
+        next_ts = json.loads(json.dumps(trace._us(end)))  # the next slice, which begins where this one ends
+        assert ts + dur <= next_ts, (begin, end, ts, dur, next_ts)
+        assert (int(ts * 1000), round(ts * 1000), round((ts + dur) * 1000)) == (begin, begin, end), (begin, end)
 
 
 def test_the_leak_report_at_exit_is_in_the_trace_and_the_sanitizer_exit_code_still_applies(tmp_path):
