@@ -193,15 +193,19 @@ class Trace:
 
     # -- collecting --------------------------------------------------------------------------------
 
-    def _add(self, *events: tuple) -> bool:
+    def _add(self, *events: tuple, fill: Optional[tuple] = None) -> bool:
+        """Keep `events`, and `fill`'s (place, event) in the place kept for it: all of them or, at the
+        limit, none (a flow's start is never kept without its end)."""
         with self.lock:
             if self.closed:
                 return False
             if len(self.events) + len(events) > LIMIT:
                 if not self.dropped:
                     self.events.append((_MARK, time.perf_counter()))  # where the trace stops
-                self.dropped += len(events)
+                self.dropped += len(events) + (fill is not None)
                 return False
+            if fill is not None:
+                self.events[fill[0]] = fill[1]
             self.events.extend(events)
             return True
 
@@ -307,6 +311,7 @@ class Trace:
         track = self._stream(stream)
         finish = stream.clock  # the device time the task ended at
         after = []  # events that follow the task's slice in the file: a flow end at its start binds to it
+        before, fill = [], None  # a sync flow's start: before the slice, or in the place kept for it
         is_record = isinstance(task, self._record_class)
         marker = is_record or isinstance(task, self._wait_class)
         if marker:  # records and waits take no time
@@ -317,9 +322,12 @@ class Trace:
             if record is not None and record.stream is not None:
                 source = self._stream(record.stream)
                 args["waits_for"] = "%s on %s" % (record.name, source.name)
-                flow = self._flow_from(record, source)
-                if flow is not None:
-                    after.append((_FLOW_IN, track.pid, track.tid, start, None, flow, "sync", "event"))
+                flow, flow_start, place = self._flow_from(record, source)
+                if place is None:
+                    before.append(flow_start)
+                else:
+                    fill = (place, flow_start)
+                after.append((_FLOW_IN, track.pid, track.tid, start, None, flow, "sync", "event"))
         else:
             # the device's model (emulator.stream): a task starts when its stream is free and the host
             # has issued it, and ends at the stream's clock
@@ -354,26 +362,25 @@ class Trace:
                 if after:
                     self._add(*after)
                 return
-        self._add(slice_, *after)
+        self._add(*before, slice_, *after, fill=fill)
 
     def _next_flow(self) -> int:
         with self.lock:
             self.flows += 1
             return self.flows
 
-    def _flow_from(self, record, source: _Stream) -> Optional[int]:
-        """The id of a flow from `record`'s slice (to a wait on it): the start takes the place kept after
-        the slice for the first wait, a later wait on the same record starts its own."""
+    def _flow_from(self, record, source: _Stream) -> tuple:
+        """A flow from `record`'s slice (to a wait on it): (its id, its start, the place kept for the start
+        after the record's slice or None). The first wait's start takes that place, a later wait on the
+        same record starts its own. The caller keeps the start with the wait's end, or neither."""
         at = record.timestamp
         flow = self._next_flow()
+        start = (_FLOW_OUT, source.pid, source.tid, at, None, flow, "sync", "event")
         with self.lock:
             place = self.pending.pop(id(record), None)
-            if place is not None and place[1] == record.name and place[2] == at and not self.closed:
-                self.events[place[0]] = (_FLOW_OUT, source.pid, source.tid, at, None, flow, "sync", "event")
-                return flow
-        if self._add((_FLOW_OUT, source.pid, source.tid, at, None, flow, "sync", "event")):
-            return flow
-        return None
+        if place is not None and place[1] == record.name and place[2] == at:
+            return flow, start, place[0]
+        return flow, start, None
 
     # report observer -------------------------------------------------------------------------------
 

@@ -397,6 +397,32 @@ def test_integers_are_shown_as_given_and_only_pointers_and_handles_in_hex(tmp_pa
     assert ("aclrtFree", "0x%x" % address) in shown
 
 
+def test_at_the_limit_a_flow_is_kept_whole_or_not_at_all(tmp_path, monkeypatch):
+    """The first wait on a record put the flow's start in the place kept after the record's slice, then
+    its own slice and the flow's end were dropped at the limit: a start without its end."""
+    import acl
+    for limit in range(6, 30):
+        monkeypatch.setattr(trace, "LIMIT", limit)
+        path = str(tmp_path / ("limit-%d.json" % limit))
+        emulator.configure(trace=path)
+        assert acl.rt.set_device(0) == 0
+        first, _ = acl.rt.create_stream()
+        second, _ = acl.rt.create_stream()
+        event, _ = acl.rt.create_event()
+        for _ in range(2):
+            assert acl.rt.record_event(event, first) == 0
+            assert acl.rt.stream_wait_event(second, event) == 0
+            assert acl.rt.stream_wait_event(first, event) == 0
+            assert acl.rt.synchronize_device() == 0
+        for stream in (first, second):
+            assert acl.rt.destroy_stream(stream) == 0
+        assert acl.rt.destroy_event(event) == 0 and acl.rt.reset_device(0) == 0
+        emulator.configure(trace="")
+        found = Trace(path)
+        found.check_well_formed()
+        assert found.data["otherData"]["dropped_events"] > 0, limit
+
+
 @pytest.mark.parametrize("ns", [0, 1, 999, 1000, 1001, 123456789, 987654321987, 10 ** 15 + 7])
 def test_times_read_back_as_the_same_nanosecond_whether_a_reader_truncates_or_rounds(ns):
     us = json.loads(json.dumps(trace._us(ns)))
