@@ -144,6 +144,42 @@ def _shown(parameter: str, value: Any) -> str:
     return "<%s>" % kind.__name__
 
 
+def _valid_text(text: str) -> str:
+    """`text` as valid Unicode: the bytes of a name that were not UTF-8, which Python keeps as lone
+    surrogates (a file name, a command line), written as `\\xe9` text, readable and still distinct."""
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        pass
+    try:
+        return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    except UnicodeEncodeError:  # a surrogate that no undecodable byte made
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def _valid(value: Any) -> Any:
+    """A JSON value with every string in it valid Unicode (_valid_text), objects by their str()."""
+    kind = type(value)
+    if kind is str:
+        return _valid_text(value)
+    if kind is dict:
+        return {_valid(key): _valid(item) for key, item in value.items()}
+    if kind in (list, tuple):
+        return [_valid(item) for item in value]
+    if kind in _PLAIN:
+        return value
+    return _valid_text(str(value))
+
+
+def _dumped(value: Any, **options: Any) -> str:
+    """`value` as JSON text that holds valid Unicode only (a strict reader may refuse a lone surrogate)."""
+    text = json.dumps(value, default=str, **options)
+    if "\\ud" in text:  # a surrogate, escaped: a lone one, or half of a character outside the BMP
+        text = json.dumps(_valid(value), **options)
+    return text
+
+
 class _Thread:
     """What the trace knows of one host thread (kept in a threading.local: a new thread is a new
     track even when it reuses an ended one's identifier)."""
@@ -432,10 +468,10 @@ class Trace:
         file.write('{"traceEvents": [\n')
         first = True
         for event in itertools.chain(self._metadata(), (self._json(event, origin) for event in events)):
-            file.write(("" if first else ",\n") + json.dumps(event, separators=(",", ":"), default=str))
+            file.write(("" if first else ",\n") + _dumped(event, separators=(",", ":")))
             first = False
         file.write('\n],\n"displayTimeUnit": "ms",\n"otherData": ')
-        file.write(json.dumps(self._other_data(len(events), first_time), indent=1))
+        file.write(_dumped(self._other_data(len(events), first_time), indent=1))
         file.write("}\n")
 
     def _metadata(self) -> list:

@@ -300,10 +300,11 @@ def test_a_c_program_writes_the_trace_at_its_exit(tmp_path):
     ctoolkit.require_compilers()
     executable = ctoolkit.compile_program(C_PROGRAM, tmp_path, "traced", flags=("-pthread", "-g"))
     path = str(tmp_path / "c.json")
-    done = ctoolkit.run_program(executable, env=ctoolkit.toolkit_environment(NPUEMU_TRACE=path), args=("--run", ""))
+    done = ctoolkit.run_program(executable, env=ctoolkit.toolkit_environment(NPUEMU_TRACE=path),
+                                args=("--run", "", os.fsdecode(b"caf\xe9")))  # not UTF-8: as Python's own argv
     assert done.returncode == 0, done.stdout + done.stderr
     with open(path, encoding="utf-8") as file:
-        assert json.load(file)["otherData"]["argv"] == executable + " --run ", "the C program's command line"
+        assert json.load(file)["otherData"]["argv"] == executable + " --run  caf\\xe9", "the C program's command line"
     values = done.stdout.split()
     assert values[:4] == ["1", "2", "3", "4"]
     first, second = (int(value, 16) for value in values[4:6])
@@ -324,6 +325,29 @@ def test_a_c_program_writes_the_trace_at_its_exit(tmp_path):
     copy = found.slices[first_track][0]
     assert copy["args"]["launch_site"] == "%s:19 in main" % (tmp_path / "traced.cpp")
     assert found.flow_into(found.slices[second_track][-1], "launch")["tid"] == other[1]
+
+
+def test_names_that_are_not_utf8_are_written_as_escapes_in_valid_unicode(tmp_path):
+    """A script named with the Latin-1 byte 0xE9: its name was a lone surrogate (\\udce9) in the launch sites,
+    the reports and the command line, which a strict reader refuses and a UTF-8 encoder cannot write."""
+    name = os.fsdecode(b"caf\xe9.py")
+    (tmp_path / name).write_text("import acl\nacl.init()\nacl.rt.set_device(0)\nstream, _ = acl.rt.create_stream()\n"
+                                 "memory, _ = acl.rt.malloc(64, 0)\nacl.rt.memset_async(memory, 64, 0, 64, stream)\n"
+                                 "acl.rt.synchronize_stream(stream)\n")
+    path = tmp_path / "trace.json"
+    environment = {key: value for key, value in os.environ.items() if not key.startswith("NPUEMU_")}
+    done = subprocess.run([sys.executable, name], capture_output=True, timeout=60, cwd=str(tmp_path),
+                          env=dict(environment, NPUEMU_TRACE=str(path)))
+    assert done.returncode == 0, done.stderr
+    text = path.read_bytes().decode("utf-8")
+    data = json.loads(text)
+    json.dumps(data, ensure_ascii=False).encode("utf-8")  # no lone surrogate left anywhere
+    assert data["otherData"]["argv"] == "caf\\xe9.py"
+    shown = os.path.join(str(tmp_path), "caf\\xe9.py")  # as Python names the script run: its absolute path
+    (memset,) = [e for e in data["traceEvents"] if e["name"].startswith("aclrtMemsetAsync(")]
+    assert memset["args"]["launch_site"] == shown + ":6 in <module>"
+    (leak,) = [e["args"] for e in data["traceEvents"] if e.get("cat") == "sanitizer" and "memory" in e["args"]["message"]]
+    assert shown + ":5 in <module>" in leak["message"], leak
 
 
 def test_an_unwritable_path_is_one_message_and_the_program_ends_as_it_would(tmp_path):
