@@ -6,6 +6,7 @@ at exit from Python and C programs, and when the path changes or tracing stops."
 import json
 import os
 import random
+import re
 import subprocess
 import sys
 import textwrap
@@ -348,6 +349,7 @@ def test_names_that_are_not_utf8_are_written_as_escapes_in_valid_unicode(tmp_pat
     assert memset["args"]["launch_site"] == shown + ":6 in <module>"
     (leak,) = [e["args"] for e in data["traceEvents"] if e.get("cat") == "sanitizer" and "memory" in e["args"]["message"]]
     assert shown + ":5 in <module>" in leak["message"], leak
+    assert leak["sites"] == ["made at %s:5 in <module>" % shown], leak
 
 
 def test_an_unwritable_path_is_one_message_and_the_program_ends_as_it_would(tmp_path):
@@ -474,6 +476,8 @@ def test_the_leak_report_at_exit_is_in_the_trace_and_the_sanitizer_exit_code_sti
     leaks = [e for e in Trace(path).instants if e["cat"] == "sanitizer"]
     assert [(e["name"], e["args"]["tool"]) for e in leaks] == [("leakcheck: leak", "leakcheck")]
     assert "program.py:4" in leaks[0]["args"]["message"]
+    assert leaks[0]["args"]["sites"] == ["made at %s:4 in <module>" % (tmp_path / "program.py")], leaks[0]
+    assert re.fullmatch(r"device memory 0x[0-9a-f]+ \(64 bytes\) on device 0", *leaks[0]["args"]["resources"])
 
 
 def test_percent_p_in_the_path_is_the_process_id(tmp_path):
