@@ -73,6 +73,14 @@ def find(name: str, load: bool = True) -> Optional[Callable]:
 
 _parameters: dict = {}  # call name -> its parameter names
 
+# The parameters of the public calls whose C type is a pointer or a handle (void *, aclrtStream,
+# aclTensor *, ...), by their names in the calls' declarations, where no name is an integer in one call
+# and a pointer in another: the logs and the trace show their values in hex, the other integers as
+# given. tests/test_trace.py checks them against the C declarations of the toolkit.
+POINTER_PARAMETERS = frozenset((
+    "dst", "src", "devPtr", "hostPtr", "addr", "data", "dataBuffer", "tensor_data", "workspace", "userData", "fn",
+    "stream", "event", "startEvent", "endEvent", "context", "executor", "tensor", "tensors", "array", "scalar"))
+
 
 def parameter_names(name: str) -> tuple:
     """The parameter names of the public call `name`, in order (empty for a call not found: a C

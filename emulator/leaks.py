@@ -45,6 +45,26 @@ def _line(kind: str, description: Description, site: object, how: Optional[str] 
     return line if how is None else line + " (released only by %s)" % how
 
 
+class _Resource:
+    """A leaked resource as its report's `resources` name it (`stream 0x5e0000c0 of device 0`): described
+    when shown (the trace, the logs), not when reported."""
+
+    __slots__ = ("kind", "description")
+
+    def __init__(self, kind: str, description: Description):
+        self.kind, self.description = kind, description
+
+    def __str__(self) -> str:
+        description = self.description
+        return "%s %s" % (self.kind, description() if callable(description) else description)
+
+
+def _published(kind: str, description: Description, site: object, how: Optional[str], line: str) -> None:
+    """A leak as a record of the sanitizer's: its line, the site that made it (a C frame resolved only when
+    shown), the resource."""
+    report_channel.publish("leak", "leakcheck", line, (("made", site),), (_Resource(kind, description),), show=False)
+
+
 def orphaned(kind: str, description: Description, site: object, how: str) -> None:
     """A resource of another tracker was released by the runtime (`how`), not by the program."""
     with _lock:
@@ -96,8 +116,8 @@ def report(when: str) -> list[str]:
     if not (found and enabled):
         return []
     lines = _lines(found)  # each leak is a record of its own (emulator.reports())
-    for line in lines:
-        report_channel.publish("leak", "leakcheck", line, show=False)
+    for leak, line in zip(found, lines):
+        _published(*leak, line)
     report_channel.write_stderr(_report_text(found, lines, when))
     return lines
 

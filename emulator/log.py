@@ -48,9 +48,6 @@ DEBUG, INFO, WARNING, ERROR, NULL = 0, 1, 2, 3, 4
 LEVEL_NAMES = ("DEBUG", "INFO", "WARNING", "ERROR", "NULL")
 DEFAULT_LEVEL = ERROR  # the card's default
 
-POINTER_PARAMETERS = frozenset((
-    "dst", "src", "devPtr", "hostPtr", "addr", "tensor_data", "workspace", "userData", "stream", "event",
-    "startEvent", "endEvent", "context", "executor", "tensor", "tensors", "array", "scalar"))
 LIST_SHOWN = 16  # values of a list shown; the count says how many more
 
 
@@ -220,7 +217,7 @@ def _argument(name: Optional[str], value: Any) -> str:
         return "0x%x" % handle  # an aclnn object: its handle, as a C caller passes it
     if isinstance(value, numbers.Integral):
         number = int(value)
-        if number > 0 and (name in POINTER_PARAMETERS or _is_handle(number)):
+        if number > 0 and (name in calls.POINTER_PARAMETERS or _is_handle(number)):
             return "0x%x" % number
         return str(number)
     if isinstance(value, float):

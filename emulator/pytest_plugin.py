@@ -34,6 +34,7 @@ HELP = {
 # Kinds of the findings the fixture makes itself (the others are the kinds of emulator.reports()).
 LEAK = "leak"                   # a resource the test never released (emulator.leaks.outstanding())
 DEVICE_FAULT = "device fault"   # queued work that failed and that the test never synchronised
+UNMET = None                    # not a finding: a kind of expect_reports that the test did not report
 
 _FINDINGS = pytest.StashKey[list]()
 _OWNED = pytest.StashKey[bool]()
@@ -280,7 +281,7 @@ class Npu:
 
     def _finish(self, expected: tuple) -> list:
         """Synchronise every open device, release the fixture's streams, and return the findings
-        (kind, text) that fail the test."""
+        (kind, text) that fail the test, and the expected kinds not found (UNMET, text)."""
         with _own_calls():
             return self._findings(expected)
 
@@ -315,7 +316,7 @@ class Npu:
                          if not self._is_own(line)]
         kinds = {kind for kind, _ in findings} | {taken.kind for taken in self._taken.values()}
         findings = [(kind, text) for kind, text in findings if kind not in expected]
-        findings += [("missing " + kind, "npuemu: expected a report of kind %r (expect_reports), found none" % kind)
+        findings += [(UNMET, "expected a report of kind %r (expect_reports), found none" % kind)
                      for kind in expected if kind not in kinds]
         return findings
 
@@ -443,12 +444,17 @@ def npu(request: pytest.FixtureRequest):
 
 
 def _failure_text(findings: list) -> str:
+    """The first line counts the findings by kind and says which expected kinds were not found (an
+    expectation not met is no finding of its own); then each finding's text."""
+    found = [(kind, text) for kind, text in findings if kind is not UNMET]
     kinds: dict = {}
-    for kind, _ in findings:
+    for kind, _ in found:
         kinds[kind] = kinds.get(kind, 0) + 1
-    head = "npuemu: %d finding(s) in this test (%s)" % (len(findings), ", ".join(
-        "%d %s" % (n, kind) for kind, n in kinds.items()))
-    return "\n".join([head] + [text for _, text in findings])
+    parts = []
+    if found:
+        parts.append("%d finding(s) in this test (%s)" % (len(found), ", ".join("%d %s" % (n, kind) for kind, n in kinds.items())))
+    parts += [text for kind, text in findings if kind is UNMET]
+    return "\n".join(["npuemu: " + "; ".join(parts)] + [text for _, text in found])
 
 
 class _Crash:

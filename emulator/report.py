@@ -107,7 +107,7 @@ def publish(kind: str, tool: str, message: str, sites: Sequence[tuple] = (), res
             found.count += 1
             found.differed = found.differed or message != found.message
             return found
-        report = Report(kind, tool, message, tuple(sites), tuple(resources), 1, len(_reports) + 1, key)
+        report = Report(kind, tool, message, tuple(sites), tuple(resources), serial=len(_reports) + 1, key=key)
         _reports.append(report)
         _by_key[key] = report
         if len(_reports) == 1:  # under the lock: a clear() on another thread cannot come between
@@ -126,9 +126,10 @@ def publish(kind: str, tool: str, message: str, sites: Sequence[tuple] = (), res
 def _identity(kind: str, tool: str, message: str, sites: Sequence[tuple]) -> tuple:
     """What makes two findings one: the kind, the sites (roles and source lines) and the message, without
     the numbers that change from one round of a loop to the next (addresses, allocation numbers,
-    offsets and sizes). A leak is each resource's own (its message names it)."""
+    offsets and sizes). A leak is each resource's own (its message names it and its site: the site
+    itself is not compared, which would look up its lines, or resolve a C frame, before it is shown)."""
     if kind == "leak":
-        return kind, tool, message, tuple(sites)
+        return kind, tool, message
     return (kind, tool, _NUMBERS.sub("#", message),
             tuple((_NUMBERS.sub("#", role), site) for role, site in sites))
 

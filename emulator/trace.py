@@ -27,6 +27,7 @@ import atexit
 import datetime
 import itertools
 import json
+import math
 import os
 import sys
 import threading
@@ -46,9 +47,6 @@ ARGUMENTS_SHOWN = 200   # characters of a call's arguments kept
 _CALL, _TASK, _FLOW_OUT, _FLOW_IN, _REPORT, _MARK = range(6)
 _TIME = {_CALL: 3, _TASK: 5, _FLOW_OUT: 3, _FLOW_IN: 3, _REPORT: 2, _MARK: 1}  # where each keeps its time
 
-_POINTER_WORDS = ("ptr", "Ptr", "stream", "event", "Event", "context", "executor", "tensor", "Tensor",
-                  "dst", "src", "addr", "Addr", "workspace", "array", "Array", "scalar", "Scalar", "userData")
-
 
 def _ns(seconds: float) -> int:
     return int(round(seconds * 1e9))
@@ -59,6 +57,22 @@ def _us(ns: int) -> float:
     truncates (Perfetto's ts * 1000) and one that rounds both get the same whole nanosecond: a task
     that starts where the one before ended never seems to start inside it."""
     return round((ns + 0.4) / 1000.0, 4) if ns else 0
+
+
+def _span(begin: int, end: int) -> tuple:
+    """A slice's ts and dur in the file's microseconds, from its begin and end in nanoseconds. Both ends
+    are converted as every time is (_us), and dur is what lies between them: a slice that ends where
+    the next one begins ends at that ts, not 0.4 ns past it. Added in binary floating point (as
+    chrome://tracing adds ts and dur), the decimal dur can land one unit past the end: then it is
+    the difference of the two floats instead (exact but for the first microseconds, where a unit or two
+    less puts the sum at or before the end), never past the next slice's start."""
+    ts, end_us = _us(begin), _us(end)
+    dur = round(end_us - ts, 4)
+    if ts + dur > end_us:
+        dur = end_us - ts
+        while dur > 0 and ts + dur > end_us:
+            dur = max(0.0, dur - math.ulp(end_us))
+    return ts, dur
 
 
 def _category(task, record_class, wait_class) -> str:
@@ -108,14 +122,15 @@ def _kept(value: Any) -> Any:
 
 
 def _shown(parameter: str, value: Any) -> str:
-    """A kept argument as the file shows it: pointers and handles in hex, null for None."""
+    """A kept argument as the file shows it: pointers and handles in hex (by their parameter, as the call
+    declares it), other integers as given, null for None."""
     if value is None:
         return "null"
     kind = type(value)
     if kind is bool:
         return "true" if value else "false"
     if kind is int:
-        if value > 0 and (value >= 0x10000 or any(word in parameter for word in _POINTER_WORDS)):
+        if value > 0 and parameter in calls.POINTER_PARAMETERS:
             return hex(value)
         return str(value)
     if kind is float:
@@ -127,6 +142,42 @@ def _shown(parameter: str, value: Any) -> str:
     if kind is tuple:
         return "[%s]" % ", ".join(map(str, value))
     return "<%s>" % kind.__name__
+
+
+def _valid_text(text: str) -> str:
+    """`text` as valid Unicode: the bytes of a name that were not UTF-8, which Python keeps as lone
+    surrogates (a file name, a command line), written as `\\xe9` text, readable and still distinct."""
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        pass
+    try:
+        return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    except UnicodeEncodeError:  # a surrogate that no undecodable byte made
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def _valid(value: Any) -> Any:
+    """A JSON value with every string in it valid Unicode (_valid_text), objects by their str()."""
+    kind = type(value)
+    if kind is str:
+        return _valid_text(value)
+    if kind is dict:
+        return {_valid(key): _valid(item) for key, item in value.items()}
+    if kind in (list, tuple):
+        return [_valid(item) for item in value]
+    if kind in _PLAIN:
+        return value
+    return _valid_text(str(value))
+
+
+def _dumped(value: Any, **options: Any) -> str:
+    """`value` as JSON text that holds valid Unicode only (a strict reader may refuse a lone surrogate)."""
+    text = json.dumps(value, default=str, **options)
+    if "\\ud" in text:  # a surrogate, escaped: a lone one, or half of a character outside the BMP
+        text = json.dumps(_valid(value), **options)
+    return text
 
 
 class _Thread:
@@ -178,15 +229,19 @@ class Trace:
 
     # -- collecting --------------------------------------------------------------------------------
 
-    def _add(self, *events: tuple) -> bool:
+    def _add(self, *events: tuple, fill: Optional[tuple] = None) -> bool:
+        """Keep `events`, and `fill`'s (place, event) in the place kept for it: all of them or, at the
+        limit, none (a flow's start is never kept without its end)."""
         with self.lock:
             if self.closed:
                 return False
             if len(self.events) + len(events) > LIMIT:
                 if not self.dropped:
                     self.events.append((_MARK, time.perf_counter()))  # where the trace stops
-                self.dropped += len(events)
+                self.dropped += len(events) + (fill is not None)
                 return False
+            if fill is not None:
+                self.events[fill[0]] = fill[1]
             self.events.extend(events)
             return True
 
@@ -292,6 +347,7 @@ class Trace:
         track = self._stream(stream)
         finish = stream.clock  # the device time the task ended at
         after = []  # events that follow the task's slice in the file: a flow end at its start binds to it
+        before, fill = [], None  # a sync flow's start: before the slice, or in the place kept for it
         is_record = isinstance(task, self._record_class)
         marker = is_record or isinstance(task, self._wait_class)
         if marker:  # records and waits take no time
@@ -302,9 +358,12 @@ class Trace:
             if record is not None and record.stream is not None:
                 source = self._stream(record.stream)
                 args["waits_for"] = "%s on %s" % (record.name, source.name)
-                flow = self._flow_from(record, source)
-                if flow is not None:
-                    after.append((_FLOW_IN, track.pid, track.tid, start, None, flow, "sync", "event"))
+                flow, flow_start, place = self._flow_from(record, source)
+                if place is None:
+                    before.append(flow_start)
+                else:
+                    fill = (place, flow_start)
+                after.append((_FLOW_IN, track.pid, track.tid, start, None, flow, "sync", "event"))
         else:
             # the device's model (emulator.stream): a task starts when its stream is free and the host
             # has issued it, and ends at the stream's clock
@@ -339,26 +398,25 @@ class Trace:
                 if after:
                     self._add(*after)
                 return
-        self._add(slice_, *after)
+        self._add(*before, slice_, *after, fill=fill)
 
     def _next_flow(self) -> int:
         with self.lock:
             self.flows += 1
             return self.flows
 
-    def _flow_from(self, record, source: _Stream) -> Optional[int]:
-        """The id of a flow from `record`'s slice (to a wait on it): the start takes the place kept after
-        the slice for the first wait, a later wait on the same record starts its own."""
+    def _flow_from(self, record, source: _Stream) -> tuple:
+        """A flow from `record`'s slice (to a wait on it): (its id, its start, the place kept for the start
+        after the record's slice or None). The first wait's start takes that place, a later wait on the
+        same record starts its own. The caller keeps the start with the wait's end, or neither."""
         at = record.timestamp
         flow = self._next_flow()
+        start = (_FLOW_OUT, source.pid, source.tid, at, None, flow, "sync", "event")
         with self.lock:
             place = self.pending.pop(id(record), None)
-            if place is not None and place[1] == record.name and place[2] == at and not self.closed:
-                self.events[place[0]] = (_FLOW_OUT, source.pid, source.tid, at, None, flow, "sync", "event")
-                return flow
-        if self._add((_FLOW_OUT, source.pid, source.tid, at, None, flow, "sync", "event")):
-            return flow
-        return None
+        if place is not None and place[1] == record.name and place[2] == at:
+            return flow, start, place[0]
+        return flow, start, None
 
     # report observer -------------------------------------------------------------------------------
 
@@ -414,10 +472,10 @@ class Trace:
         file.write('{"traceEvents": [\n')
         first = True
         for event in itertools.chain(self._metadata(), (self._json(event, origin) for event in events)):
-            file.write(("" if first else ",\n") + json.dumps(event, separators=(",", ":"), default=str))
+            file.write(("" if first else ",\n") + _dumped(event, separators=(",", ":")))
             first = False
         file.write('\n],\n"displayTimeUnit": "ms",\n"otherData": ')
-        file.write(json.dumps(self._other_data(len(events), first_time), indent=1))
+        file.write(_dumped(self._other_data(len(events), first_time), indent=1))
         file.write("}\n")
 
     def _metadata(self) -> list:
@@ -453,9 +511,9 @@ class Trace:
                     args["status"] = CODE_NAMES[code]
                 if message:
                     args["message"] = message
-            begin = _ns(begin)
+            ts, dur = _span(_ns(begin) - origin, _ns(end) - origin)
             return {"ph": "X", "cat": "api", "name": name, "pid": HOST_PID, "tid": tid,
-                    "ts": _us(begin - origin), "dur": _us(_ns(end) - begin), "args": args}
+                    "ts": ts, "dur": dur, "args": args}
         if kind == _TASK:
             _, pid, tid, name, category, start, finish, details, reads, written, site, host_begin, fault, marker = event
             start, duration = _ns(start), _ns(finish) - _ns(start)
@@ -468,8 +526,9 @@ class Trace:
             args["host_begin_us"] = _us(_ns(host_begin) - origin)
             if fault is not None:
                 args["fault"] = fault
+            ts, dur = _span(start - origin, start + duration - origin)
             return {"ph": "X", "cat": category, "name": name, "pid": pid, "tid": tid,
-                    "ts": _us(start - origin), "dur": _us(duration), "args": args}
+                    "ts": ts, "dur": dur, "args": args}
         if kind in (_FLOW_OUT, _FLOW_IN):
             _, pid, tid, at, slice_end, flow, category, name = event
             at = _ns(at)

@@ -171,6 +171,10 @@ def test_reports_fail_the_test_unless_expected(client, monkeypatch):
             pass
 
         @pytest.mark.npuemu(expect_reports=("race",))
+        def test_expects_a_race_and_gets_a_leak_instead(npu):
+            acl.rt.malloc(64, 0)
+
+        @pytest.mark.npuemu(expect_reports=("race",))
         def test_expects_a_race_and_gets_another_report(npu):
             emulator.report.publish("race", "racecheck", "the expected race")
             emulator.report.publish("uninitialised read", "initcheck", "an unexpected read")
@@ -192,10 +196,16 @@ def test_reports_fail_the_test_unless_expected(client, monkeypatch):
             acl.rt.malloc(64, 0)  # a leak, but the plugin does not watch this test
             emulator.report.publish("race", "racecheck", "outside the fixture")
     """)
-    result.assert_outcomes(passed=5, failed=3)
+    result.assert_outcomes(passed=5, failed=4)
     assert "npuemu: racecheck: race: a race made up by the test" in failure_of(result, "test_publishes")
+    # an expectation not met is said as such, not counted as a finding of a kind "missing race"
     missing = failure_of(result, "test_expects_a_race_that_does_not_come")
-    assert "npuemu: expected a report of kind 'race' (expect_reports), found none" in missing
+    assert missing.splitlines()[0] == "npuemu: expected a report of kind 'race' (expect_reports), found none"
+    assert "finding(s)" not in missing and "missing race" not in missing, missing
+    leaked = failure_of(result, "test_expects_a_race_and_gets_a_leak_instead").splitlines()
+    assert leaked[0] == ("npuemu: 1 finding(s) in this test (1 leak); expected a report of kind 'race' "
+                         "(expect_reports), found none"), leaked
+    assert leaked[1].startswith("========= npuemu: leakcheck: leak: device memory"), leaked
     other = failure_of(result, "test_expects_a_race_and_gets_another_report")
     assert "initcheck: uninitialised read: an unexpected read" in other and "the expected race" not in other
 

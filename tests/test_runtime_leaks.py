@@ -204,6 +204,23 @@ def test_a_leak_shows_the_short_call_stack_of_a_helper(capsys):
                      r"test_a_leak_shows_the_short_call_stack_of_a_helper", err), err
 
 
+def test_a_leak_record_names_where_it_was_made_and_the_resource(capsys):
+    """emulator.reports() had the leak's line as its message only: no site, no resource."""
+    assert acl.init() == 0
+    assert acl.rt.set_device(0) == 0
+    stream, _ = acl.rt.create_stream()
+    made_at = sys._getframe().f_lineno - 1
+    assert acl.rt.reset_device(0) == 0
+    assert acl.finalize() == 0
+    capsys.readouterr()
+    (record,) = [found for found in emulator.reports() if found.kind == "leak"]
+    ((role, site),) = record.sites
+    assert role == "made" and str(site).startswith("%s:%d in %s" % (
+        __file__, made_at, "test_a_leak_record_names_where_it_was_made_and_the_resource")), site
+    assert [str(resource) for resource in record.resources] == ["stream 0x%x of device 0" % stream], record
+    assert record.message.startswith("stream 0x%x of device 0, made at %s " % (stream, site)), record.message
+
+
 def test_memory_released_only_by_reset_device_is_reported(capsys):
     assert acl.init() == 0
     assert acl.rt.set_device(0) == 0

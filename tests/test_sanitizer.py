@@ -1209,6 +1209,33 @@ def test_a_loop_reading_a_buffer_element_by_element_is_one_finding_counted(capfd
     assert capfd.readouterr().err.count("npuemu: initcheck: uninitialised read:") == 1
 
 
+@pytest.mark.sanitizer_reports("missing synchronisation")
+def test_a_finding_repeated_with_the_same_numbers_did_not_differ():
+    """The same unsynchronised copy of the same buffer, three rounds: one record counted three times,
+    whose repeats did not differ (the plugin then says nothing of "other numbers")."""
+    program = Program()
+    try:
+        buffer = program.malloc()
+        for _ in range(3):
+            assert acl.rt.memset_async(buffer, N, 0, N, program.s1) == 0
+            assert acl.rt.memcpy(acl.util.numpy_to_ptr(program.out), N, buffer, N, D2H) == 0
+            assert acl.rt.synchronize_stream(program.s1) == 0
+    finally:
+        program.close()
+    (finding,) = emulator.reports()
+    assert finding.count == 3 and finding.differed is False, finding
+
+
+@pytest.mark.sanitizer_reports("race")
+def test_a_repeat_says_whether_its_numbers_differed():
+    site = (("write by X, launched", "a.py:1 in f"),)
+    same = [report.publish("race", "racecheck", "writes [0x100, 0x140)", site) for _ in range(3)]
+    other = [report.publish("race", "racecheck", "reads [0x%x, 0x%x)" % (at, at + 64), site) for at in (256, 512)]
+    assert same[0] is same[-1] and same[0].count == 3 and same[0].differed is False
+    assert other[0] is other[-1] and other[0].count == 2 and other[0].differed is True
+    assert emulator.reports() == [same[0], other[0]]
+
+
 @pytest.mark.sanitizer_reports("race")
 def test_distinct_findings_past_the_print_limit_are_counted_not_printed(capfd, monkeypatch):
     monkeypatch.setattr(report, "PRINT_LIMIT", 2)

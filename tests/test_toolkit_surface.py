@@ -27,6 +27,7 @@ from typing import Optional, Sequence
 import pytest
 
 import ctoolkit
+from emulator import calls
 from aclnn_api.declaration import all_declarations
 from npuemu_toolkit import surface
 from support import REPO
@@ -250,6 +251,44 @@ def test_every_function_has_the_exact_type_of_its_table_prototype(tmp_path):
     done = compile_one("g++", ["-std=c++11", "-Wall", "-Wextra", "-Werror", "-fsyntax-only"], source,
                        tmp_path / "prototypes.cpp")
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def forwarded_parameters(fn) -> Optional[list]:
+    """[(Python parameter name, kind of its C parameter)] of a function that forwards to a public call of
+    its own name, as the trace and the logs see the call (an adapter's parameters are not that call's):
+    the C parameters without the outputs and the counts, in order. None for the others."""
+    name = generate.parse(fn.prototype).name
+    module, attribute = fn.target.split(":")
+    public = calls.find(name)
+    if public is None or module.startswith("npuemu_toolkit.") or getattr(importlib.import_module(module),
+                                                                         attribute) is not public:
+        return None  # no public call, or an adapter (imported only by the bridge) that calls it
+    kinds = [kind for kind, _ in generate.kinds(fn) if not kind.startswith("NK_OUT") and kind != "NK_COUNT"]
+    names = calls.parameter_names(name)
+    assert len(names) == len(kinds), (name, names, kinds)
+    return list(zip(names, kinds))
+
+
+def test_the_parameters_shown_in_hex_are_the_pointers_and_handles_the_c_functions_declare():
+    """The trace and the logs show a parameter in hex by its name (emulator.calls.POINTER_PARAMETERS): a
+    name is a pointer or a handle (void *, aclrtStream) in every C function that has it, never an integer
+    (a device id, a size), and every pointer or handle is named there. aclnn objects are shown by their
+    type, whatever the set says."""
+    checked, checked_calls = set(), set()
+    for _, fn in FUNCTIONS:
+        parameters = forwarded_parameters(fn)
+        if parameters is None:
+            continue
+        checked_calls.add(fn.name)
+        for name, kind in parameters:
+            checked.add(name)
+            if kind == "NK_PTR":
+                assert name in calls.POINTER_PARAMETERS, (fn.name, name)
+            elif kind != "NK_OBJECT":
+                assert name not in calls.POINTER_PARAMETERS, (fn.name, name, kind)
+    # the others are parameters of calls not exported to C, or exported through an adapter
+    others = {name for call in set(calls.all_names()) - checked_calls for name in calls.parameter_names(call)}
+    assert calls.POINTER_PARAMETERS <= checked | others, calls.POINTER_PARAMETERS - checked - others
 
 
 # --------------------------------------------------------------------------------------------------

@@ -5,6 +5,8 @@ the waits on it and from each launching call to its task, the sanitizer's report
 at exit from Python and C programs, and when the path changes or tracing stops."""
 import json
 import os
+import random
+import re
 import subprocess
 import sys
 import textwrap
@@ -125,6 +127,17 @@ def line_of(source: str, marker: str) -> int:
     return next(number for number, line in enumerate(source.splitlines(), 1) if "# " + marker in line)
 
 
+def nanoseconds(slice_: dict) -> tuple:
+    """A slice's begin and end in whole nanoseconds, as Perfetto reads them (ts * 1000, truncated)."""
+    begin = int(slice_["ts"] * 1000)
+    return begin, begin + int(slice_["dur"] * 1000)
+
+
+def microseconds(slice_: dict) -> tuple:
+    """A slice's begin and end in the file's own numbers, as chrome://tracing adds them (floats)."""
+    return slice_["ts"], slice_["ts"] + slice_["dur"]
+
+
 class Trace:
     """A trace file, indexed: names of processes and threads, slices by track, flows and instants."""
 
@@ -174,14 +187,14 @@ class Trace:
                 assert event["dur"] >= 0 and "cat" in event and isinstance(event["args"], dict)
         for key, found in self.slices.items():
             assert key in self.threads, "a slice on an unnamed track %s" % (key,)
-            open_ends = []
-            for event in found:  # in whole nanoseconds, as Perfetto reads them (ts * 1000, truncated)
-                begin = int(event["ts"] * 1000)
-                end = begin + int(event["dur"] * 1000)
-                while open_ends and open_ends[-1] <= begin:
-                    open_ends.pop()
-                assert not open_ends or end <= open_ends[-1], "slices overlap on %s: %s" % (key, event)
-                open_ends.append(end)
+            for bounds in (nanoseconds, microseconds):
+                open_ends = []
+                for event in found:
+                    begin, end = bounds(event)
+                    while open_ends and open_ends[-1] <= begin:
+                        open_ends.pop()
+                    assert not open_ends or end <= open_ends[-1], "slices overlap on %s: %s" % (key, event)
+                    open_ends.append(end)
         starts = {e["id"]: e for e in self.flows if e["ph"] == "s"}
         ends = {e["id"]: e for e in self.flows if e["ph"] == "f"}
         assert len(starts) + len(ends) == len(self.flows), "a flow id used twice"
@@ -288,10 +301,11 @@ def test_a_c_program_writes_the_trace_at_its_exit(tmp_path):
     ctoolkit.require_compilers()
     executable = ctoolkit.compile_program(C_PROGRAM, tmp_path, "traced", flags=("-pthread", "-g"))
     path = str(tmp_path / "c.json")
-    done = ctoolkit.run_program(executable, env=ctoolkit.toolkit_environment(NPUEMU_TRACE=path), args=("--run", ""))
+    done = ctoolkit.run_program(executable, env=ctoolkit.toolkit_environment(NPUEMU_TRACE=path),
+                                args=("--run", "", os.fsdecode(b"caf\xe9")))  # not UTF-8: as Python's own argv
     assert done.returncode == 0, done.stdout + done.stderr
     with open(path, encoding="utf-8") as file:
-        assert json.load(file)["otherData"]["argv"] == executable + " --run ", "the C program's command line"
+        assert json.load(file)["otherData"]["argv"] == executable + " --run  caf\\xe9", "the C program's command line"
     values = done.stdout.split()
     assert values[:4] == ["1", "2", "3", "4"]
     first, second = (int(value, 16) for value in values[4:6])
@@ -312,6 +326,30 @@ def test_a_c_program_writes_the_trace_at_its_exit(tmp_path):
     copy = found.slices[first_track][0]
     assert copy["args"]["launch_site"] == "%s:19 in main" % (tmp_path / "traced.cpp")
     assert found.flow_into(found.slices[second_track][-1], "launch")["tid"] == other[1]
+
+
+def test_names_that_are_not_utf8_are_written_as_escapes_in_valid_unicode(tmp_path):
+    """A script named with the Latin-1 byte 0xE9: its name was a lone surrogate (\\udce9) in the launch sites,
+    the reports and the command line, which a strict reader refuses and a UTF-8 encoder cannot write."""
+    name = os.fsdecode(b"caf\xe9.py")
+    (tmp_path / name).write_text("import acl\nacl.init()\nacl.rt.set_device(0)\nstream, _ = acl.rt.create_stream()\n"
+                                 "memory, _ = acl.rt.malloc(64, 0)\nacl.rt.memset_async(memory, 64, 0, 64, stream)\n"
+                                 "acl.rt.synchronize_stream(stream)\n")
+    path = tmp_path / "trace.json"
+    environment = {key: value for key, value in os.environ.items() if not key.startswith("NPUEMU_")}
+    done = subprocess.run([sys.executable, name], capture_output=True, timeout=60, cwd=str(tmp_path),
+                          env=dict(environment, NPUEMU_TRACE=str(path)))
+    assert done.returncode == 0, done.stderr
+    text = path.read_bytes().decode("utf-8")
+    data = json.loads(text)
+    json.dumps(data, ensure_ascii=False).encode("utf-8")  # no lone surrogate left anywhere
+    assert data["otherData"]["argv"] == "caf\\xe9.py"
+    shown = os.path.join(str(tmp_path), "caf\\xe9.py")  # as Python names the script run: its absolute path
+    (memset,) = [e for e in data["traceEvents"] if e["name"].startswith("aclrtMemsetAsync(")]
+    assert memset["args"]["launch_site"] == shown + ":6 in <module>"
+    (leak,) = [e["args"] for e in data["traceEvents"] if e.get("cat") == "sanitizer" and "memory" in e["args"]["message"]]
+    assert shown + ":5 in <module>" in leak["message"], leak
+    assert leak["sites"] == ["made at %s:5 in <module>" % shown], leak
 
 
 def test_an_unwritable_path_is_one_message_and_the_program_ends_as_it_would(tmp_path):
@@ -383,10 +421,70 @@ def test_collection_stops_at_the_limit_and_says_so(tmp_path, monkeypatch):
     assert len(mark) == 1 and "limit" in mark[0]["name"] and mark[0]["ts"] >= calls[-1]["ts"]
 
 
+def test_integers_are_shown_as_given_and_only_pointers_and_handles_in_hex(tmp_path):
+    """A device id, a size, a fill value are no addresses: 70000 and 1048576 were shown as 0x11170 and
+    0x100000, as every integer from 0x10000 up was."""
+    import acl
+    path = str(tmp_path / "arguments.json")
+    emulator.configure(trace=path)
+    assert acl.rt.set_device(70000) == acl.ACL_ERROR_RT_INVALID_DEVICEID
+    assert acl.rt.set_device(0) == 0
+    stream, _ = acl.rt.create_stream()
+    address, _ = acl.rt.malloc(1 << 20, 0)
+    assert acl.rt.memset_async(address, 1 << 20, 70000, 1 << 20, stream) == 0
+    assert acl.rt.synchronize_stream(stream) == 0 and acl.rt.destroy_stream(stream) == 0
+    assert acl.rt.free(address) == 0 and acl.rt.reset_device(0) == 0
+    emulator.configure(trace="")
+    shown = [(e["name"], e["args"]["arguments"]) for e in Trace(path).events if e.get("cat") == "api"]
+    assert shown[:2] == [("aclrtSetDevice", "70000"), ("aclrtSetDevice", "0")]
+    assert ("aclrtMalloc", "1048576, 0") in shown
+    assert ("aclrtMemsetAsync", "0x%x, 1048576, 70000, 1048576, 0x%x" % (address, stream)) in shown, shown
+    assert ("aclrtFree", "0x%x" % address) in shown
+
+
+def test_at_the_limit_a_flow_is_kept_whole_or_not_at_all(tmp_path, monkeypatch):
+    """The first wait on a record put the flow's start in the place kept after the record's slice, then
+    its own slice and the flow's end were dropped at the limit: a start without its end."""
+    import acl
+    for limit in range(6, 30):
+        monkeypatch.setattr(trace, "LIMIT", limit)
+        path = str(tmp_path / ("limit-%d.json" % limit))
+        emulator.configure(trace=path)
+        assert acl.rt.set_device(0) == 0
+        first, _ = acl.rt.create_stream()
+        second, _ = acl.rt.create_stream()
+        event, _ = acl.rt.create_event()
+        for _ in range(2):
+            assert acl.rt.record_event(event, first) == 0
+            assert acl.rt.stream_wait_event(second, event) == 0
+            assert acl.rt.stream_wait_event(first, event) == 0
+            assert acl.rt.synchronize_device() == 0
+        for stream in (first, second):
+            assert acl.rt.destroy_stream(stream) == 0
+        assert acl.rt.destroy_event(event) == 0 and acl.rt.reset_device(0) == 0
+        emulator.configure(trace="")
+        found = Trace(path)
+        found.check_well_formed()
+        assert found.data["otherData"]["dropped_events"] > 0, limit
+
+
 @pytest.mark.parametrize("ns", [0, 1, 999, 1000, 1001, 123456789, 987654321987, 10 ** 15 + 7])
 def test_times_read_back_as_the_same_nanosecond_whether_a_reader_truncates_or_rounds(ns):
     us = json.loads(json.dumps(trace._us(ns)))
     assert int(us * 1000) == ns and round(us * 1000) == ns
+
+
+def test_a_slice_ends_where_the_next_one_begins_in_the_files_numbers_too():
+    """ts and dur were each written 0.4 ns late: a slice ended 0.8 ns late, past the start of the next
+    one on its stream (0.4 ns late), in the file's own microseconds."""
+    generator = random.Random(7)
+    for _ in range(5000):
+        begin = generator.choice([0, generator.randrange(1, 10 ** 12)])
+        end = begin + generator.choice([0, 1, generator.randrange(10 ** 7)])
+        ts, dur = json.loads(json.dumps(trace._span(begin, end)))
+        next_ts = json.loads(json.dumps(trace._us(end)))  # the next slice, which begins where this one ends
+        assert ts + dur <= next_ts, (begin, end, ts, dur, next_ts)
+        assert (int(ts * 1000), round(ts * 1000), round((ts + dur) * 1000)) == (begin, begin, end), (begin, end)
 
 
 def test_the_leak_report_at_exit_is_in_the_trace_and_the_sanitizer_exit_code_still_applies(tmp_path):
@@ -397,6 +495,8 @@ def test_the_leak_report_at_exit_is_in_the_trace_and_the_sanitizer_exit_code_sti
     leaks = [e for e in Trace(path).instants if e["cat"] == "sanitizer"]
     assert [(e["name"], e["args"]["tool"]) for e in leaks] == [("leakcheck: leak", "leakcheck")]
     assert "program.py:4" in leaks[0]["args"]["message"]
+    assert leaks[0]["args"]["sites"] == ["made at %s:4 in <module>" % (tmp_path / "program.py")], leaks[0]
+    assert re.fullmatch(r"device memory 0x[0-9a-f]+ \(64 bytes\) on device 0", *leaks[0]["args"]["resources"])
 
 
 def test_percent_p_in_the_path_is_the_process_id(tmp_path):

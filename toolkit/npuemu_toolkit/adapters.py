@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ctypes
 import math
+import os
 import sys
 from typing import Any, Optional
 
@@ -26,13 +27,14 @@ sites.set_native_caller(_npuemu_c.caller)
 
 
 def _command_line() -> list:
-    """The C program's own command line, as the kernel keeps it (its arguments, empty ones included)."""
+    """The C program's own command line, as the kernel keeps it (its arguments, empty ones included),
+    decoded as Python decodes its own: bytes that are not UTF-8 kept as os.fsdecode keeps them."""
     try:
         with open("/proc/self/cmdline", "rb") as file:
             raw = file.read()
     except OSError:
         return []
-    return [part.decode(errors="replace") for part in raw[:-1].split(b"\0")] if raw else []
+    return [os.fsdecode(part) for part in raw[:-1].split(b"\0")] if raw else []
 
 
 # The interpreter a C program embeds was given no command line (sys.argv is ['']): the trace's and the
