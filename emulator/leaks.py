@@ -4,6 +4,8 @@ stack) that made it; what is left at aclFinalize (or interpreter exit) is report
 from __future__ import annotations
 
 import collections
+import contextlib
+import gc
 import os
 import threading
 from typing import Callable, Optional, Union
@@ -105,21 +107,46 @@ def _lines(found: list) -> list[str]:
 
 
 def report(when: str) -> list[str]:
-    """Print and forget everything unreleased; returns the lines (none when the leak check is off: then
-    nothing is formatted either)."""
-    with _lock:
-        found = _unreleased()
-        _orphans.clear()
-        _live.clear()
-        for _, forget_source in _sources:
-            forget_source()
-    if not (found and enabled):
-        return []
-    lines = _lines(found)  # each leak is a record of its own (emulator.reports())
-    for leak, line in zip(found, lines):
+    """Print and forget everything unreleased; returns the lines printed (none when the leak check is off:
+    then nothing is formatted either). Only the leaks printed are formatted, each a record of its own
+    (emulator.reports()); the rest are counted, one record of each kind counting them (formatting and
+    publishing 400 000 lines that were never printed made aclFinalize take 26 s)."""
+    with _collector_paused():
+        with _lock:
+            found = _unreleased()
+            _orphans.clear()
+            _live.clear()
+            for _, forget_source in _sources:
+                forget_source()
+        if not (found and enabled):
+            return []
+        total, shown = len(found), _shown(found)
+        rest = collections.Counter(kind for kind, *_ in found)
+        rest.subtract(kind for kind, *_ in shown)
+        del found  # (freed with the collector paused: it is most of what the report made)
+    lines = _lines(shown)
+    for leak, line in zip(shown, lines):
         _published(*leak, line)
-    report_channel.write_stderr(_report_text(found, lines, when))
+    for kind, count in rest.items():
+        if count:
+            report_channel.publish("leak", "leakcheck", "%d more %s never released at %s (counted, not listed)"
+                                   % (count, kind, when), show=False, count=count)
+    report_channel.write_stderr(_report_text(total, lines, rest, when))
     return lines
+
+
+@contextlib.contextmanager
+def _collector_paused():
+    """Python's cyclic garbage collector paused meanwhile: listing N leaks makes O(N) short-lived tuples,
+    and the full collections they set off each walked every object of the program (400 000 leaks: 1.8 s
+    of a 2.2 s report). Nothing made here is cyclic: it is freed as it goes, collector or not."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 def _shares(counts: dict, room: int) -> dict:
@@ -133,18 +160,23 @@ def _shares(counts: dict, room: int) -> dict:
     return shares
 
 
-def _report_text(found: list, lines: list, when: str) -> str:
-    counts = collections.Counter(kind for kind, *_ in found)
-    text = ["npuemu: %d resource(s) never released at %s:" % (len(found), when)]
-    shares = _shares(counts, SHOWN)
-    for (kind, *_), line in zip(found, lines):  # the first ones of each kind, in the order found
-        if shares[kind]:
-            shares[kind] -= 1
-            counts[kind] -= 1
-            text.append("npuemu: leak: %s" % line)
-    if len(found) > SHOWN:  # a leak in a loop: the first ones say where
-        rest = ", ".join("%d %s" % (count, kind) for kind, count in counts.most_common() if count)
-        text.append("npuemu: ... and %d more: %s" % (len(found) - SHOWN, rest))
+def _shown(found: list) -> list:
+    """The leaks of `found` the report prints: the first ones of each kind, in the order found."""
+    shares = _shares(collections.Counter(kind for kind, *_ in found), SHOWN)
+    shown = []
+    for leak in found:
+        if shares[leak[0]]:
+            shares[leak[0]] -= 1
+            shown.append(leak)
+    return shown
+
+
+def _report_text(total: int, lines: list, rest: collections.Counter, when: str) -> str:
+    text = ["npuemu: %d resource(s) never released at %s:" % (total, when)]
+    text.extend("npuemu: leak: %s" % line for line in lines)
+    if total > SHOWN:  # a leak in a loop: the first ones say where
+        counted = ", ".join("%d %s" % (count, kind) for kind, count in rest.most_common() if count)
+        text.append("npuemu: ... and %d more: %s" % (total - len(lines), counted))
     return "\n".join(text)
 
 

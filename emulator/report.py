@@ -94,20 +94,22 @@ PRINT_LIMIT = 1000
 
 
 def publish(kind: str, tool: str, message: str, sites: Sequence[tuple] = (), resources: Sequence[str] = (),
-            show: bool = True) -> Report:
-    """Record a finding; print it unless it was found before (or `show` is False: leaks print their own
-    lines). Returns the record (the earlier one, counted once more, for a repeated finding)."""
+            show: bool = True, count: int = 1) -> Report:
+    """Record a finding (`count` times: the leaks a report counts without listing them); print it unless
+    it was found before (or `show` is False: leaks print their own lines). Returns the record (the
+    earlier one, counted once more, for a repeated finding)."""
     global _total
     assert KINDS.get(kind) == tool, (kind, tool)
     key = _identity(kind, tool, message, sites)
     with _lock:
-        _total += 1
+        _total += count
         found = _by_key.get(key)
         if found is not None:
-            found.count += 1
+            found.count += count
             found.differed = found.differed or message != found.message
             return found
-        report = Report(kind, tool, message, tuple(sites), tuple(resources), serial=len(_reports) + 1, key=key)
+        report = Report(kind, tool, message, tuple(sites), tuple(resources), count, serial=len(_reports) + 1,
+                        key=key)
         _reports.append(report)
         _by_key[key] = report
         if len(_reports) == 1:  # under the lock: a clear() on another thread cannot come between

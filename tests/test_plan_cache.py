@@ -137,6 +137,26 @@ def test_a_full_cache_starts_again():
         assert len(cache._plans) <= 2
 
 
+def test_plans_of_destroyed_tensors_are_dropped_and_those_of_live_ones_kept(device):
+    """A loop that makes a new tensor every step and destroys it (samples/training_step.py) leaves plans
+    no call can be given again: the cache drops them rather than keep up to its size of them with their
+    destroyed tensors; the plan of a tensor the loop reuses stays and is still given."""
+    cache, storage = PlanCache(), device.empty((4,), FLOAT)
+    reused = nn.aclCreateTensor([4], FLOAT, None, 0, nn.ACL_FORMAT_ND, [4], storage.address)
+    try:
+        cache.put(cache.key((1.0, reused)), "reused plan", (1.0, reused))
+        for _ in range(200):
+            fresh = nn.aclCreateTensor([4], FLOAT, None, 0, nn.ACL_FORMAT_ND, [4], storage.address)
+            cache.put(cache.key((1.0, fresh)), "fresh plan", (1.0, fresh))
+            assert nn.aclDestroyTensor(fresh) == 0
+        destroyed = [value for _, args, _ in cache._plans.values() for value in args
+                     if isinstance(value, nn.aclTensor) and not value.alive]
+        assert len(destroyed) < 40, len(destroyed)
+        assert cache.get(cache.key((1.0, reused))) == "reused plan"
+    finally:
+        nn.aclDestroyTensor(reused)
+
+
 def test_arguments_it_cannot_key_are_planned_each_time():
     cache = PlanCache()
     with npu():

@@ -281,6 +281,29 @@ def test_a_leak_is_described_only_when_the_report_prints_it(capsys, leak_check):
             in capsys.readouterr().err) == leak_check
 
 
+def test_the_leaks_a_report_does_not_print_are_counted_not_described(capsys):
+    """250 leaks: the report prints 100 of them and counts the others. It described and published every
+    one (aclFinalize took 26 s for 400 000 leaks); now only the 100 printed are described, and one record
+    counts the others, so emulator.reports() and the summary still count all 250."""
+    described = []
+
+    def description():
+        described.append(1)
+        return "0x1234 of device 0"
+    for _ in range(250):
+        emulator.leaks.orphaned("stream", description, "prog.py:1 in main", "aclrtResetDevice(0)")
+    assert acl.init() == 0
+    assert acl.finalize() == 0
+    err = capsys.readouterr().err
+    assert len(described) == 100
+    assert err.count("npuemu: leak: stream 0x1234 of device 0, made at prog.py:1 in main") == 100, err
+    assert "npuemu: 250 resource(s) never released at aclFinalize:" in err and "... and 150 more: 150 stream\n" in err
+    leaks = [found for found in emulator.reports() if found.kind == "leak"]
+    assert sum(found.count for found in leaks) == 250 and len(leaks) == 2, leaks
+    assert leaks[1].message == "150 more stream never released at aclFinalize (counted, not listed)"
+    assert "(250 leak)" in emulator.report.summary()
+
+
 def test_a_leak_report_stderr_cannot_take_costs_the_text_never_the_call(tmp_path):
     """stderr closed or full: aclFinalize still returns 0 (not 507000), as the sanitizer's reports."""
     program = tmp_path / "program.py"
