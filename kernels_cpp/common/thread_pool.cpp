@@ -254,7 +254,12 @@ std::atomic<int> workers_lost_at_fork{0};  // the workers to start again in a fo
 // The child handler of pthread_atfork: threads do not survive a fork, so the child's pool starts with
 // none, and its workers are started again at its first kernel that uses the pool (a child that only
 // execs or exits never pays for them).
-void forget_pool_workers_in_child() { workers_lost_at_fork = the_pool->forget_workers_in_child(); }
+// A child that forks again before its first kernel (a double-fork daemon) has no worker yet: the count
+// it is owed carries over to its own child.
+void forget_pool_workers_in_child() {
+  const int workers = the_pool->forget_workers_in_child();
+  workers_lost_at_fork = std::max(workers, workers_lost_at_fork.load());
+}
 
 constexpr int kUsableCores = 0;  // pool_of(): as many threads as usable_cores()
 
