@@ -18,7 +18,7 @@ import traceback
 from typing import Any, Callable, Optional
 
 from . import status
-from .errors import AclError
+from .errors import AclError, raised_by_signal_handler
 from .sanitizer import TRACKER
 from .sites import Site
 from .stream import Stream, Task, wait_unlocked, wake_waiters
@@ -66,7 +66,9 @@ class Call:
                     TRACKER.callback_starts(self.holds, self.seen[self.holds])
         try:
             self.fn(self.user_data)
-        except Exception:  # the program's own code: report it as Python reports a failing thread
+        except Exception as error:  # the program's own code: report it as Python reports a failing thread
+            if raised_by_signal_handler(error):
+                raise  # the program stops itself (a signal handler's time limit), as with Ctrl-C
             sys.stderr.write("npuemu: the callback %r raised:\n%s" % (self.fn, traceback.format_exc()))
         finally:
             if self.holds is not None and self.seen is not None:
