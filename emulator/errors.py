@@ -147,6 +147,38 @@ def _code_of(handler: Any) -> Any:
     return code
 
 
+# Kernels running now, on any thread (a cheap first test), and on this one (_local.kernel): a public call
+# made while a kernel runs on its own thread comes from a Python signal handler, which npuemu runs at a
+# kernel's checkpoints (to stop it on Ctrl-C), inside the call that runs the kernel: the card runs it
+# after that call returns. Such a call would wait for the kernel's own threads (a hang) or find the
+# runtime halfway through the call: it is refused. (The count is not locked: threads that start and end
+# kernels at once may leave it off by one, which only decides whether to look at _local.kernel.)
+_kernels_running = 0
+
+
+def kernel_started(op: str) -> None:
+    global _kernels_running
+    _kernels_running += 1
+    _local.kernel = op
+
+
+def kernel_ended() -> None:
+    global _kernels_running
+    _kernels_running -= 1
+    _local.kernel = None
+
+
+def _refuse_inside_a_kernel(name: str, internal_code: int) -> None:
+    """AclError if a kernel runs on this thread: the call comes from a signal handler under it."""
+    kernel = getattr(_local, "kernel", None)
+    if kernel is not None:
+        code = 361001 if _is_aclnn_status(internal_code) else status.ACL_ERROR_FAILURE  # the call did not run
+        raise AclError(code, "called while the kernel of %s runs on this thread, from a Python signal handler: npuemu "
+                             "runs handlers at a kernel's checkpoints, inside the call that runs the kernel, where the "
+                             "card runs them once that call returns; set a flag (or raise) in the handler, and make "
+                             "the call after" % kernel)
+
+
 def _bad_call_code(internal_code: int) -> int:
     """A call the C prototype would not even compile: the invalid-parameter code of its layer."""
     aclnn_param_invalid = 161002  # ACLNN_ERR_PARAM_INVALID (aclnn_api.status depends on this module)
@@ -206,6 +238,8 @@ def api(name: str, failure: tuple = (), internal_code: int = status.ACL_ERROR_RT
                 kwargs = _by_own_names(kwargs, keywords)
             afters = [] if hooks.CALLS else None
             try:
+                if _kernels_running:
+                    _refuse_inside_a_kernel(name, internal_code)
                 if afters is not None:
                     _observe(name, args, kwargs, afters)
                 outputs = fn(*args, **kwargs)
