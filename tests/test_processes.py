@@ -149,3 +149,130 @@ def test_an_exception_a_signal_handler_raises_in_a_call_reaches_the_program(sign
                           env=env, timeout=300)
     assert done.stdout.splitlines() == ["raised time limit reached", "next 0 None"], (done.stdout, done.stderr)
     assert done.returncode == 0 and "507000" not in done.stderr, done.stderr
+
+
+HANDLER_CALLS = r"""
+import faulthandler, os, signal, sys, threading
+import acl, aclnn_api as nn
+faulthandler.dump_traceback_later(60, exit=True)  # a hang: exit 1, with where
+N = 1 << 25
+acl.init(); acl.rt.set_device(0)
+stream, _ = acl.rt.create_stream()
+other, _ = acl.rt.create_stream()
+dev = [acl.rt.malloc(N * 4, 0)[0] for _ in range(3)]
+for d in dev:
+    acl.rt.memset(d, N * 4, 0, N * 4)
+ts = [nn.aclCreateTensor([N], nn.ACL_FLOAT, None, 0, nn.ACL_FORMAT_ND, None, d) for d in dev]
+
+def launch(s):
+    size, executor, _ = nn.aclnnLogSigmoidBackwardGetWorkspaceSize(ts[0], ts[1], ts[1], ts[2])
+    return nn.aclnnLogSigmoidBackward(None, size, executor, s)
+
+class Stop(Exception):
+    pass
+
+def on_term(signum, frame):
+    target = stream if sys.argv[1] == "same" else other
+    print("handler", acl.rt.synchronize_stream(target), acl.get_recent_err_msg().split(": ", 2)[2][:60], flush=True)
+    raise Stop("stop")
+
+signal.signal(signal.SIGTERM, on_term)
+for _ in range(60):
+    launch(stream)
+launch(other)
+threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGTERM)).start()
+try:
+    print("returned", acl.rt.synchronize_stream(stream), flush=True)
+except Stop as error:
+    print("raised", error, flush=True)
+print("next", acl.rt.synchronize_stream(stream), acl.rt.synchronize_stream(other), flush=True)
+os._exit(0)
+"""
+
+
+@pytest.mark.parametrize("stream", ["same", "other"])
+def test_a_call_from_a_signal_handler_run_at_a_kernels_checkpoint_is_refused_not_a_hang(stream):
+    """npuemu runs Python signal handlers at a kernel's checkpoints, inside the call that runs it (the card
+    runs them after it). A handler synchronising a stream there hung on the kernels' own pool, or got
+    507000 from the runtime halfway through the call. Now such a call returns 500001 saying why, and the
+    handler's exception still reaches the program."""
+    env = {**os.environ, "NPUEMU_THREADS": "2", "NPUEMU_SANITIZE": "off", "NPUEMU_LEAK_CHECK": "0"}
+    done = subprocess.run([sys.executable, "-c", HANDLER_CALLS, stream], capture_output=True, text=True, env=env,
+                          timeout=300)
+    assert done.stdout.splitlines() == [
+        "handler 500001 called while the kernel of aclnnLogSigmoidBackward runs on t",
+        "raised stop", "next 0 0"], (done.stdout, done.stderr)
+
+
+CALLBACK_INTERRUPTED = r"""
+import os, signal, threading, time
+import acl
+
+class TimeLimit(Exception):
+    pass
+
+def on_alarm(signum, frame):
+    raise TimeLimit("time limit")
+
+signal.signal(signal.SIGALRM, on_alarm)
+acl.init(); acl.rt.set_device(0)
+stream, _ = acl.rt.create_stream()
+acl.rt.subscribe_report(threading.get_ident(), stream)
+
+def slow(data):
+    start = time.time()
+    while time.time() - start < 2:  # the program's callback, busy
+        pass
+
+acl.rt.launch_callback(slow, None, 1, stream)
+signal.setitimer(signal.ITIMER_REAL, 0.3)
+try:
+    print("returned", acl.rt.process_report(5000), flush=True)
+except TimeLimit as error:
+    print("raised", error, flush=True)
+os._exit(0)
+"""
+
+
+def test_a_signal_handlers_exception_in_a_callback_on_the_main_thread_reaches_the_program():
+    """A callback the main thread runs (aclrtProcessReport) was a program error printed on stderr, and the
+    handler's exception was lost; now it propagates out of the call, as in any other call."""
+    done = subprocess.run([sys.executable, "-c", CALLBACK_INTERRUPTED], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "NPUEMU_LEAK_CHECK": "0"})
+    assert (done.stdout, "raised" in done.stderr) == ("raised time limit\n", False), (done.stdout, done.stderr)
+
+
+DOUBLE_FORK = r"""
+import os
+import acl, aclnn_api as nn
+from aclnn_api import _kernels
+
+def run(stream):
+    dev = [acl.rt.malloc(1 << 22, 0)[0] for _ in range(3)]
+    for d in dev:
+        acl.rt.memset(d, 1 << 22, 0, 1 << 22)
+    ts = [nn.aclCreateTensor([1 << 20], nn.ACL_FLOAT, None, 0, nn.ACL_FORMAT_ND, None, d) for d in dev]
+    size, executor, _ = nn.aclnnLogSigmoidBackwardGetWorkspaceSize(ts[0], ts[1], ts[1], ts[2])
+    nn.aclnnLogSigmoidBackward(None, size, executor, stream)
+    return acl.rt.synchronize_stream(stream)
+
+acl.init(); acl.rt.set_device(0)
+stream, _ = acl.rt.create_stream()
+print("parent", run(stream), _kernels.threads(), flush=True)
+if os.fork() == 0:
+    if os.fork() == 0:  # a double-fork daemon: its parent ran no kernel
+        print("grandchild", run(stream), _kernels.threads(), flush=True)
+        os._exit(0)
+    os.wait()
+    os._exit(0)
+os.wait()
+os._exit(0)
+"""
+
+
+def test_a_grandchild_forked_before_its_parent_ran_a_kernel_gets_the_pools_threads_back():
+    """The child of a child that had not restarted its pool yet got none to restart: it ran kernels on one
+    thread for good."""
+    done = subprocess.run([sys.executable, "-c", DOUBLE_FORK], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "NPUEMU_THREADS": "2", "NPUEMU_LEAK_CHECK": "0"})
+    assert done.stdout.splitlines() == ["parent 0 2", "grandchild 0 2"], (done.stdout, done.stderr)
