@@ -1046,14 +1046,19 @@ def test_an_empty_npuemu_python_is_unset(bad_setup_program):
 
 
 NO_FREE_DESCRIPTOR_PROGRAM = r"""#include <cstdio>
+#include <cstdlib>
 #include <fcntl.h>
 #include <unistd.h>
 #include <vector>
 #include "acl/acl.h"
 
-int main() {
+int main(int argc, char **argv) {
   std::vector<int> held;
   for (int fd; (fd = open("/dev/null", O_RDONLY)) >= 0;) held.push_back(fd);
+  for (int free = argc > 1 ? std::atoi(argv[1]) : 0; free > 0 && !held.empty(); --free) {  // left free
+    close(held.back());
+    held.pop_back();
+  }
   std::printf("aclInit=%d\n", aclInit(nullptr));
   const char *message = aclGetRecentErrMsg();
   std::printf("aclGetRecentErrMsg=%s\n", message == nullptr ? "(null)" : message);
@@ -1067,19 +1072,24 @@ int main() {
 """
 
 
-def test_a_start_with_every_file_descriptor_in_use_names_the_cause_and_is_tried_again(tmp_path):
+@pytest.mark.parametrize("free", [0, 1, 3])
+def test_a_start_with_every_file_descriptor_in_use_names_the_cause_and_is_tried_again(tmp_path, free):
     """The first call with every file descriptor in use: pyvenv.cfg could not be opened, silently, and the
     toolkit said the interpreter "is no Python installation: reinstall npuemu", a start that failed for
-    good. Now the message names the file, the errno's text and the limit, and the next call, with
-    descriptors free again, starts the toolkit (docs/toolkit.md, "When it cannot start")."""
+    good. With one free, the interpreter ran out halfway ("Failed to import the site module"), for good
+    too. Now the message names the file (or the descriptors Python needs), the errno's text and the limit,
+    and the next call, with descriptors free again, starts the toolkit (docs/toolkit.md, "When it cannot
+    start")."""
     ctoolkit.require_compilers()
     program = ctoolkit.compile_program(NO_FREE_DESCRIPTOR_PROGRAM, tmp_path, name="descriptors")
-    done = subprocess.run(["prlimit", "--nofile=64", program], capture_output=True, text=True, timeout=120,
+    done = subprocess.run(["prlimit", "--nofile=64", program, str(free)], capture_output=True, text=True, timeout=120,
                           env=ctoolkit.toolkit_environment(), cwd=str(tmp_path))
     lines = dict(line.split("=", 1) for line in done.stdout.splitlines() if "=" in line)
     assert lines.get("aclInit") == "100001", done.stdout + done.stderr
     message = lines.get("aclGetRecentErrMsg", "")
-    assert re.search(r"cannot open /\S+: Too many open files", message) and "ulimit -n" in message, message
+    cause = (r"cannot open /\S+: Too many open files" if free == 0 else
+             r"Python needs 8 free file descriptors to start, found %d \(Too many open files\)" % free)
+    assert re.search(cause, message) and "ulimit -n" in message, message
     assert "reinstall" not in message and done.stderr.count(message) == 1, done.stderr
     assert (lines.get("again"), lines.get("aclrtSetDevice")) == ("0", "0"), done.stdout + done.stderr
 

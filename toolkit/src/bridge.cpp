@@ -9,6 +9,7 @@
 // (NULL for the creators) and leaves a message that names the interpreter and what to do.
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio_ext.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -244,6 +245,30 @@ std::string embeddable(const Interpreter &python, bool *transient) {
   return load_libpython(executable);
 }
 
+// The descriptors the interpreter may hold open at once while it starts and imports npuemu (it needs 2
+// here: a module file and a directory), with room to spare. Fewer free is no start but a transient
+// failure, decided before the interpreter starts: one that ran out of descriptors halfway cannot start
+// again. "" when they are free (they are opened and closed again to tell).
+constexpr int kStartDescriptors = 8;
+
+std::string descriptors_short(bool *transient) {
+  int opened[kStartDescriptors];
+  int count = 0, error = 0;
+  for (; count < kStartDescriptors; ++count) {
+    opened[count] = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    if (opened[count] < 0) {
+      error = errno;
+      break;
+    }
+  }
+  for (int i = 0; i < count; ++i) close(opened[i]);
+  if (error != EMFILE && error != ENFILE) return "";  // (no /dev/null, in a sandbox: let the start tell)
+  *transient = true;
+  return "Python needs " + std::to_string(kStartDescriptors) + " free file descriptors to start, found " +
+         std::to_string(count) + " (" + std::strerror(error) + "): every file descriptor the process may have is "
+         "in use: close the files it no longer needs, or raise the limit, `ulimit -n`";
+}
+
 // Why the last start on this thread did not end (stopped by a KeyboardInterrupt, say): the next call starts again.
 thread_local char stopped_reason[2048];
 
@@ -269,6 +294,7 @@ bool boot() {
   const std::string &executable = python.executable;
   const bool hosted = host_runs_python(&error);
   if (error.empty() && !hosted) error = !unread_record.empty() ? unread_record : embeddable(python, &transient);
+  if (error.empty() && !hosted) error = descriptors_short(&transient);
   if (!hosted && transient) return report_transient(error);
   void *core = nullptr;
   if (error.empty()) {
