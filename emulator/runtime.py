@@ -11,6 +11,7 @@ real runtime is silent is in docs/runtime.md.
 from __future__ import annotations
 
 import atexit
+import errno
 import json
 import struct
 import threading
@@ -178,6 +179,8 @@ def _read_init_config(config_path: Any) -> str:
         with open(config_path, "rb") as handle:
             data = handle.read()
     except OSError as error:
+        if error.errno in (errno.EMFILE, errno.ENFILE):
+            raise  # no descriptor left: the host's resources, not the file (emulator.errors says so)
         raise AclError(status.ACL_ERROR_INVALID_FILE, "configPath: expected a readable JSON file, found %r (%s)"
                        % (config_path, error.strerror)) from None
     try:

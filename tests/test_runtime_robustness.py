@@ -342,6 +342,37 @@ def test_set_device_with_every_file_descriptor_in_use_succeeds(tmp_path):
     assert done.stdout.splitlines() == ["init 0", "set_device 0 ", "malloc 0"], done.stdout + done.stderr
 
 
+INIT_WITH_NO_FREE_DESCRIPTOR = """import os, sys, acl
+held = []
+while True:
+    try:
+        held.append(os.open(os.devnull, os.O_RDONLY))
+    except OSError:
+        break
+code = acl.init(sys.argv[1])
+message = acl.get_recent_err_msg()
+for fd in held:
+    os.close(fd)
+print("init", code, message.split(": ", 2)[-1])
+print("again", acl.init(sys.argv[1]))
+"""
+
+
+def test_init_with_a_config_file_and_no_free_descriptor_names_the_descriptors_not_the_file(tmp_path):
+    """aclInit(configPath) with every descriptor in use said 100003 "expected a readable JSON file" of a
+    readable file (review F). Now it is the host's resources, as for any call: 207005, naming the limit."""
+    script, config = tmp_path / "program.py", tmp_path / "acl.json"
+    script.write_text(INIT_WITH_NO_FREE_DESCRIPTOR)
+    config.write_text("{}")
+    environment = {key: value for key, value in os.environ.items() if not key.startswith("NPUEMU_")}
+    done = subprocess.run(["prlimit", "--nofile=256", sys.executable, str(script), str(config)], capture_output=True,
+                          text=True, timeout=120, env=environment)
+    lines = done.stdout.splitlines()
+    assert len(lines) == 2 and lines[0].startswith("init 207005 the host refused a file descriptor opening %s" % config), \
+        done.stdout + done.stderr
+    assert "ulimit -n" in lines[0] and lines[1] == "again 0", done.stdout
+
+
 def test_a_call_that_finds_no_file_descriptor_returns_a_resource_code_naming_the_cause():
     """A call that must open a file while every descriptor is in use (EMFILE) is refused by the host, not
     broken: 207005 (aclnn: 361001) and a message that names the file and the limit, never 507000."""
