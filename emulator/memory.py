@@ -18,6 +18,8 @@ import platform
 from dataclasses import dataclass, field
 from typing import Callable, Optional, Union
 
+import numpy as np
+
 from . import status
 from .errors import AclError
 from .faults import DeviceFault
@@ -663,27 +665,30 @@ class Copy:
         return self._rows(self.dst, self.dpitch) if self.dst.on_device else []
 
     def overlap(self) -> Optional[int]:
-        """A byte the copy both reads and writes, other than a row copied onto itself, or None. The card's
-        copy engines move such a copy's bytes in no fixed order, so what the shared bytes hold afterwards
-        is not defined (npuemu moves them as memmove does)."""
+        """The first byte the copy both writes and reads, other than a byte copied onto itself (a row onto
+        itself), or None. The card's copy engines move such a copy's bytes in no fixed order, so what the
+        shared bytes hold afterwards is not defined (npuemu moves them as memmove does)."""
         dst, src = self.dst, self.src
         if dst.on_device != src.on_device or dst.address >= src.address + src.nbytes \
                 or src.address >= dst.address + dst.nbytes:
             return None
-        if dst.address == src.address and (self.height == 1 or self.dpitch == self.spitch):
-            return None
-        writes, reads = self._rows(dst, self.dpitch), self._rows(src, self.spitch)
-        w = r = 0
-        while w < len(writes) and r < len(reads):  # both sorted by address: a sweep finds the first common byte
-            (write, wrote, _), (read, count, _) = writes[w], reads[r]
-            start, end = max(write, read), min(write + wrote, read + count)
-            if start < end:
-                return start
-            if write + wrote <= read + count:
-                w += 1
-            else:
-                r += 1
-        return None
+        if self.height == 1:
+            return None if dst.address == src.address else max(dst.address, src.address)
+        # Rows as arrays (a million rows: array work, not a Python loop). Each row, read or written, is
+        # `width` bytes and the rows of one side do not overlap (pitch >= width), so a written row meets
+        # at most two read rows: the last starting before it ends, and the one before that.
+        width, rows = self.width, np.arange(self.height, dtype=np.int64)
+        writes, reads = dst.address + rows * self.dpitch, src.address + rows * self.spitch
+        last = np.searchsorted(reads, writes + width) - 1
+        first = None
+        for read_row in (last, last - 1):
+            row = np.maximum(read_row, 0)
+            meets = (read_row >= 0) & (reads[row] < writes + width) & (reads[row] + width > writes)
+            meets &= (row != rows) | (reads[row] != writes)  # a row copied onto itself moves nothing
+            if meets.any():
+                start = int(np.maximum(writes[meets], reads[row][meets]).min())
+                first = start if first is None else min(first, start)
+        return first
 
     def _rows(self, span: Span, pitch: int) -> list:
         if self.height == 1 or pitch == self.width:
