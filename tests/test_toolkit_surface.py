@@ -13,11 +13,13 @@ Programs are built once per module; the compilers run over many translation unit
 from __future__ import annotations
 
 import ast
+import fcntl
 import importlib
 import inspect
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import sysconfig
@@ -756,7 +758,7 @@ def test_toolkit_install_that_fails_with_no_earlier_copy_leaves_nothing_and_name
     not a copy of npuemu's toolkit"), and the message was shutil.Error's list repr. Now what the copy made
     is removed (DIR itself kept if it was there: a mount point), the message names the errno's text and
     the file, and the next install succeeds."""
-    target = tmp_path / "cann"
+    target = tmp_path / "cann" if existed else tmp_path / "opt" / "Ascend" / "cann"  # (parents made too)
     if existed:
         target.mkdir()
         inode = os.stat(str(target)).st_ino
@@ -768,7 +770,7 @@ def test_toolkit_install_that_fails_with_no_earlier_copy_leaves_nothing_and_name
     if existed:
         assert os.listdir(str(target)) == [] and os.stat(str(target)).st_ino == inode
     else:
-        assert not target.exists()
+        assert not (tmp_path / "opt").exists()
     done = run(ctoolkit.npuemu_command() + ["toolkit", "install", str(target)])
     assert done.returncode == 0, done.stdout + done.stderr
 
@@ -813,6 +815,43 @@ def test_installs_into_one_directory_at_once_take_turns_and_each_leaves_a_whole_
         assert install.returncode == 0 and out.strip() == target, out + err
         assert err in ("", "npuemu: waiting for another install into %s to end\n" % target), err
     assert file_set(target) == file_set(root) | {"npuemu.python"}
+
+
+def waiting_install(target: str) -> subprocess.Popen:
+    """An install into `target`, started while the test holds its lock (as another install copying into
+    it would): returned once it says it waits."""
+    install = subprocess.Popen(ctoolkit.npuemu_command() + ["toolkit", "install", target], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True, preexec_fn=ctoolkit.default_sigint)
+    assert install.stderr.readline() == "npuemu: waiting for another install into %s to end\n" % target
+    return install
+
+
+@pytest.mark.parametrize("ending", ["copied", "interrupted"])
+def test_an_install_waits_for_another_ones_copy_in_progress_without_judging_it(tmp_path, root, ending):
+    """An install copying into DIR has not copied its npuemu.info yet: a second install refused DIR ("not a
+    copy of npuemu's toolkit") before it ever waited for the lock. Now it waits, and judges DIR once the
+    other ends: a whole copy, which it replaces. A Ctrl-C while it waits changes nothing (exit 130)."""
+    target = tmp_path / "cann"
+    target.mkdir()
+    (target / "include").mkdir()  # the other install's copy, half-way
+    holder = os.open(str(target), os.O_RDONLY | os.O_DIRECTORY)
+    fcntl.flock(holder, fcntl.LOCK_EX)
+    try:
+        install = waiting_install(str(target))
+        if ending == "interrupted":
+            install.send_signal(signal.SIGINT)
+        else:
+            (target / "npuemu.info").write_text("")  # the other install's copy is whole
+    finally:
+        os.close(holder)
+    out, err = install.communicate(timeout=300)
+    if ending == "interrupted":
+        assert (install.returncode, out, err) == (
+            130, "", "npuemu: interrupted while waiting for another install into %s: nothing changed\n" % target)
+        assert sorted(os.listdir(str(target))) == ["include"]
+    else:
+        assert (install.returncode, out.strip(), err) == (0, str(target), "")
+        assert file_set(str(target)) == file_set(root) | {"npuemu.python"}
 
 
 # --------------------------------------------------------------------------------------------------

@@ -37,15 +37,16 @@ def main(argv: Optional[list] = None) -> int:
     return install_copy(source, os.path.abspath(args.directory))
 
 
-def refusal(source: str, target: str) -> Optional[str]:
-    """Why `target` must not be replaced by a copy of `source`, or None."""
+def refusal(source: str, target: str, contents: bool = True) -> Optional[str]:
+    """Why `target` must not be replaced by a copy of `source`, or None. `contents` False: what can be told
+    before the lock (what DIR holds then may be another install's copy in progress)."""
     real_source, real_target = os.path.realpath(source), os.path.realpath(target)
     if os.path.commonpath([real_source, real_target]) in (real_source, real_target):
         return "%s is the installed toolkit (%s), or inside it or around it: choose another directory" % (
             target, source)
     if os.path.exists(target) and not os.path.isdir(target):
         return "%s exists and is not a directory" % target
-    if os.path.isdir(target) and os.listdir(target) and not os.path.isfile(os.path.join(target, MARKER)):
+    if contents and os.path.isdir(target) and os.listdir(target) and not os.path.isfile(os.path.join(target, MARKER)):
         return ("%s exists and is not a copy of npuemu's toolkit (no %s): not replaced; choose an empty or new "
                 "directory" % (target, MARKER))
     return None
@@ -53,13 +54,18 @@ def refusal(source: str, target: str) -> Optional[str]:
 
 def install_copy(source: str, target: str) -> int:
     try:
-        problem = refusal(source, target)
+        problem = refusal(source, target, contents=False)
         if problem:
             print("npuemu: %s" % problem, file=sys.stderr)
             return 1
-        lock, created = locked(target)
         try:
-            return replace(source, target, created)
+            lock, made = locked(target)
+        except KeyboardInterrupt:
+            print("npuemu: interrupted while waiting for another install into %s: nothing changed" % target,
+                  file=sys.stderr)
+            return 130
+        try:
+            return replace(source, target, made)
         finally:
             os.close(lock)  # the lock goes with it
     except OSError as error:
@@ -68,30 +74,42 @@ def install_copy(source: str, target: str) -> int:
 
 
 def locked(target: str) -> tuple:
-    """(a descriptor of `target` holding its exclusive lock, whether this call made `target`): two installs
-    into one DIR at once (parallel CI jobs) take turns, the second replacing the first's complete copy. The
-    lock is on the directory itself, which may have a read-only parent; one removed by the install that held
-    it before (a failed copy into a directory it made) is made again."""
+    """(a descriptor of `target` holding its exclusive lock, the outermost directory this call made for it
+    or None): two installs into one DIR at once (parallel CI jobs) take turns, the second replacing the
+    first's complete copy. The lock is on the directory itself, which may have a read-only parent; one
+    removed by the install that held it before (a failed copy into a directory it made) is made again."""
     while True:
-        created = not os.path.isdir(target)
+        made = outermost_missing(target)
         os.makedirs(target, exist_ok=True)
         lock = os.open(target, os.O_RDONLY | os.O_DIRECTORY)
         try:
-            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            print("npuemu: waiting for another install into %s to end" % target, file=sys.stderr)
-            fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                print("npuemu: waiting for another install into %s to end" % target, file=sys.stderr)
+                fcntl.flock(lock, fcntl.LOCK_EX)
             if os.path.samestat(os.fstat(lock), os.stat(target)):
-                return lock, created
+                return lock, made
         except FileNotFoundError:
             pass
+        except BaseException:
+            os.close(lock)
+            raise
         os.close(lock)
 
 
-def replace(source: str, target: str, created: bool) -> int:
-    """Replace the copy in `target` (locked) with a copy of `source`."""
-    problem = refusal(source, target)  # again: it may have changed while this install waited
+def outermost_missing(target: str) -> Optional[str]:
+    """The outermost directory of `target`'s path that does not exist (what makedirs will make), or None."""
+    missing = None
+    while not os.path.isdir(target):
+        missing, target = target, os.path.dirname(target)
+    return missing
+
+
+def replace(source: str, target: str, made: Optional[str]) -> int:
+    """Replace the copy in `target` (locked) with a copy of `source`; `made`: the outermost directory made
+    for it, removed again if the copy fails."""
+    problem = refusal(source, target)  # what DIR holds, now that no other install is copying into it
     if problem:
         print("npuemu: %s" % problem, file=sys.stderr)
         return 1
@@ -103,8 +121,7 @@ def replace(source: str, target: str, created: bool) -> int:
             restore(previous, target)
         else:
             remove_entries(target)
-            if created:
-                os.rmdir(target)
+            remove_made(target, made)
         raise
     if previous is not None:
         shutil.rmtree(previous, ignore_errors=True)
@@ -162,6 +179,20 @@ def remove_entries(target: str, keep: Optional[str] = None) -> None:
         path = os.path.join(target, name)
         if path != keep:
             shutil.rmtree(path) if os.path.isdir(path) and not os.path.islink(path) else os.remove(path)
+
+
+def remove_made(target: str, made: Optional[str]) -> None:
+    """Remove the directories made for `target`, from it up to `made` (those still empty)."""
+    if made is None:
+        return
+    while True:
+        try:
+            os.rmdir(target)
+        except OSError:
+            return  # not empty: another install's, made meanwhile
+        if target == made:
+            return
+        target = os.path.dirname(target)
 
 
 def restore(previous: str, target: str) -> None:
