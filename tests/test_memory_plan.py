@@ -233,17 +233,21 @@ def test_a_bad_variable_fails_every_use_naming_the_entry_and_npuemu_says_so():
     assert "npuemu: NPUEMU_MEMORY_PLAN: entry 'hint=t9': expected" in shown.stderr, shown.stderr
 
 
+# A program whose first phase is the first call to need the memory plan: its status and executor, then
+# its message.
+FIRST_PHASE = ("import acl, aclnn_api as nn\n"
+               "acl.init(); acl.rt.set_device(0)\n"
+               "t = nn.aclCreateTensor([2], nn.ACL_FLOAT, [1], 0, nn.ACL_FORMAT_ND, [2], 0x1000)\n"
+               "size, executor, ret = nn.aclnnLogSigmoidBackwardGetWorkspaceSize(t, t, t, t)\n"
+               "print(ret, executor)\n"
+               "print(acl.get_recent_err_msg())\n"
+               "nn.aclDestroyTensor(t); acl.rt.reset_device(0); acl.finalize()\n")
+
+
 def test_a_bad_variable_is_the_first_phases_invalid_parameter_naming_it_not_a_fault():
     """As every unusable NPUEMU_* value: the layer's invalid-parameter status (161002 for aclnn) and a
     message naming the variable and the entry, from the first call that needs it; never 507000."""
-    code = ("import acl, aclnn_api as nn\n"
-            "acl.init(); acl.rt.set_device(0)\n"
-            "t = nn.aclCreateTensor([2], nn.ACL_FLOAT, [1], 0, nn.ACL_FORMAT_ND, [2], 0x1000)\n"
-            "size, executor, ret = nn.aclnnLogSigmoidBackwardGetWorkspaceSize(t, t, t, t)\n"
-            "print(ret, executor)\n"
-            "print(acl.get_recent_err_msg())\n"
-            "nn.aclDestroyTensor(t); acl.rt.reset_device(0); acl.finalize()\n")
-    done = run_python(code, "hint=t9")
+    done = run_python(FIRST_PHASE, "hint=t9")
     assert done.returncode == 0, done.stderr
     status, message = done.stdout.split("\n", 1)
     assert status == "161002 None"
@@ -254,16 +258,9 @@ def test_a_variable_that_is_not_utf8_is_refused_naming_the_variable_its_value_an
     """Bytes that are not UTF-8 (b"hint=\\xff") made the kernels' message undecodable: 161002 with only
     "'utf-8' codec can't decode byte 0xff". Now, as for every NPUEMU_* value, the message names the
     variable, its value (as Python reads it: \\udcff) and what it accepts; `npuemu` exits 2 with it."""
-    code = ("import acl, aclnn_api as nn\n"
-            "acl.init(); acl.rt.set_device(0)\n"
-            "t = nn.aclCreateTensor([2], nn.ACL_FLOAT, [1], 0, nn.ACL_FORMAT_ND, [2], 0x1000)\n"
-            "size, executor, ret = nn.aclnnLogSigmoidBackwardGetWorkspaceSize(t, t, t, t)\n"
-            "print(ret, executor)\n"
-            "print(acl.get_recent_err_msg())\n"
-            "nn.aclDestroyTensor(t); acl.rt.reset_device(0); acl.finalize()\n")
     expected = ("NPUEMU_MEMORY_PLAN: expected name=value entries separated by commas, the names among streaming, "
                 "threshold, prefetch, hint, block, the values in ASCII, found 'streaming=on,hint=\\udcff'")
-    done = run_python(code, "streaming=on,hint=\udcff")  # written to the environment as the byte 0xff
+    done = run_python(FIRST_PHASE, "streaming=on,hint=\udcff")  # written to the environment as the byte 0xff
     assert done.returncode == 0, done.stderr
     status, message = done.stdout.split("\n", 1)
     assert status == "161002 None" and message.strip().endswith(expected), done.stdout

@@ -372,79 +372,55 @@ def test_a_stop_under_a_c_routines_call_waits_for_the_routine_to_return_to_pytho
                                                            "destroyStream 0\nPython: KeyboardInterrupt\n", ""), shown(done)
 
 
-def test_ctrl_c_during_a_synchronisation_through_ctypes_stops_it_and_raises_keyboard_interrupt(tmp_path):
+# seconds of work queued, then stopped 0.3 s into aclrtSynchronizeStream through ctypes: by Ctrl-C (argv[2]
+# "ctrl-c": SIGINT, a KeyboardInterrupt) or by a SIGALRM handler raising an Exception ("alarm", the
+# signal.alarm time-limit idiom); the program catches what stopped it, then synchronises again.
+STOPPED_SYNCHRONISATION = '''
+    import ctypes, os, signal, sys, threading, time
+    runtime = ctypes.CDLL(sys.argv[1] + "/lib64/libascendcl.so")
+    runtime.aclGetRecentErrMsg.restype = ctypes.c_char_p
+    runtime.aclrtSynchronizeStream.argtypes = [ctypes.c_void_p]
+    import acl, aclnn_api as nn
+    class TimeLimit(Exception):
+        pass
+    def expired(number, frame):
+        raise TimeLimit("time limit reached")
+    signal.signal(signal.SIGALRM, expired)
+    acl.init(); acl.rt.set_device(0)
+    stream, _ = acl.rt.create_stream()
+    n = 1 << 22
+    memory, _ = acl.rt.malloc(n * 4, 0); acl.rt.memset(memory, n * 4, 0, n * 4)
+    tensor = nn.aclCreateTensor([n], nn.ACL_FLOAT, None, 0, nn.ACL_FORMAT_ND, None, memory)
+    for _ in range(3000):
+        size, executor, _ = nn.aclnnLogSigmoidGetWorkspaceSize(tensor, tensor)
+        nn.aclnnLogSigmoid(None, size, executor, stream)
+    if sys.argv[2] == "ctrl-c":
+        threading.Timer(0.3, lambda: os.kill(os.getpid(), signal.SIGINT)).start()
+    else:
+        signal.setitimer(signal.ITIMER_REAL, 0.3)
+    start = time.perf_counter()
+    try:
+        print("returned", runtime.aclrtSynchronizeStream(stream), flush=True)
+    except (KeyboardInterrupt, TimeLimit) as stop:
+        print(type(stop).__name__, time.perf_counter() - start < 5, runtime.aclGetRecentErrMsg().decode().split(" ", 2)[2])
+    print("again", runtime.aclrtSynchronizeStream(stream))
+    nn.aclDestroyTensor(tensor); acl.rt.free(memory); acl.rt.destroy_stream(stream); acl.rt.reset_device(0)
+'''
+
+
+@pytest.mark.parametrize("stop,raised", [("ctrl-c", "KeyboardInterrupt"), ("alarm", "TimeLimit: time limit reached")])
+def test_a_synchronisation_through_ctypes_stopped_by_a_signal_raises_what_stopped_it(tmp_path, stop, raised):
     """docs/toolkit.md, Signals: in a Python program Ctrl-C is a KeyboardInterrupt and stops the kernels of a
     synchronisation, through ctypes too: SIGINT 0.3 s into aclrtSynchronizeStream of seconds of work. The
     call is stopped (its message says so), the KeyboardInterrupt reaches the program, and the stream
-    still completes at the next synchronisation."""
-    done = run_python('''
-        import ctypes, os, signal, sys, threading, time
-        runtime = ctypes.CDLL(sys.argv[1] + "/lib64/libascendcl.so")
-        runtime.aclGetRecentErrMsg.restype = ctypes.c_char_p
-        runtime.aclrtSynchronizeStream.argtypes = [ctypes.c_void_p]
-        import acl, aclnn_api as nn
-        acl.init(); acl.rt.set_device(0)
-        stream, _ = acl.rt.create_stream()
-        n = 1 << 22
-        memory, _ = acl.rt.malloc(n * 4, 0); acl.rt.memset(memory, n * 4, 0, n * 4)
-        tensor = nn.aclCreateTensor([n], nn.ACL_FLOAT, None, 0, nn.ACL_FORMAT_ND, None, memory)
-        for _ in range(3000):
-            size, executor, _ = nn.aclnnLogSigmoidGetWorkspaceSize(tensor, tensor)
-            nn.aclnnLogSigmoid(None, size, executor, stream)
-        threading.Timer(0.3, lambda: os.kill(os.getpid(), signal.SIGINT)).start()
-        start = time.perf_counter()
-        try:
-            print("returned", runtime.aclrtSynchronizeStream(stream), flush=True)
-        except KeyboardInterrupt:
-            print("KeyboardInterrupt", time.perf_counter() - start < 5,
-                  runtime.aclGetRecentErrMsg().decode().split(" ", 2)[2])
-        print("again", runtime.aclrtSynchronizeStream(stream))
-        nn.aclDestroyTensor(tensor); acl.rt.free(memory); acl.rt.destroy_stream(stream); acl.rt.reset_device(0)
-    ''', tmp_path, NPUEMU_EXECUTION="async")
+    still completes at the next synchronisation. A SIGALRM handler raising an Exception there (the
+    time-limit idiom) was 507000 "internal error ... please report", and the exception was gone: now it is
+    a stop as Ctrl-C's is."""
+    done = run_python(STOPPED_SYNCHRONISATION, tmp_path, stop, NPUEMU_EXECUTION="async")
     assert (done.returncode, done.stdout, done.stderr) == (0, (
-        "KeyboardInterrupt True ACL_ERROR_FAILURE(500001): aclrtSynchronizeStream: stopped by KeyboardInterrupt "
-        "before it completed (the program is interrupted or ending: no error of the call)\nagain 0\n"), ""), \
+        "%s True ACL_ERROR_FAILURE(500001): aclrtSynchronizeStream: stopped by %s before it completed (the "
+        "program is interrupted or ending: no error of the call)\nagain 0\n" % (raised.split(":")[0], raised)), ""), \
         shown(done)
-
-
-def test_an_exception_of_a_signal_handler_during_a_synchronisation_through_ctypes_reaches_the_program(tmp_path):
-    """The signal.alarm time-limit idiom through ctypes: a SIGALRM handler raising an Exception 0.3 s into
-    aclrtSynchronizeStream of seconds of work was 507000 "internal error ... please report", and the
-    exception was gone. Now it is a stop, as Ctrl-C's KeyboardInterrupt: the call is stopped (500001,
-    naming it) and the program's except clause gets the handler's exception."""
-    done = run_python('''
-        import ctypes, signal, sys, time
-        runtime = ctypes.CDLL(sys.argv[1] + "/lib64/libascendcl.so")
-        runtime.aclGetRecentErrMsg.restype = ctypes.c_char_p
-        runtime.aclrtSynchronizeStream.argtypes = [ctypes.c_void_p]
-        import acl, aclnn_api as nn
-        class TimeLimit(Exception):
-            pass
-        def expired(number, frame):
-            raise TimeLimit("time limit reached")
-        signal.signal(signal.SIGALRM, expired)
-        acl.init(); acl.rt.set_device(0)
-        stream, _ = acl.rt.create_stream()
-        n = 1 << 22
-        memory, _ = acl.rt.malloc(n * 4, 0); acl.rt.memset(memory, n * 4, 0, n * 4)
-        tensor = nn.aclCreateTensor([n], nn.ACL_FLOAT, None, 0, nn.ACL_FORMAT_ND, None, memory)
-        for _ in range(3000):
-            size, executor, _ = nn.aclnnLogSigmoidGetWorkspaceSize(tensor, tensor)
-            nn.aclnnLogSigmoid(None, size, executor, stream)
-        signal.setitimer(signal.ITIMER_REAL, 0.3)
-        start = time.perf_counter()
-        try:
-            print("returned", runtime.aclrtSynchronizeStream(stream), flush=True)
-        except TimeLimit as limit:
-            print("TimeLimit", limit, time.perf_counter() - start < 5,
-                  runtime.aclGetRecentErrMsg().decode().split(" ", 2)[2])
-        print("again", runtime.aclrtSynchronizeStream(stream))
-        nn.aclDestroyTensor(tensor); acl.rt.free(memory); acl.rt.destroy_stream(stream); acl.rt.reset_device(0)
-    ''', tmp_path, NPUEMU_EXECUTION="async")
-    assert (done.returncode, done.stdout, done.stderr) == (0, (
-        "TimeLimit time limit reached True ACL_ERROR_FAILURE(500001): aclrtSynchronizeStream: stopped by "
-        "TimeLimit: time limit reached before it completed (the program is interrupted or ending: no "
-        "error of the call)\nagain 0\n"), ""), shown(done)
 
 
 def test_ctrl_c_while_the_toolkit_starts_leaves_the_start_to_the_next_call(tmp_path):
