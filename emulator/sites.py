@@ -12,6 +12,7 @@ from __future__ import annotations
 import ctypes
 import dis
 import functools
+import itertools
 import os
 import shutil
 import struct
@@ -158,7 +159,13 @@ def _walk(frame: Optional[object], depth: int) -> Site:
 # are named file:line when the program was built with -g (addr2line), else module+offset.
 
 _native_caller: Optional[Callable[[], tuple]] = None
+
 _native_sites: dict = {}  # return addresses -> their NativeSite
+# return address -> its call (module, offset, exported symbol), or _SYSTEM_FRAME: a new stack of known
+# addresses (a helper called from a new line) is made of dictionary look-ups, not of three dladdr calls
+_pinned_calls: dict = {}
+_SYSTEM_FRAME = ("system",)  # a frame in the C or C++ runtime: never the program's
+KNOWN_ADDRESSES = 4 * KNOWN_SITES
 
 
 def set_native_caller(read: Callable[[], tuple]) -> None:
@@ -175,11 +182,19 @@ def native_site() -> Site:
         return UNKNOWN
     site = _native_sites.get(addresses)
     if site is None:
-        if len(_native_sites) >= KNOWN_SITES:
-            _native_sites.clear()
+        _make_room(_native_sites, KNOWN_SITES)
         calls = _program_calls(addresses[:DEPTH])
         site = _native_sites[addresses] = NativeSite(addresses[:DEPTH], calls) if calls else UNKNOWN
     return site
+
+
+def _make_room(cache: dict, limit: int) -> None:
+    """Forget the older half of a full `cache` (dicts keep their insertion order): a program with more
+    distinct call stacks than the cache holds still finds its recent ones, as it would not if the whole
+    cache went at once."""
+    if len(cache) >= limit:
+        for key in list(itertools.islice(cache, limit // 2)):
+            del cache[key]
 
 
 class NativeSite(Site):
@@ -235,6 +250,7 @@ class _Elf64Symbol(ctypes.Structure):  # Elf64_Sym, which dladdr1(..., RTLD_DL_S
 
 _RTLD_DL_SYMENT = 1  # dladdr1's flag for the symbol's table entry
 _AT_PHDR = 3         # getauxval's key of the main program's program headers
+
 _SHT_SYMTAB = 2      # the ELF section type of the full symbol table
 # Never the program's own code: the C and C++ runtimes. A frame in one is the C library's start-up code
 # that called main, a thread's start, or a function of theirs that ended in a tail call to the toolkit.
@@ -265,20 +281,31 @@ def _program_calls(addresses: tuple) -> tuple:
     (a tail call's caller cannot be known), the first one after its frames ends them (the start-up)."""
     calls: tuple = ()
     for address in addresses:
-        info, symbol_entry = _dladdr(address)
-        if info is None:
-            calls += ((None, address, ""),)
-            continue
-        module = _module(info.dli_fname, info.dli_fbase or 0)
-        if module.system:
+        call = _pinned_calls.get(address)
+        if call is None:
+            _make_room(_pinned_calls, KNOWN_ADDRESSES)
+            call = _pinned_calls[address] = _pin(address)
+        if call is _SYSTEM_FRAME:
             if calls:
                 break
             continue
-        offset = address - (info.dli_fbase or 0) if module.relocatable else address
-        # dladdr names the nearest exported symbol below the address, even past its end: kept if it holds it
-        exported = os.fsdecode(info.dli_sname) if _symbol_holds(info, symbol_entry, address - 1) else ""
-        calls += ((module, offset, exported),)
+        calls += (call,)
     return calls
+
+
+def _pin(address: int) -> tuple:
+    """The call at return address `address`: (module, offset, exported symbol holding it), (None,
+    address, "") outside any module, or _SYSTEM_FRAME in the C or C++ runtime."""
+    info, symbol_entry = _dladdr(address)
+    if info is None:
+        return None, address, ""
+    module = _module(info.dli_fname, info.dli_fbase or 0)
+    if module.system:
+        return _SYSTEM_FRAME
+    offset = address - (info.dli_fbase or 0) if module.relocatable else address
+    # dladdr names the nearest exported symbol below the address, even past its end: kept if it holds it
+    exported = os.fsdecode(info.dli_sname) if _symbol_holds(info, symbol_entry, address - 1) else ""
+    return module, offset, exported
 
 
 class _Module:

@@ -355,3 +355,51 @@ def test_a_report_of_many_leaks_runs_addr2line_once_per_module(built, tmp_path):
     for number, site in enumerate(sites):
         assert re.fullmatch(r"%s <- %s" % (frame(path, "many-create", "Make"), frame(path, "leak-%d" % number, "main")),
                             site), site
+
+
+def test_a_new_call_stack_of_known_return_addresses_asks_the_loader_nothing(monkeypatch):
+    """A site missing from the cache of whole stacks (a helper called from a new line; a program with more
+    distinct stacks than the cache holds) asked the loader about each of its addresses again (three
+    dladdr calls, ~9 us a call): each return address is pinned once. A full cache forgets its older
+    half, not everything: the stacks taken last are still known."""
+    import ctypes
+    import numpy._core._multiarray_umath as umath
+    from emulator import sites
+    base = ctypes.cast(ctypes.CDLL(umath.__file__).PyInit__multiarray_umath, ctypes.c_void_p).value
+    inner, outer = [base + 16 + i for i in range(10)], [base + 100000 + i for i in range(10)]
+    asked = []
+
+    def dladdr(address: int) -> tuple:
+        asked.append(address)
+        return real_dladdr(address)
+
+    real_dladdr = sites._dladdr
+    sites._main_program_base()  # (known once for all: asked of the loader before)
+    monkeypatch.setattr(sites, "_dladdr", dladdr)
+    for cache in ("_native_sites", "_pinned_calls", "_modules"):
+        monkeypatch.setattr(sites, cache, {}, raising=False)
+    monkeypatch.setattr(sites, "KNOWN_SITES", 64)
+    stack = [()]
+    monkeypatch.setattr(sites, "_native_caller", lambda: stack[0])
+    monkeypatch.setattr(sites, "_modules_generation", lambda: 0, raising=False)  # no module loaded meanwhile
+    monkeypatch.setattr(sites, "_generation_seen", [0], raising=False)
+
+    def site_of(addresses: tuple) -> sites.Site:
+        stack[0] = addresses
+        return sites.native_site()
+
+    for address in inner:  # every address seen once
+        site_of((address, outer[0]))
+    for address in outer:
+        site_of((inner[0], address))
+    assert sorted(set(asked)) == sorted(inner + outer) and len(asked) == len(inner) + len(outer), asked
+    asked.clear()
+    taken = {(a, b): site_of((a, b)) for a in inner for b in outer}  # 100 stacks, most of them new
+    assert asked == [], "the loader was asked again about %d known addresses" % len(asked)
+    first = taken[(inner[0], outer[0])]
+    for (a, b), site in taken.items():  # each frame pinned at its own offset
+        assert isinstance(site, sites.NativeSite) and [call[1] for call in site.calls] == [
+            first.calls[0][1] + a - inner[0], first.calls[1][1] + b - outer[0]], site.calls
+    assert len(sites._native_sites) <= 64
+    last = (inner[-1], outer[-1])
+    assert site_of(last) is taken[last], "the stack taken last was forgotten with the others"
