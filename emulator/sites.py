@@ -168,11 +168,17 @@ _SYSTEM_FRAME = ("system",)  # a frame in the C or C++ runtime: never the progra
 KNOWN_ADDRESSES = 4 * KNOWN_SITES
 
 
-def set_native_caller(read: Callable[[], tuple]) -> None:
+_modules_generation: Callable[[], int] = lambda: 0
+_generation_seen: list = [None]  # what _modules_generation() said when the caches above were filled
+
+
+def set_native_caller(read: Callable[[], tuple], modules_generation: Callable[[], int] = lambda: 0) -> None:
     """`read()` gives the return addresses of the C call in progress on this thread, innermost first
-    (empty when none)."""
-    global _native_caller
-    _native_caller = read
+    (empty when none); `modules_generation()` a number that changes whenever a module is loaded or
+    unloaded: an address pinned to a library unloaded since may be another library's now (one loaded
+    at the same base), so the modules pinned to addresses are forgotten then."""
+    global _native_caller, _modules_generation
+    _native_caller, _modules_generation = read, modules_generation
 
 
 def native_site() -> Site:
@@ -180,12 +186,24 @@ def native_site() -> Site:
     addresses = _native_caller() if _native_caller is not None else ()
     if not addresses:
         return UNKNOWN
+    generation = _modules_generation()
+    if generation != _generation_seen[0]:
+        _forget_modules(generation)
     site = _native_sites.get(addresses)
     if site is None:
         _make_room(_native_sites, KNOWN_SITES)
         calls = _program_calls(addresses[:DEPTH])
         site = _native_sites[addresses] = NativeSite(addresses[:DEPTH], calls) if calls else UNKNOWN
     return site
+
+
+def _forget_modules(generation: int) -> None:
+    """Modules were loaded or unloaded: the addresses are pinned again at their next site. (The sites
+    taken before keep the modules they were pinned to, and their lines.)"""
+    _native_sites.clear()
+    _pinned_calls.clear()
+    _modules.clear()
+    _generation_seen[0] = generation
 
 
 def _make_room(cache: dict, limit: int) -> None:
@@ -225,11 +243,13 @@ class NativeSite(Site):
     def __str__(self) -> str:
         return " <- ".join(_shown(frame) for frame in self.frames)
 
-    def __eq__(self, other: object) -> bool:  # by address: comparing must not resolve (a subprocess)
-        return isinstance(other, NativeSite) and other.addresses == self.addresses
+    # by the pinned calls: comparing must not resolve (a subprocess), and the same addresses are another
+    # site once another library is loaded where an unloaded one was
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, NativeSite) and other.calls == self.calls
 
     def __hash__(self) -> int:
-        return hash(self.addresses)
+        return hash(self.calls)
 
 
 def _shown(frame: tuple) -> str:

@@ -101,6 +101,55 @@ int main(int argc, char** argv) {
 }
 """
 
+# A second library of the same size as libuser.so, whose LibMake is at another line: loaded where the first
+# was, after it was unloaded.
+OTHER_LIBRARY = r"""#include "acl/acl.h"
+#include "aclnn/acl_meta.h"
+// another library
+//
+//
+extern "C" aclTensor* LibMake(void* dev) {
+  int64_t shape[1] = {4}, strides[1] = {1};
+  return aclCreateTensor(shape, 1, ACL_FLOAT, strides, 0, ACL_FORMAT_ND, shape, 1, dev);  // @other-create
+}
+"""
+
+# Loads each library named after argv[1] in turn by the same line, makes a tensor in it and unloads it.
+# argv[1] "copy": each is first copied to ./plugin.so, which is loaded (the same name each time).
+RELOADER = r"""#include <cstdio>
+#include <cstring>
+#include <dlfcn.h>
+#include <fstream>
+#include "acl/acl.h"
+#include "aclnn/acl_meta.h"
+
+static const char* Installed(const char* library, bool copy) {
+  if (!copy) return library;
+  { std::ifstream from(library, std::ios::binary); std::ofstream to("plugin.tmp", std::ios::binary); to << from.rdbuf(); }
+  return std::rename("plugin.tmp", "plugin.so") == 0 ? "./plugin.so" : nullptr;
+}
+
+int main(int argc, char** argv) {
+  aclInit(nullptr);
+  aclrtSetDevice(0);
+  void* dev = nullptr;
+  aclrtMalloc(&dev, 64, ACL_MEM_MALLOC_HUGE_FIRST);
+  const bool copy = strcmp(argv[1], "copy") == 0;
+  for (int i = 2; i < argc; ++i) {
+    const char* path = Installed(argv[i], copy);
+    void* library = path != nullptr ? dlopen(path, RTLD_NOW | RTLD_LOCAL) : nullptr;
+    if (library == nullptr) { printf("dlopen: %s\n", dlerror()); return 1; }
+    typedef aclTensor* (*make_t)(void*);
+    make_t make = (make_t)dlsym(library, "LibMake");
+    printf("loaded at %p\n", (void*)make);
+    make(dev);  // @reloader-call
+    dlclose(library);
+  }
+  aclFinalize();
+  return 0;
+}
+"""
+
 # Makes a stream, then waits for a line on stdin before it finalizes: its file is replaced meanwhile.
 WAITER = r"""#include <cstdio>
 #include "acl/acl.h"
@@ -161,13 +210,8 @@ def built(tmp_path_factory) -> dict:
     ctoolkit.require_compilers()
     directory = tmp_path_factory.mktemp("sites")
     (directory / "sites_helpers.h").write_text(HELPERS_HEADER)
-    (directory / "libuser.cpp").write_text(USER_LIBRARY)
-    root = ctoolkit.toolkit_root()
-    library = subprocess.run(["g++", "-std=c++11", "-O0", "-g", "-shared", "-fPIC", str(directory / "libuser.cpp"),
-                              "-I", os.path.join(root, "include"), "-L", os.path.join(root, "lib64"), "-lascendcl",
-                              "-lnnopbase", "-o", str(directory / "libuser.so")], capture_output=True, text=True,
-                             timeout=300)
-    assert library.returncode == 0, library.stderr
+    libraries = {"library": build_library(directory, "libuser", USER_LIBRARY),
+                 "other_library": build_library(directory, "libother", OTHER_LIBRARY)}
     programs = build_all([
         Program("header", HEADER_USER),
         Program("optimised", OPTIMISED, flags=("-O2", "-g", "-pthread")),
@@ -176,8 +220,21 @@ def built(tmp_path_factory) -> dict:
         Program("many_leaks", many_leaks_program()),
         Program("lto", SMALL_LEAK, flags=("-O2", "-g", "-flto")),
         Program("split", SMALL_LEAK, flags=("-O2", "-g", "-gsplit-dwarf")),
+        Program("reloader", RELOADER, flags=("-g", "-ldl")),
     ], directory)
-    return {**programs, "library": str(directory / "libuser.so")}
+    return {**programs, **libraries}
+
+
+def build_library(directory, name: str, source: str) -> str:
+    """<directory>/<name>.so, built with -g from `source`, linked with the toolkit."""
+    root = ctoolkit.toolkit_root()
+    (directory / (name + ".cpp")).write_text(source)
+    library = str(directory / (name + ".so"))
+    done = subprocess.run(["g++", "-std=c++11", "-O0", "-g", "-shared", "-fPIC", str(directory / (name + ".cpp")),
+                           "-I", os.path.join(root, "include"), "-L", os.path.join(root, "lib64"), "-lascendcl",
+                           "-lnnopbase", "-o", library], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    return library
 
 
 def leaks_of(done: subprocess.CompletedProcess) -> list:
@@ -305,6 +362,44 @@ def test_a_library_unloaded_before_the_report_is_still_named_by_its_lines(built)
     assert len(sites) == 1, sites
     assert re.fullmatch(r"%s <- %s" % (frame(os.path.join(directory, "libuser.cpp"), "library-create", "LibMake"),
                                        frame(built["loader"] + ".cpp", "library-call", "main")), sites[0]), sites[0]
+
+
+def reloaded_sites(built, mode: str) -> list:
+    """The sites of the tensors made by the reloader in libuser.so, then in libother.so, each unloaded
+    before the next is loaded at the same address (else the test cannot tell anything: skipped)."""
+    done = run(built["reloader"], mode, built["library"], built["other_library"])
+    loaded_at = re.findall(r"^loaded at (\S+)$", done.stdout, re.M)
+    assert len(loaded_at) == 2, done.stdout + done.stderr
+    if loaded_at[0] != loaded_at[1]:
+        pytest.skip("the loader put the second library elsewhere (%s, %s)" % tuple(loaded_at))
+    return made_at(leaks_of(done), "aclTensor FLOAT[4] ")
+
+
+def test_a_library_loaded_where_an_unloaded_one_was_is_named_by_its_own_lines(built):
+    """The same return addresses, once the first library was unloaded and another loaded at its base,
+    are the second library's: the site of the tensor made there names its lines, not the first's."""
+    directory = os.path.dirname(built["reloader"])
+    call = frame(built["reloader"] + ".cpp", "reloader-call", "main")
+    sites = reloaded_sites(built, "direct")
+    assert len(sites) == 2, sites
+    assert re.fullmatch(r"%s <- %s" % (frame(os.path.join(directory, "libuser.cpp"), "library-create", "LibMake"), call),
+                        sites[0]), sites[0]
+    assert re.fullmatch(r"%s <- %s" % (frame(os.path.join(directory, "libother.cpp"), "other-create", "LibMake"), call),
+                        sites[1]), sites[1]
+
+
+def test_a_library_file_replaced_and_loaded_again_by_its_name_is_named_by_its_new_lines(built):
+    """./plugin.so loaded, unloaded, its file replaced by another library's and loaded again (a plugin
+    rebuilt while its host runs): the second load's frames are the new file's lines, not "file changed
+    since the library was loaded"; the first load's, whose file is gone, say that it changed."""
+    directory = os.path.dirname(built["reloader"])
+    call = frame(built["reloader"] + ".cpp", "reloader-call", "main")
+    sites = reloaded_sites(built, "copy")
+    assert len(sites) == 2, sites
+    assert re.fullmatch(r"%s\+0x[0-9a-f]+ \(file changed since the library was loaded\) in LibMake <- %s"
+                        % (re.escape(os.path.join(directory, "plugin.so")), call), sites[0]), sites[0]
+    assert re.fullmatch(r"%s <- %s" % (frame(os.path.join(directory, "libother.cpp"), "other-create", "LibMake"), call),
+                        sites[1]), sites[1]
 
 
 def test_a_program_rebuilt_while_it_runs_shows_offsets_saying_its_file_changed(built):
