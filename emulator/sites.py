@@ -159,7 +159,10 @@ def _walk(frame: Optional[object], depth: int) -> Site:
 # are named file:line when the program was built with -g (addr2line), else module+offset.
 
 _native_caller: Optional[Callable[[], tuple]] = None
-
+try:  # where a relative name the program was started by is found when /proc cannot tell (AT_EXECFN)
+    _START_DIRECTORY = os.getcwd()
+except OSError:
+    _START_DIRECTORY = "/"
 _native_sites: dict = {}  # return addresses -> their NativeSite
 # return address -> its call (module, offset, exported symbol), or _SYSTEM_FRAME: a new stack of known
 # addresses (a helper called from a new line) is made of dictionary look-ups, not of three dladdr calls
@@ -270,7 +273,7 @@ class _Elf64Symbol(ctypes.Structure):  # Elf64_Sym, which dladdr1(..., RTLD_DL_S
 
 _RTLD_DL_SYMENT = 1  # dladdr1's flag for the symbol's table entry
 _AT_PHDR = 3         # getauxval's key of the main program's program headers
-
+_AT_EXECFN = 31      # getauxval's key of the file name the program was started by (as execve was given it)
 _SHT_SYMTAB = 2      # the ELF section type of the full symbol table
 # Never the program's own code: the C and C++ runtimes. A frame in one is the C library's start-up code
 # that called main, a thread's start, or a function of theirs that ended in a tail call to the toolkit.
@@ -334,7 +337,7 @@ class _Module:
     the file was replaced (a program rebuilt while it runs, a library file rebuilt after it was loaded)
     says so instead of showing another file's lines."""
 
-    __slots__ = ("path", "main", "relocatable", "system", "identity")
+    __slots__ = ("path", "main", "relocatable", "system", "identity", "replaced")
 
     def __init__(self, name: bytes, base: int):
         given = os.fsdecode(name or b"")
@@ -344,17 +347,22 @@ class _Module:
         if os.path.isabs(given) and not self.main:
             self.path = given  # as the program named it (a symbolic link's name)
         else:  # the program ("" or argv[0]), or a library found by a relative path (LD_LIBRARY_PATH=.)
-            self.path = mapped or (os.path.realpath("/proc/self/exe") if self.main else os.path.abspath(given))
-        self.identity = None if deleted else _identity(self.path)
+            self.path = mapped or (_main_program_path() if self.main else os.path.abspath(given))
+        self.replaced = deleted  # /proc/self/maps: the file loaded is no longer at its path
+        self.identity = _identity(self.path)  # None: unknown (not to be read as "changed")
         self.relocatable = _is_relocatable(self.path)
         self.system = not self.main and os.path.basename(self.path).startswith(_SYSTEM_LIBRARIES)
 
     def current_path(self) -> Optional[str]:
-        """The path of the pinned file if it is there still (a moved program: where it is now), else None."""
-        if self.identity is None:
+        """The path of the pinned file if it is there still (a moved program: where it is now), else None.
+        A file whose identity could not be taken (no /proc, an unreadable directory) is taken to be the
+        one loaded: what cannot be known is not said to have changed."""
+        if self.replaced:
             return None
-        for path in (self.path, os.path.realpath("/proc/self/exe")) if self.main else (self.path,):
-            if _identity(path) == self.identity:
+        if self.identity is None:
+            return self.path
+        for path in (self.path, _running_program()) if self.main else (self.path,):
+            if path and _identity(path) == self.identity:
                 return path
         return None
 
@@ -378,13 +386,38 @@ def _module(name: bytes, base: int) -> _Module:
 def _main_program_base() -> Optional[int]:
     """The main program's base address (what dladdr says of an address in it), or None if unknown: its
     name in dladdr is "" or argv[0], a relative path as a library found by a relative path has."""
+    headers = _auxiliary_value(_AT_PHDR)
+    info, _ = _dladdr(headers) if headers else (None, None)
+    return info.dli_fbase if info is not None else None
+
+
+def _auxiliary_value(key: int) -> int:
+    """getauxval(key): what the kernel told the program at its start (0 when unknown, or not glibc)."""
     libc = _libc()
     if not hasattr(libc, "getauxval"):
-        return None
+        return 0
     libc.getauxval.restype = ctypes.c_ulong
     libc.getauxval.argtypes = [ctypes.c_ulong]
-    info, _ = _dladdr(libc.getauxval(_AT_PHDR))
-    return info.dli_fbase if info is not None else None
+    return libc.getauxval(key)
+
+
+def _main_program_path() -> str:
+    """The main program's absolute path: where /proc/self/exe leads, else (no /proc: a container or a
+    chroot without it) the name it was started by, made absolute against the working directory npuemu
+    started in (the program may have changed directory since it was started: the best known)."""
+    running = _running_program()
+    if running:
+        return running
+    name = _auxiliary_value(_AT_EXECFN)
+    return os.path.normpath(os.path.join(_START_DIRECTORY, os.fsdecode(ctypes.string_at(name)))) if name else ""
+
+
+def _running_program() -> str:
+    """The file of the running program as /proc/self/exe says now; "" without /proc."""
+    try:
+        return os.path.realpath(os.readlink("/proc/self/exe"))
+    except OSError:
+        return ""
 
 
 def _mapped_path(base: int) -> tuple:

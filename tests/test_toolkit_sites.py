@@ -171,6 +171,21 @@ int main() {
 MANY_LEAKS = 20
 
 
+# Makes a stream after it left the directory it was started in.
+WANDERER = r"""#include <unistd.h>
+#include "acl/acl.h"
+
+int main() {
+  aclInit(nullptr);
+  aclrtSetDevice(0);
+  if (chdir("/") != 0) return 1;
+  aclrtStream stream;
+  aclrtCreateStream(&stream);  // @wanderer-stream
+  aclFinalize();
+  return 0;
+}
+"""
+
 def many_leaks_program() -> str:
     """A tensor leaked at each of MANY_LEAKS lines, by a helper; reported at exit (no aclFinalize)."""
     calls = "".join("  Make(dev);  // @leak-%d\n" % number for number in range(MANY_LEAKS))
@@ -221,6 +236,7 @@ def built(tmp_path_factory) -> dict:
         Program("lto", SMALL_LEAK, flags=("-O2", "-g", "-flto")),
         Program("split", SMALL_LEAK, flags=("-O2", "-g", "-gsplit-dwarf")),
         Program("reloader", RELOADER, flags=("-g", "-ldl")),
+        Program("wanderer", WANDERER, flags=("-g",)),
     ], directory)
     return {**programs, **libraries}
 
@@ -400,6 +416,24 @@ def test_a_library_file_replaced_and_loaded_again_by_its_name_is_named_by_its_ne
                         % (re.escape(os.path.join(directory, "plugin.so")), call), sites[0]), sites[0]
     assert re.fullmatch(r"%s <- %s" % (frame(os.path.join(directory, "libother.cpp"), "other-create", "LibMake"), call),
                         sites[1]), sites[1]
+
+
+def test_without_proc_the_program_is_named_by_the_path_it_was_started_by(built):
+    """Without /proc (a container or a chroot that has none) the program's path and file identity are
+    unknown there: the path is the name the program was started by (./wanderer, made absolute against
+    the directory it was started in, which it left since), and an identity that cannot be taken is
+    never said to have changed: the frames have their lines."""
+    executable = built["wanderer"]
+    directory = os.path.dirname(executable)
+    environment = ctoolkit.toolkit_environment(NPUEMU_EXECUTION="async", NPUEMU_LEAK_CHECK="1")
+    done = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c",
+                           "mount -t tmpfs none /proc && exec ./wanderer"], capture_output=True, text=True,
+                          timeout=120, env=environment, cwd=directory)
+    if done.returncode != 0 and "npuemu" not in done.stderr:
+        pytest.skip("cannot run a program without /proc here: %s" % done.stderr.strip())
+    sites = made_at(leaks_of(done), "stream ")
+    assert len(sites) == 1, done.stderr
+    assert re.fullmatch(frame(executable + ".cpp", "wanderer-stream", "main"), sites[0]), sites[0]
 
 
 def test_a_program_rebuilt_while_it_runs_shows_offsets_saying_its_file_changed(built):
