@@ -278,6 +278,28 @@ _SHT_SYMTAB = 2      # the ELF section type of the full symbol table
 # Never the program's own code: the C and C++ runtimes. A frame in one is the C library's start-up code
 # that called main, a thread's start, or a function of theirs that ended in a tail call to the toolkit.
 _SYSTEM_LIBRARIES = ("libc.so", "ld-linux", "libstdc++.so", "libgcc_s.so", "libpthread.so", "libm.so", "libdl.so")
+# Nor Python's (the interpreter, libpython, libffi under ctypes) or npuemu's own libraries (the toolkit's
+# lib64, register_native_dir): a C callback of the program returns into them.
+_PYTHON_LIBRARIES = ("libpython", "libffi.so")
+_native_dirs: tuple = ()
+
+
+def register_native_dir(directory: str) -> None:
+    """The C libraries in `directory` are npuemu's own: a site ends at a frame in them."""
+    global _native_dirs
+    if directory:
+        _native_dirs += (os.path.realpath(directory) + os.sep,)
+
+
+def _not_the_programs(path: str, main: bool) -> bool:
+    """Whether the module at `path` is a runtime the program's frames return into, never its own code."""
+    if main:  # a Python host: the interpreter is the program that runs
+        try:
+            return bool(sys.executable) and os.path.samefile(path, sys.executable)
+        except OSError:
+            return False
+    return (os.path.basename(path).startswith(_SYSTEM_LIBRARIES + _PYTHON_LIBRARIES)
+            or os.path.realpath(path).startswith(_native_dirs))
 
 
 @functools.lru_cache(maxsize=None)
@@ -351,7 +373,7 @@ class _Module:
         self.replaced = deleted  # /proc/self/maps: the file loaded is no longer at its path
         self.identity = _identity(self.path)  # None: unknown (not to be read as "changed")
         self.relocatable = _is_relocatable(self.path)
-        self.system = not self.main and os.path.basename(self.path).startswith(_SYSTEM_LIBRARIES)
+        self.system = _not_the_programs(self.path, self.main)
 
     def current_path(self) -> Optional[str]:
         """The path of the pinned file if it is there still (a moved program: where it is now), else None.

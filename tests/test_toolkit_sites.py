@@ -186,6 +186,43 @@ int main() {
 }
 """
 
+# A C callback, run by the runtime on a report thread, makes a stream: its caller is npuemu, not the program.
+CALLBACK = r"""#include <atomic>
+#include <pthread.h>
+#include "acl/acl.h"
+
+static std::atomic<bool> stop{false};
+
+static void OnDone(void*) {
+  aclrtStream made;
+  aclrtCreateStream(&made);  // @callback-stream
+}
+
+static void* Report(void*) {
+  aclrtSetDevice(0);
+  while (!stop) aclrtProcessReport(100);
+  return nullptr;
+}
+
+int main() {
+  aclInit(nullptr);
+  aclrtSetDevice(0);
+  aclrtStream stream;
+  aclrtCreateStream(&stream);
+  pthread_t reporter;
+  pthread_create(&reporter, nullptr, Report, nullptr);
+  aclrtSubscribeReport((unsigned long long)reporter, stream);
+  aclrtLaunchCallback(OnDone, nullptr, ACL_CALLBACK_BLOCK, stream);
+  aclrtSynchronizeStream(stream);
+  stop = true;
+  pthread_join(reporter, nullptr);
+  aclrtUnSubscribeReport((unsigned long long)reporter, stream);
+  aclrtDestroyStream(stream);
+  aclFinalize();
+  return 0;
+}
+"""
+
 def many_leaks_program() -> str:
     """A tensor leaked at each of MANY_LEAKS lines, by a helper; reported at exit (no aclFinalize)."""
     calls = "".join("  Make(dev);  // @leak-%d\n" % number for number in range(MANY_LEAKS))
@@ -237,6 +274,7 @@ def built(tmp_path_factory) -> dict:
         Program("split", SMALL_LEAK, flags=("-O2", "-g", "-gsplit-dwarf")),
         Program("reloader", RELOADER, flags=("-g", "-ldl")),
         Program("wanderer", WANDERER, flags=("-g",)),
+        Program("callback", CALLBACK, flags=("-g", "-pthread")),
     ], directory)
     return {**programs, **libraries}
 
@@ -434,6 +472,14 @@ def test_without_proc_the_program_is_named_by_the_path_it_was_started_by(built):
     sites = made_at(leaks_of(done), "stream ")
     assert len(sites) == 1, done.stderr
     assert re.fullmatch(frame(executable + ".cpp", "wanderer-stream", "main"), sites[0]), sites[0]
+
+
+def test_a_c_callback_site_ends_at_npuemu_and_python(built):
+    """A C callback is called by npuemu's C toolkit, under Python's interpreter: those frames are not the
+    program's, and end the site as the C library's do."""
+    sites = made_at(leaks_of(run(built["callback"])), "stream ")
+    assert len(sites) == 1, sites
+    assert re.fullmatch(frame(built["callback"] + ".cpp", "callback-stream", "OnDone"), sites[0]), sites[0]
 
 
 def test_a_program_rebuilt_while_it_runs_shows_offsets_saying_its_file_changed(built):

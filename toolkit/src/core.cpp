@@ -957,13 +957,32 @@ std::string broken_import_advice() {
          "(`make install` or `pip install .`)";
 }
 
+// The directory of this library, the toolkit's lib64: emulator.sites takes no frame in it (a C callback's
+// caller) for the program's. "" if unknown.
+std::string library_directory() {
+  Dl_info info;
+  if (dladdr(reinterpret_cast<void *>(&library_directory), &info) == 0 || info.dli_fname == nullptr) return "";
+  const std::string path = info.dli_fname;
+  const size_t slash = path.rfind('/');
+  return slash == std::string::npos ? "" : path.substr(0, slash);
+}
+
+// _npuemu_c.library_directory: the directory, as Python names a path (bytes that are not UTF-8 kept).
+bool add_library_directory(PyObject *module) {
+  PyObject *directory = PyUnicode_DecodeFSDefault(library_directory().c_str());
+  const bool added = directory != nullptr && PyModule_AddObject(module, "library_directory", directory) == 0;
+  if (!added) Py_XDECREF(directory);
+  return added;
+}
+
 // Import what the table names; "" or what failed.
 std::string import_targets(const npuemu_boot *boot) {
   const npuemu_signature *table = boot->signatures;
   const int count = boot->signature_count;
   PyObject *module = PyModule_Create(&module_definition);
   PyObject *modules = PyImport_GetModuleDict();
-  if (module == nullptr || PyDict_SetItemString(modules, "_npuemu_c", module) != 0) return python_error();
+  if (module == nullptr || !add_library_directory(module) || PyDict_SetItemString(modules, "_npuemu_c", module) != 0)
+    return python_error();
   Py_DECREF(module);
   PyObject *errors = PyImport_ImportModule("emulator.errors");
   if (errors == nullptr) {
