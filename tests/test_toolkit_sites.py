@@ -223,6 +223,30 @@ int main() {
 }
 """
 
+# Two streams write one buffer at once: a race report with a site on each line.
+RACE = r"""#include "acl/acl.h"
+
+int main() {
+  aclInit(nullptr);
+  aclrtSetDevice(0);
+  aclrtStream first, second;
+  aclrtCreateStream(&first);
+  aclrtCreateStream(&second);
+  void* buffer = nullptr;
+  aclrtMalloc(&buffer, 256, ACL_MEM_MALLOC_HUGE_FIRST);
+  aclrtMemsetAsync(buffer, 256, 1, 256, first);  // @race-first
+  aclrtMemsetAsync(buffer, 256, 2, 256, second);  // @race-second
+  aclrtSynchronizeStream(first);
+  aclrtSynchronizeStream(second);
+  aclrtFree(buffer);
+  aclrtDestroyStream(first);
+  aclrtDestroyStream(second);
+  aclFinalize();
+  return 0;
+}
+"""
+
+
 def many_leaks_program() -> str:
     """A tensor leaked at each of MANY_LEAKS lines, by a helper; reported at exit (no aclFinalize)."""
     calls = "".join("  Make(dev);  // @leak-%d\n" % number for number in range(MANY_LEAKS))
@@ -275,6 +299,7 @@ def built(tmp_path_factory) -> dict:
         Program("reloader", RELOADER, flags=("-g", "-ldl")),
         Program("wanderer", WANDERER, flags=("-g",)),
         Program("callback", CALLBACK, flags=("-g", "-pthread")),
+        Program("race", RACE, flags=("-g",)),
     ], directory)
     return {**programs, **libraries}
 
@@ -516,6 +541,20 @@ def test_with_the_leak_check_off_exit_looks_no_line_up(built, tmp_path):
     done = run(built["many_leaks"], NPUEMU_LEAK_CHECK="0", **changes)
     assert done.returncode == 0 and "leak" not in done.stderr, done.stderr
     assert not log.exists(), "addr2line ran %d times with the leak check off" % len(log.read_text().splitlines())
+
+
+def test_a_race_report_runs_addr2line_once_per_module(built, tmp_path):
+    """Every report's sites are looked up together, not only a leak report's: a race between two lines
+    of the program is one addr2line run, and names both lines."""
+    changes, log = counting_addr2line(tmp_path)
+    done = run(built["race"], **changes)
+    assert done.returncode == 0, done.stderr
+    race = re.search(r"^========= npuemu: racecheck: race: .*(?:\n=========     .*)*", done.stderr, re.M)
+    assert race is not None, done.stderr
+    path = built["race"] + ".cpp"
+    for marker in ("race-first", "race-second"):
+        assert re.search(r" at %s$" % frame(path, marker, "main"), race.group(0), re.M), race.group(0)
+    assert len(log.read_text().splitlines()) == 1, "one run for the program's frames:\n" + done.stderr
 
 
 def test_a_report_of_many_leaks_runs_addr2line_once_per_module(built, tmp_path):
