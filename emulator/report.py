@@ -30,7 +30,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Callable, Optional, Sequence
 
-from . import hooks
+from . import hooks, sites
 
 PREFIX = "========= "
 # Set by `npuemu run --error-exitcode` to a directory: while this process holds reports, a file named by
@@ -68,6 +68,7 @@ class Report:
 
     def text(self) -> str:
         """The printed form (without the count)."""
+        sites.resolve(site for _, site in self.sites)  # the C frames' lines: one addr2line run per module
         lines = ["%snpuemu: %s: %s: %s" % (PREFIX, self.tool, self.kind, self.message)]
         lines += ["%s    %s at %s" % (PREFIX, role, site) for role, site in self.sites]
         lines += ["%s    %s" % (PREFIX, resource) for resource in self.resources]
@@ -75,6 +76,17 @@ class Report:
 
     def __str__(self) -> str:
         return self.text()
+
+
+class Described:
+    """A resource whose description names sites (an allocation's `made at`), as `publish` takes it: made
+    into its text only for a new finding, once the lines of all the finding's sites were looked up
+    together. `sites`: the sites the description names."""
+
+    __slots__ = ("describe", "sites")
+
+    def __init__(self, describe: Callable[[], str], named_sites: Sequence):
+        self.describe, self.sites = describe, tuple(named_sites)
 
 
 _lock = threading.RLock()
@@ -93,14 +105,17 @@ _NUMBERS = re.compile(r"0x[0-9a-fA-F]+|#\d+|\b\d+\b")
 PRINT_LIMIT = 1000
 
 
-def publish(kind: str, tool: str, message: str, sites: Sequence[tuple] = (), resources: Sequence[str] = (),
+def publish(kind: str, tool: str, message: str, sites: Sequence[tuple] = (), resources: Sequence = (),
             show: bool = True, count: int = 1) -> Report:
     """Record a finding (`count` times: the leaks a report counts without listing them); print it unless
-    it was found before (or `show` is False: leaks print their own lines). Returns the record (the
+    it was found before (or `show` is False: leaks print their own lines). `resources`: their
+    descriptions, or Described ones (made into text only for a new finding). Returns the record (the
     earlier one, counted once more, for a repeated finding)."""
     global _total
     assert KINDS.get(kind) == tool, (kind, tool)
     key = _identity(kind, tool, message, sites)
+    if show and key not in _by_key:  # a new finding (unless another thread's comes first): its text now
+        _look_up_lines(sites, resources)
     with _lock:
         _total += count
         found = _by_key.get(key)
@@ -108,8 +123,9 @@ def publish(kind: str, tool: str, message: str, sites: Sequence[tuple] = (), res
             found.count += count
             found.differed = found.differed or message != found.message
             return found
-        report = Report(kind, tool, message, tuple(sites), tuple(resources), count, serial=len(_reports) + 1,
-                        key=key)
+        resources = tuple(resource.describe() if isinstance(resource, Described) else resource
+                          for resource in resources)
+        report = Report(kind, tool, message, tuple(sites), resources, count, serial=len(_reports) + 1, key=key)
         _reports.append(report)
         _by_key[key] = report
         if len(_reports) == 1:  # under the lock: a clear() on another thread cannot come between
@@ -123,6 +139,13 @@ def publish(kind: str, tool: str, message: str, sites: Sequence[tuple] = (), res
     for observer in hooks.REPORTS:
         observer.reported(report)
     return report
+
+
+def _look_up_lines(sites_: Sequence[tuple], resources: Sequence) -> None:
+    """Look up the lines of the C frames of all of a finding's sites, those its Described resources name
+    too, together: one addr2line run per module, not one per site."""
+    sites.resolve([site for _, site in sites_] +
+                  [site for resource in resources if isinstance(resource, Described) for site in resource.sites])
 
 
 def _identity(kind: str, tool: str, message: str, sites: Sequence[tuple]) -> tuple:

@@ -918,7 +918,7 @@ class Tracker:
                 "synchronise the stream before destroying it" % (call, unseen, stream.describe(), state.last_task.name),
                 (("host call %s" % call, site), ("last unsynchronised task %s, launched" % state.last_task.name,
                                                  state.last_task.site)),
-                ("stream %s, made at %s" % (stream.describe(), stream.site),))
+                (report.Described(lambda: "stream %s, made at %s" % (stream.describe(), stream.site), (stream.site,)),))
 
     def _forget(self, handle: int) -> None:
         """A gone stream has no task left to order anything after: its entry leaves every clock. (Kept,
@@ -1118,7 +1118,7 @@ class Tracker:
             if isinstance(allocation.freed_site, Site):
                 sites.append(("allocation freed", allocation.freed_site))
         report.publish("invalid device access", "memcheck", "%s: %s" % (fault.kind, fault.message), sites,
-                       (allocation.describe(),) if allocation is not None else ())
+                       (_described(allocation),) if allocation is not None else ())
 
     def padding_overrun(self, allocation, address: int, nbytes: int, what) -> None:
         """An access within the allocation's padding: no fault on the card, but never the program's bytes."""
@@ -1312,12 +1312,20 @@ def _allocation(address: int):
 
 
 def _allocations(*addresses: int) -> tuple:
-    found = []
+    """The allocations at `addresses` as a report's resources, each once."""
+    found: list = []
     for address in addresses:
         allocation = _allocation(address)
-        if allocation is not None and allocation.describe() not in found:
-            found.append(allocation.describe())
-    return tuple(found)
+        if allocation is not None and all(allocation is not other for other in found):
+            found.append(allocation)
+    return tuple(_described(allocation) for allocation in found)
+
+
+def _described(allocation) -> report.Described:
+    """An allocation as a report's resource: described with the report (its sites looked up with the
+    report's)."""
+    freed = allocation.freed_site  # a Site, or a Released (the runtime's release, with its site), or None
+    return report.Described(allocation.describe, (allocation.site, getattr(freed, "site", freed)))
 
 
 def _stream_name(handle: int) -> str:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import ctypes
 import dis
 import functools
+import itertools
 import os
 import shutil
 import struct
@@ -158,14 +159,29 @@ def _walk(frame: Optional[object], depth: int) -> Site:
 # are named file:line when the program was built with -g (addr2line), else module+offset.
 
 _native_caller: Optional[Callable[[], tuple]] = None
+try:  # where a relative name the program was started by is found when /proc cannot tell (AT_EXECFN)
+    _START_DIRECTORY = os.getcwd()
+except OSError:
+    _START_DIRECTORY = "/"
 _native_sites: dict = {}  # return addresses -> their NativeSite
+# return address -> its call (module, offset, exported symbol), or _SYSTEM_FRAME: a new stack of known
+# addresses (a helper called from a new line) is made of dictionary look-ups, not of three dladdr calls
+_pinned_calls: dict = {}
+_SYSTEM_FRAME = ("system",)  # a frame in the C or C++ runtime: never the program's
+KNOWN_ADDRESSES = 4 * KNOWN_SITES
 
 
-def set_native_caller(read: Callable[[], tuple]) -> None:
+_modules_generation: Callable[[], int] = lambda: 0
+_generation_seen: list = [None]  # what _modules_generation() said when the caches above were filled
+
+
+def set_native_caller(read: Callable[[], tuple], modules_generation: Callable[[], int] = lambda: 0) -> None:
     """`read()` gives the return addresses of the C call in progress on this thread, innermost first
-    (empty when none)."""
-    global _native_caller
-    _native_caller = read
+    (empty when none); `modules_generation()` a number that changes whenever a module is loaded or
+    unloaded: an address pinned to a library unloaded since may be another library's now (one loaded
+    at the same base), so the modules pinned to addresses are forgotten then."""
+    global _native_caller, _modules_generation
+    _native_caller, _modules_generation = read, modules_generation
 
 
 def native_site() -> Site:
@@ -173,13 +189,33 @@ def native_site() -> Site:
     addresses = _native_caller() if _native_caller is not None else ()
     if not addresses:
         return UNKNOWN
+    generation = _modules_generation()
+    if generation != _generation_seen[0]:
+        _forget_modules(generation)
     site = _native_sites.get(addresses)
     if site is None:
-        if len(_native_sites) >= KNOWN_SITES:
-            _native_sites.clear()
+        _make_room(_native_sites, KNOWN_SITES)
         calls = _program_calls(addresses[:DEPTH])
         site = _native_sites[addresses] = NativeSite(addresses[:DEPTH], calls) if calls else UNKNOWN
     return site
+
+
+def _forget_modules(generation: int) -> None:
+    """Modules were loaded or unloaded: the addresses are pinned again at their next site. (The sites
+    taken before keep the modules they were pinned to, and their lines.)"""
+    _native_sites.clear()
+    _pinned_calls.clear()
+    _modules.clear()
+    _generation_seen[0] = generation
+
+
+def _make_room(cache: dict, limit: int) -> None:
+    """Forget the older half of a full `cache` (dicts keep their insertion order): a program with more
+    distinct call stacks than the cache holds still finds its recent ones, as it would not if the whole
+    cache went at once."""
+    if len(cache) >= limit:
+        for key in list(itertools.islice(cache, limit // 2)):
+            del cache[key]
 
 
 class NativeSite(Site):
@@ -210,11 +246,13 @@ class NativeSite(Site):
     def __str__(self) -> str:
         return " <- ".join(_shown(frame) for frame in self.frames)
 
-    def __eq__(self, other: object) -> bool:  # by address: comparing must not resolve (a subprocess)
-        return isinstance(other, NativeSite) and other.addresses == self.addresses
+    # by the pinned calls: comparing must not resolve (a subprocess), and the same addresses are another
+    # site once another library is loaded where an unloaded one was
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, NativeSite) and other.calls == self.calls
 
     def __hash__(self) -> int:
-        return hash(self.addresses)
+        return hash(self.calls)
 
 
 def _shown(frame: tuple) -> str:
@@ -235,10 +273,33 @@ class _Elf64Symbol(ctypes.Structure):  # Elf64_Sym, which dladdr1(..., RTLD_DL_S
 
 _RTLD_DL_SYMENT = 1  # dladdr1's flag for the symbol's table entry
 _AT_PHDR = 3         # getauxval's key of the main program's program headers
+_AT_EXECFN = 31      # getauxval's key of the file name the program was started by (as execve was given it)
 _SHT_SYMTAB = 2      # the ELF section type of the full symbol table
 # Never the program's own code: the C and C++ runtimes. A frame in one is the C library's start-up code
 # that called main, a thread's start, or a function of theirs that ended in a tail call to the toolkit.
 _SYSTEM_LIBRARIES = ("libc.so", "ld-linux", "libstdc++.so", "libgcc_s.so", "libpthread.so", "libm.so", "libdl.so")
+# Nor Python's (the interpreter, libpython, libffi under ctypes) or npuemu's own libraries (the toolkit's
+# lib64, register_native_dir): a C callback of the program returns into them.
+_PYTHON_LIBRARIES = ("libpython", "libffi.so")
+_native_dirs: tuple = ()
+
+
+def register_native_dir(directory: str) -> None:
+    """The C libraries in `directory` are npuemu's own: a site ends at a frame in them."""
+    global _native_dirs
+    if directory:
+        _native_dirs += (os.path.realpath(directory) + os.sep,)
+
+
+def _not_the_programs(path: str, main: bool) -> bool:
+    """Whether the module at `path` is a runtime the program's frames return into, never its own code."""
+    if main:  # a Python host: the interpreter is the program that runs
+        try:
+            return bool(sys.executable) and os.path.samefile(path, sys.executable)
+        except OSError:
+            return False
+    return (os.path.basename(path).startswith(_SYSTEM_LIBRARIES + _PYTHON_LIBRARIES)
+            or os.path.realpath(path).startswith(_native_dirs))
 
 
 @functools.lru_cache(maxsize=None)
@@ -265,20 +326,31 @@ def _program_calls(addresses: tuple) -> tuple:
     (a tail call's caller cannot be known), the first one after its frames ends them (the start-up)."""
     calls: tuple = ()
     for address in addresses:
-        info, symbol_entry = _dladdr(address)
-        if info is None:
-            calls += ((None, address, ""),)
-            continue
-        module = _module(info.dli_fname, info.dli_fbase or 0)
-        if module.system:
+        call = _pinned_calls.get(address)
+        if call is None:
+            _make_room(_pinned_calls, KNOWN_ADDRESSES)
+            call = _pinned_calls[address] = _pin(address)
+        if call is _SYSTEM_FRAME:
             if calls:
                 break
             continue
-        offset = address - (info.dli_fbase or 0) if module.relocatable else address
-        # dladdr names the nearest exported symbol below the address, even past its end: kept if it holds it
-        exported = os.fsdecode(info.dli_sname) if _symbol_holds(info, symbol_entry, address - 1) else ""
-        calls += ((module, offset, exported),)
+        calls += (call,)
     return calls
+
+
+def _pin(address: int) -> tuple:
+    """The call at return address `address`: (module, offset, exported symbol holding it), (None,
+    address, "") outside any module, or _SYSTEM_FRAME in the C or C++ runtime."""
+    info, symbol_entry = _dladdr(address)
+    if info is None:
+        return None, address, ""
+    module = _module(info.dli_fname, info.dli_fbase or 0)
+    if module.system:
+        return _SYSTEM_FRAME
+    offset = address - (info.dli_fbase or 0) if module.relocatable else address
+    # dladdr names the nearest exported symbol below the address, even past its end: kept if it holds it
+    exported = os.fsdecode(info.dli_sname) if _symbol_holds(info, symbol_entry, address - 1) else ""
+    return module, offset, exported
 
 
 class _Module:
@@ -287,7 +359,7 @@ class _Module:
     the file was replaced (a program rebuilt while it runs, a library file rebuilt after it was loaded)
     says so instead of showing another file's lines."""
 
-    __slots__ = ("path", "main", "relocatable", "system", "identity")
+    __slots__ = ("path", "main", "relocatable", "system", "identity", "replaced")
 
     def __init__(self, name: bytes, base: int):
         given = os.fsdecode(name or b"")
@@ -297,17 +369,22 @@ class _Module:
         if os.path.isabs(given) and not self.main:
             self.path = given  # as the program named it (a symbolic link's name)
         else:  # the program ("" or argv[0]), or a library found by a relative path (LD_LIBRARY_PATH=.)
-            self.path = mapped or (os.path.realpath("/proc/self/exe") if self.main else os.path.abspath(given))
-        self.identity = None if deleted else _identity(self.path)
+            self.path = mapped or (_main_program_path() if self.main else os.path.abspath(given))
+        self.replaced = deleted  # /proc/self/maps: the file loaded is no longer at its path
+        self.identity = _identity(self.path)  # None: unknown (not to be read as "changed")
         self.relocatable = _is_relocatable(self.path)
-        self.system = not self.main and os.path.basename(self.path).startswith(_SYSTEM_LIBRARIES)
+        self.system = _not_the_programs(self.path, self.main)
 
     def current_path(self) -> Optional[str]:
-        """The path of the pinned file if it is there still (a moved program: where it is now), else None."""
-        if self.identity is None:
+        """The path of the pinned file if it is there still (a moved program: where it is now), else None.
+        A file whose identity could not be taken (no /proc, an unreadable directory) is taken to be the
+        one loaded: what cannot be known is not said to have changed."""
+        if self.replaced:
             return None
-        for path in (self.path, os.path.realpath("/proc/self/exe")) if self.main else (self.path,):
-            if _identity(path) == self.identity:
+        if self.identity is None:
+            return self.path
+        for path in (self.path, _running_program()) if self.main else (self.path,):
+            if path and _identity(path) == self.identity:
                 return path
         return None
 
@@ -331,13 +408,38 @@ def _module(name: bytes, base: int) -> _Module:
 def _main_program_base() -> Optional[int]:
     """The main program's base address (what dladdr says of an address in it), or None if unknown: its
     name in dladdr is "" or argv[0], a relative path as a library found by a relative path has."""
+    headers = _auxiliary_value(_AT_PHDR)
+    info, _ = _dladdr(headers) if headers else (None, None)
+    return info.dli_fbase if info is not None else None
+
+
+def _auxiliary_value(key: int) -> int:
+    """getauxval(key): what the kernel told the program at its start (0 when unknown, or not glibc)."""
     libc = _libc()
     if not hasattr(libc, "getauxval"):
-        return None
+        return 0
     libc.getauxval.restype = ctypes.c_ulong
     libc.getauxval.argtypes = [ctypes.c_ulong]
-    info, _ = _dladdr(libc.getauxval(_AT_PHDR))
-    return info.dli_fbase if info is not None else None
+    return libc.getauxval(key)
+
+
+def _main_program_path() -> str:
+    """The main program's absolute path: where /proc/self/exe leads, else (no /proc: a container or a
+    chroot without it) the name it was started by, made absolute against the working directory npuemu
+    started in (the program may have changed directory since it was started: the best known)."""
+    running = _running_program()
+    if running:
+        return running
+    name = _auxiliary_value(_AT_EXECFN)
+    return os.path.normpath(os.path.join(_START_DIRECTORY, os.fsdecode(ctypes.string_at(name)))) if name else ""
+
+
+def _running_program() -> str:
+    """The file of the running program as /proc/self/exe says now; "" without /proc."""
+    try:
+        return os.path.realpath(os.readlink("/proc/self/exe"))
+    except OSError:
+        return ""
 
 
 def _mapped_path(base: int) -> tuple:

@@ -101,6 +101,55 @@ int main(int argc, char** argv) {
 }
 """
 
+# A second library of the same size as libuser.so, whose LibMake is at another line: loaded where the first
+# was, after it was unloaded.
+OTHER_LIBRARY = r"""#include "acl/acl.h"
+#include "aclnn/acl_meta.h"
+// another library
+//
+//
+extern "C" aclTensor* LibMake(void* dev) {
+  int64_t shape[1] = {4}, strides[1] = {1};
+  return aclCreateTensor(shape, 1, ACL_FLOAT, strides, 0, ACL_FORMAT_ND, shape, 1, dev);  // @other-create
+}
+"""
+
+# Loads each library named after argv[1] in turn by the same line, makes a tensor in it and unloads it.
+# argv[1] "copy": each is first copied to ./plugin.so, which is loaded (the same name each time).
+RELOADER = r"""#include <cstdio>
+#include <cstring>
+#include <dlfcn.h>
+#include <fstream>
+#include "acl/acl.h"
+#include "aclnn/acl_meta.h"
+
+static const char* Installed(const char* library, bool copy) {
+  if (!copy) return library;
+  { std::ifstream from(library, std::ios::binary); std::ofstream to("plugin.tmp", std::ios::binary); to << from.rdbuf(); }
+  return std::rename("plugin.tmp", "plugin.so") == 0 ? "./plugin.so" : nullptr;
+}
+
+int main(int argc, char** argv) {
+  aclInit(nullptr);
+  aclrtSetDevice(0);
+  void* dev = nullptr;
+  aclrtMalloc(&dev, 64, ACL_MEM_MALLOC_HUGE_FIRST);
+  const bool copy = strcmp(argv[1], "copy") == 0;
+  for (int i = 2; i < argc; ++i) {
+    const char* path = Installed(argv[i], copy);
+    void* library = path != nullptr ? dlopen(path, RTLD_NOW | RTLD_LOCAL) : nullptr;
+    if (library == nullptr) { printf("dlopen: %s\n", dlerror()); return 1; }
+    typedef aclTensor* (*make_t)(void*);
+    make_t make = (make_t)dlsym(library, "LibMake");
+    printf("loaded at %p\n", (void*)make);
+    make(dev);  // @reloader-call
+    dlclose(library);
+  }
+  aclFinalize();
+  return 0;
+}
+"""
+
 # Makes a stream, then waits for a line on stdin before it finalizes: its file is replaced meanwhile.
 WAITER = r"""#include <cstdio>
 #include "acl/acl.h"
@@ -120,6 +169,82 @@ int main() {
 """
 
 MANY_LEAKS = 20
+
+
+# Makes a stream after it left the directory it was started in.
+WANDERER = r"""#include <unistd.h>
+#include "acl/acl.h"
+
+int main() {
+  aclInit(nullptr);
+  aclrtSetDevice(0);
+  if (chdir("/") != 0) return 1;
+  aclrtStream stream;
+  aclrtCreateStream(&stream);  // @wanderer-stream
+  aclFinalize();
+  return 0;
+}
+"""
+
+# A C callback, run by the runtime on a report thread, makes a stream: its caller is npuemu, not the program.
+CALLBACK = r"""#include <atomic>
+#include <pthread.h>
+#include "acl/acl.h"
+
+static std::atomic<bool> stop{false};
+
+static void OnDone(void*) {
+  aclrtStream made;
+  aclrtCreateStream(&made);  // @callback-stream
+}
+
+static void* Report(void*) {
+  aclrtSetDevice(0);
+  while (!stop) aclrtProcessReport(100);
+  return nullptr;
+}
+
+int main() {
+  aclInit(nullptr);
+  aclrtSetDevice(0);
+  aclrtStream stream;
+  aclrtCreateStream(&stream);
+  pthread_t reporter;
+  pthread_create(&reporter, nullptr, Report, nullptr);
+  aclrtSubscribeReport((unsigned long long)reporter, stream);
+  aclrtLaunchCallback(OnDone, nullptr, ACL_CALLBACK_BLOCK, stream);
+  aclrtSynchronizeStream(stream);
+  stop = true;
+  pthread_join(reporter, nullptr);
+  aclrtUnSubscribeReport((unsigned long long)reporter, stream);
+  aclrtDestroyStream(stream);
+  aclFinalize();
+  return 0;
+}
+"""
+
+# Two streams write one buffer at once: a race report with a site on each line.
+RACE = r"""#include "acl/acl.h"
+
+int main() {
+  aclInit(nullptr);
+  aclrtSetDevice(0);
+  aclrtStream first, second;
+  aclrtCreateStream(&first);
+  aclrtCreateStream(&second);
+  void* buffer = nullptr;
+  aclrtMalloc(&buffer, 256, ACL_MEM_MALLOC_HUGE_FIRST);
+  aclrtMemsetAsync(buffer, 256, 1, 256, first);  // @race-first
+  aclrtMemsetAsync(buffer, 256, 2, 256, second);  // @race-second
+  aclrtSynchronizeStream(first);
+  aclrtSynchronizeStream(second);
+  aclrtFree(buffer);
+  aclrtDestroyStream(first);
+  aclrtDestroyStream(second);
+  aclFinalize();
+  return 0;
+}
+"""
 
 
 def many_leaks_program() -> str:
@@ -161,13 +286,8 @@ def built(tmp_path_factory) -> dict:
     ctoolkit.require_compilers()
     directory = tmp_path_factory.mktemp("sites")
     (directory / "sites_helpers.h").write_text(HELPERS_HEADER)
-    (directory / "libuser.cpp").write_text(USER_LIBRARY)
-    root = ctoolkit.toolkit_root()
-    library = subprocess.run(["g++", "-std=c++11", "-O0", "-g", "-shared", "-fPIC", str(directory / "libuser.cpp"),
-                              "-I", os.path.join(root, "include"), "-L", os.path.join(root, "lib64"), "-lascendcl",
-                              "-lnnopbase", "-o", str(directory / "libuser.so")], capture_output=True, text=True,
-                             timeout=300)
-    assert library.returncode == 0, library.stderr
+    libraries = {"library": build_library(directory, "libuser", USER_LIBRARY),
+                 "other_library": build_library(directory, "libother", OTHER_LIBRARY)}
     programs = build_all([
         Program("header", HEADER_USER),
         Program("optimised", OPTIMISED, flags=("-O2", "-g", "-pthread")),
@@ -176,8 +296,24 @@ def built(tmp_path_factory) -> dict:
         Program("many_leaks", many_leaks_program()),
         Program("lto", SMALL_LEAK, flags=("-O2", "-g", "-flto")),
         Program("split", SMALL_LEAK, flags=("-O2", "-g", "-gsplit-dwarf")),
+        Program("reloader", RELOADER, flags=("-g", "-ldl")),
+        Program("wanderer", WANDERER, flags=("-g",)),
+        Program("callback", CALLBACK, flags=("-g", "-pthread")),
+        Program("race", RACE, flags=("-g",)),
     ], directory)
-    return {**programs, "library": str(directory / "libuser.so")}
+    return {**programs, **libraries}
+
+
+def build_library(directory, name: str, source: str) -> str:
+    """<directory>/<name>.so, built with -g from `source`, linked with the toolkit."""
+    root = ctoolkit.toolkit_root()
+    (directory / (name + ".cpp")).write_text(source)
+    library = str(directory / (name + ".so"))
+    done = subprocess.run(["g++", "-std=c++11", "-O0", "-g", "-shared", "-fPIC", str(directory / (name + ".cpp")),
+                           "-I", os.path.join(root, "include"), "-L", os.path.join(root, "lib64"), "-lascendcl",
+                           "-lnnopbase", "-o", library], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    return library
 
 
 def leaks_of(done: subprocess.CompletedProcess) -> list:
@@ -307,6 +443,70 @@ def test_a_library_unloaded_before_the_report_is_still_named_by_its_lines(built)
                                        frame(built["loader"] + ".cpp", "library-call", "main")), sites[0]), sites[0]
 
 
+def reloaded_sites(built, mode: str) -> list:
+    """The sites of the tensors made by the reloader in libuser.so, then in libother.so, each unloaded
+    before the next is loaded at the same address (else the test cannot tell anything: skipped)."""
+    done = run(built["reloader"], mode, built["library"], built["other_library"])
+    loaded_at = re.findall(r"^loaded at (\S+)$", done.stdout, re.M)
+    assert len(loaded_at) == 2, done.stdout + done.stderr
+    if loaded_at[0] != loaded_at[1]:
+        pytest.skip("the loader put the second library elsewhere (%s, %s)" % tuple(loaded_at))
+    return made_at(leaks_of(done), "aclTensor FLOAT[4] ")
+
+
+def test_a_library_loaded_where_an_unloaded_one_was_is_named_by_its_own_lines(built):
+    """The same return addresses, once the first library was unloaded and another loaded at its base,
+    are the second library's: the site of the tensor made there names its lines, not the first's."""
+    directory = os.path.dirname(built["reloader"])
+    call = frame(built["reloader"] + ".cpp", "reloader-call", "main")
+    sites = reloaded_sites(built, "direct")
+    assert len(sites) == 2, sites
+    assert re.fullmatch(r"%s <- %s" % (frame(os.path.join(directory, "libuser.cpp"), "library-create", "LibMake"), call),
+                        sites[0]), sites[0]
+    assert re.fullmatch(r"%s <- %s" % (frame(os.path.join(directory, "libother.cpp"), "other-create", "LibMake"), call),
+                        sites[1]), sites[1]
+
+
+def test_a_library_file_replaced_and_loaded_again_by_its_name_is_named_by_its_new_lines(built):
+    """./plugin.so loaded, unloaded, its file replaced by another library's and loaded again (a plugin
+    rebuilt while its host runs): the second load's frames are the new file's lines, not "file changed
+    since the library was loaded"; the first load's, whose file is gone, say that it changed."""
+    directory = os.path.dirname(built["reloader"])
+    call = frame(built["reloader"] + ".cpp", "reloader-call", "main")
+    sites = reloaded_sites(built, "copy")
+    assert len(sites) == 2, sites
+    assert re.fullmatch(r"%s\+0x[0-9a-f]+ \(file changed since the library was loaded\) in LibMake <- %s"
+                        % (re.escape(os.path.join(directory, "plugin.so")), call), sites[0]), sites[0]
+    assert re.fullmatch(r"%s <- %s" % (frame(os.path.join(directory, "libother.cpp"), "other-create", "LibMake"), call),
+                        sites[1]), sites[1]
+
+
+def test_without_proc_the_program_is_named_by_the_path_it_was_started_by(built):
+    """Without /proc (a container or a chroot that has none) the program's path and file identity are
+    unknown there: the path is the name the program was started by (./wanderer, made absolute against
+    the directory it was started in, which it left since), and an identity that cannot be taken is
+    never said to have changed: the frames have their lines."""
+    executable = built["wanderer"]
+    directory = os.path.dirname(executable)
+    environment = ctoolkit.toolkit_environment(NPUEMU_EXECUTION="async", NPUEMU_LEAK_CHECK="1")
+    done = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c",
+                           "mount -t tmpfs none /proc && exec ./wanderer"], capture_output=True, text=True,
+                          timeout=120, env=environment, cwd=directory)
+    if done.returncode != 0 and "npuemu" not in done.stderr:
+        pytest.skip("cannot run a program without /proc here: %s" % done.stderr.strip())
+    sites = made_at(leaks_of(done), "stream ")
+    assert len(sites) == 1, done.stderr
+    assert re.fullmatch(frame(executable + ".cpp", "wanderer-stream", "main"), sites[0]), sites[0]
+
+
+def test_a_c_callback_site_ends_at_npuemu_and_python(built):
+    """A C callback is called by npuemu's C toolkit, under Python's interpreter: those frames are not the
+    program's, and end the site as the C library's do."""
+    sites = made_at(leaks_of(run(built["callback"])), "stream ")
+    assert len(sites) == 1, sites
+    assert re.fullmatch(frame(built["callback"] + ".cpp", "callback-stream", "OnDone"), sites[0]), sites[0]
+
+
 def test_a_program_rebuilt_while_it_runs_shows_offsets_saying_its_file_changed(built):
     """Lines read from the file now at the program's path would be another program's: the frame is the
     offset, with the reason."""
@@ -343,6 +543,20 @@ def test_with_the_leak_check_off_exit_looks_no_line_up(built, tmp_path):
     assert not log.exists(), "addr2line ran %d times with the leak check off" % len(log.read_text().splitlines())
 
 
+def test_a_race_report_runs_addr2line_once_per_module(built, tmp_path):
+    """Every report's sites are looked up together, not only a leak report's: a race between two lines
+    of the program is one addr2line run, and names both lines."""
+    changes, log = counting_addr2line(tmp_path)
+    done = run(built["race"], **changes)
+    assert done.returncode == 0, done.stderr
+    race = re.search(r"^========= npuemu: racecheck: race: .*(?:\n=========     .*)*", done.stderr, re.M)
+    assert race is not None, done.stderr
+    path = built["race"] + ".cpp"
+    for marker in ("race-first", "race-second"):
+        assert re.search(r" at %s$" % frame(path, marker, "main"), race.group(0), re.M), race.group(0)
+    assert len(log.read_text().splitlines()) == 1, "one run for the program's frames:\n" + done.stderr
+
+
 def test_a_report_of_many_leaks_runs_addr2line_once_per_module(built, tmp_path):
     """The sites of a report are looked up together: one run for all the offsets in the program (the
     frames in libc's start-up code are not looked up to be dropped), each leak with its own lines."""
@@ -355,3 +569,51 @@ def test_a_report_of_many_leaks_runs_addr2line_once_per_module(built, tmp_path):
     for number, site in enumerate(sites):
         assert re.fullmatch(r"%s <- %s" % (frame(path, "many-create", "Make"), frame(path, "leak-%d" % number, "main")),
                             site), site
+
+
+def test_a_new_call_stack_of_known_return_addresses_asks_the_loader_nothing(monkeypatch):
+    """A site missing from the cache of whole stacks (a helper called from a new line; a program with more
+    distinct stacks than the cache holds) asked the loader about each of its addresses again (three
+    dladdr calls, ~9 us a call): each return address is pinned once. A full cache forgets its older
+    half, not everything: the stacks taken last are still known."""
+    import ctypes
+    import numpy._core._multiarray_umath as umath
+    from emulator import sites
+    base = ctypes.cast(ctypes.CDLL(umath.__file__).PyInit__multiarray_umath, ctypes.c_void_p).value
+    inner, outer = [base + 16 + i for i in range(10)], [base + 100000 + i for i in range(10)]
+    asked = []
+
+    def dladdr(address: int) -> tuple:
+        asked.append(address)
+        return real_dladdr(address)
+
+    real_dladdr = sites._dladdr
+    sites._main_program_base()  # (known once for all: asked of the loader before)
+    monkeypatch.setattr(sites, "_dladdr", dladdr)
+    for cache in ("_native_sites", "_pinned_calls", "_modules"):
+        monkeypatch.setattr(sites, cache, {}, raising=False)
+    monkeypatch.setattr(sites, "KNOWN_SITES", 64)
+    stack = [()]
+    monkeypatch.setattr(sites, "_native_caller", lambda: stack[0])
+    monkeypatch.setattr(sites, "_modules_generation", lambda: 0, raising=False)  # no module loaded meanwhile
+    monkeypatch.setattr(sites, "_generation_seen", [0], raising=False)
+
+    def site_of(addresses: tuple) -> sites.Site:
+        stack[0] = addresses
+        return sites.native_site()
+
+    for address in inner:  # every address seen once
+        site_of((address, outer[0]))
+    for address in outer:
+        site_of((inner[0], address))
+    assert sorted(set(asked)) == sorted(inner + outer) and len(asked) == len(inner) + len(outer), asked
+    asked.clear()
+    taken = {(a, b): site_of((a, b)) for a in inner for b in outer}  # 100 stacks, most of them new
+    assert asked == [], "the loader was asked again about %d known addresses" % len(asked)
+    first = taken[(inner[0], outer[0])]
+    for (a, b), site in taken.items():  # each frame pinned at its own offset
+        assert isinstance(site, sites.NativeSite) and [call[1] for call in site.calls] == [
+            first.calls[0][1] + a - inner[0], first.calls[1][1] + b - outer[0]], site.calls
+    assert len(sites._native_sites) <= 64
+    last = (inner[-1], outer[-1])
+    assert site_of(last) is taken[last], "the stack taken last was forgotten with the others"

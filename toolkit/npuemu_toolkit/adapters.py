@@ -23,7 +23,8 @@ from emulator.dtypes import (ACL_BF16, ACL_COMPLEX32, ACL_DT_UNDEFINED, ACL_FLOA
 from emulator.interface import host_problem
 
 sites.register_package_dir(__file__)
-sites.set_native_caller(_npuemu_c.caller)
+sites.set_native_caller(_npuemu_c.caller, _npuemu_c.modules_generation)
+sites.register_native_dir(_npuemu_c.library_directory)
 
 
 def _command_line() -> list:

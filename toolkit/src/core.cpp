@@ -15,6 +15,7 @@
 #include <cxxabi.h>
 #include <dlfcn.h>
 #include <execinfo.h>
+#include <link.h>
 #include <pthread.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -23,6 +24,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -679,6 +681,21 @@ PyObject *caller(PyObject *, PyObject *) {
   return addresses;
 }
 
+// How many modules were loaded and unloaded so far (glibc's counters, which dl_iterate_phdr gives in
+// every entry: the first is enough). emulator.sites pins return addresses to the modules at them; a
+// change means an address may now be another library's (one loaded where an unloaded one was).
+int read_load_counters(dl_phdr_info *info, size_t size, void *counted) {
+  if (size >= offsetof(dl_phdr_info, dlpi_subs) + sizeof info->dlpi_subs)
+    *static_cast<unsigned long long *>(counted) = info->dlpi_adds + info->dlpi_subs;
+  return 1;
+}
+
+PyObject *modules_generation(PyObject *, PyObject *) {
+  unsigned long long counted = 0;  // without the counters (not glibc): never changes
+  dl_iterate_phdr(read_load_counters, &counted);
+  return PyLong_FromUnsignedLongLong(counted);
+}
+
 // call(function address, argument address): runs a C callback `void fn(void *)` without the GIL.
 PyObject *call(PyObject *, PyObject *args) {
   PyObject *function, *argument;
@@ -766,6 +783,8 @@ std::string hand_over_exit_status() {
 
 PyMethodDef methods[] = {
     {"caller", caller, METH_NOARGS, "The innermost return addresses of the C program's call in progress (a tuple)."},
+    {"modules_generation", modules_generation, METH_NOARGS,
+     "A number that changes whenever a module is loaded or unloaded (dlopen, dlclose)."},
     {"end_process", end_process, METH_O, "end_process(code): the C program ends with this exit code, after its exit work."},
     {"call", call, METH_VARARGS, "call(fn, data): run the C function void fn(void *data) without the GIL."},
     {"symbol", symbol, METH_O, "symbol(address): the name of the C function at address, or None."},
@@ -938,13 +957,32 @@ std::string broken_import_advice() {
          "(`make install` or `pip install .`)";
 }
 
+// The directory of this library, the toolkit's lib64: emulator.sites takes no frame in it (a C callback's
+// caller) for the program's. "" if unknown.
+std::string library_directory() {
+  Dl_info info;
+  if (dladdr(reinterpret_cast<void *>(&library_directory), &info) == 0 || info.dli_fname == nullptr) return "";
+  const std::string path = info.dli_fname;
+  const size_t slash = path.rfind('/');
+  return slash == std::string::npos ? "" : path.substr(0, slash);
+}
+
+// _npuemu_c.library_directory: the directory, as Python names a path (bytes that are not UTF-8 kept).
+bool add_library_directory(PyObject *module) {
+  PyObject *directory = PyUnicode_DecodeFSDefault(library_directory().c_str());
+  const bool added = directory != nullptr && PyModule_AddObject(module, "library_directory", directory) == 0;
+  if (!added) Py_XDECREF(directory);
+  return added;
+}
+
 // Import what the table names; "" or what failed.
 std::string import_targets(const npuemu_boot *boot) {
   const npuemu_signature *table = boot->signatures;
   const int count = boot->signature_count;
   PyObject *module = PyModule_Create(&module_definition);
   PyObject *modules = PyImport_GetModuleDict();
-  if (module == nullptr || PyDict_SetItemString(modules, "_npuemu_c", module) != 0) return python_error();
+  if (module == nullptr || !add_library_directory(module) || PyDict_SetItemString(modules, "_npuemu_c", module) != 0)
+    return python_error();
   Py_DECREF(module);
   PyObject *errors = PyImport_ImportModule("emulator.errors");
   if (errors == nullptr) {
