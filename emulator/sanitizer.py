@@ -102,6 +102,23 @@ class StreamClock:
                 self.index.add(epoch, task)
         return self.index
 
+    def first_conflict(self, reads: Sequence[tuple], writes: Sequence[tuple], after: int) -> Optional[int]:
+        """The epoch of the oldest pending task later than `after` that a task with these ranges races with
+        (it writes what they touch, or reads what they write), or None. The oldest such task is looked at
+        first, as a loop that races does at each step: then the index is not searched (it would visit
+        every range that meets: O(N) with N such tasks); else the index, told the epoch it can stop at."""
+        at = bisect.bisect_right(self.epochs, after)
+        if at == len(self.epochs):
+            return None
+        oldest_epoch, oldest = self.pending[at]
+        oldest_reads, oldest_writes = oldest.ranges()
+        if len(oldest_reads) + len(oldest_writes) <= _DIRECT and len(reads) + len(writes) <= _DIRECT:
+            if _meets(oldest_reads, oldest_writes, reads, writes):
+                return oldest_epoch
+            at += 1
+        floor = self.epochs[at] if at < len(self.epochs) else None
+        return self.accesses().first_conflict(reads, writes, after, floor) if floor is not None else None
+
     def pending_task(self, epoch: int):
         """The pending task queued as `epoch`."""
         return self.pending[bisect.bisect_left(self.epochs, epoch)][1]
@@ -234,9 +251,10 @@ class AccessIndex:
                     if not span.writes and not span.reads:
                         self._remove(span)
 
-    def first(self, start: int, end: int, write: bool, after: int) -> Optional[int]:
+    def first(self, start: int, end: int, write: bool, after: int, floor: Optional[int] = None) -> Optional[int]:
         """The epoch of the oldest task later than `after` that writes a byte of [start, end), or (if
-        `write`: an access to check against reads too) reads one; None if none does."""
+        `write`: an access to check against reads too) reads one; None if none does. `floor`: the oldest
+        epoch there can be (found: the search ends)."""
         found = None
         for length_class, (starts, at) in self.classes.items():
             for span_start in starts[bisect.bisect_right(starts, start - (1 << length_class)):
@@ -247,17 +265,23 @@ class AccessIndex:
                     for epochs in (span.writes, span.reads) if write else (span.writes,):
                         epoch = epochs.first_after(after)
                         if epoch is not None and (found is None or epoch < found):
+                            if epoch == floor:
+                                return epoch
                             found = epoch
         return found
 
-    def first_conflict(self, reads: Sequence[tuple], writes: Sequence[tuple], after: int) -> Optional[int]:
+    def first_conflict(self, reads: Sequence[tuple], writes: Sequence[tuple], after: int,
+                       floor: Optional[int] = None) -> Optional[int]:
         """The epoch of the oldest task later than `after` that a task with these ranges races with: one
-        that writes what it touches, or reads what it writes (two reads are no race: not looked at)."""
+        that writes what it touches, or reads what it writes (two reads are no race: not looked at).
+        `floor` as for `first`."""
         found = None
         for entries, write in ((writes, True), (reads, False)):
             for entry in entries:
-                epoch = self.first(entry[0], entry[0] + entry[1], write, after)
+                epoch = self.first(entry[0], entry[0] + entry[1], write, after, floor)
                 if epoch is not None and (found is None or epoch < found):
+                    if epoch == floor:
+                        return epoch
                     found = epoch
         return found
 
@@ -297,6 +321,16 @@ def _join(into: dict, other: dict) -> None:
     for key, value in other.items():
         if into.get(key, 0) < value:
             into[key] = value
+
+
+_DIRECT = 64  # ranges of a task and a query few enough to compare pairwise (a 2-D copy's rows: the index)
+
+
+def _meets(task_reads: Sequence[tuple], task_writes: Sequence[tuple], reads: Sequence[tuple],
+           writes: Sequence[tuple]) -> bool:
+    """Whether a task with ranges (task_reads, task_writes) races with one with (reads, writes)."""
+    return any(_conflict(task_writes, entry[0], entry[0] + entry[1]) or _conflict(task_reads, entry[0], entry[0] + entry[1])
+               for entry in writes) or any(_conflict(task_writes, entry[0], entry[0] + entry[1]) for entry in reads)
 
 
 def _conflict(ranges: Sequence[tuple], start: int, end: int) -> Optional[tuple]:
@@ -657,7 +691,7 @@ class Tracker:
         ordered = state.clock.get(other.handle, 0)
         if not other.epochs or other.epochs[-1] <= ordered:
             return
-        earlier_epoch = other.accesses().first_conflict(reads, writes, ordered)
+        earlier_epoch = other.first_conflict(reads, writes, ordered)
         if earlier_epoch is None:
             return
         earlier_task = other.pending_task(earlier_epoch)
@@ -820,7 +854,8 @@ class Tracker:
         host access of [start, end) (any access if `write`, writes only if not)."""
         held = getattr(self.holding, "stream", None)
         for state in list(self.busy.values()):
-            epoch = state.accesses().first(start, end, write, 0)  # only unseen work is pending
+            access = ((start, end - start),)  # only unseen work is pending: all of it, after 0
+            epoch = state.first_conflict((), access, 0) if write else state.first_conflict(access, (), 0)
             if epoch is None:
                 continue
             # behind the blocking callback this thread runs, on its stream or through a wait for an event
