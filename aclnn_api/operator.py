@@ -673,11 +673,8 @@ def _execute(op: str, launch: KernelLaunch, device_id: int, workspace: Optional[
     # Only the data at fault is the AI core's exception (e.g. a label out of range). TimeoutError
     # (the task timeout), KeyboardInterrupt and any other error (a broken contract of npuemu's
     # own: internal) go to the stream as they are.
-    interface.kernel_started(op)
     try:
         launch.kernel(*args)
     except _kernels.KernelDataError as error:
         raise DeviceFault("%s: %s" % (op, error)) from None
-    finally:
-        interface.kernel_ended()
 

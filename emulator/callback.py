@@ -18,7 +18,7 @@ import traceback
 from typing import Any, Callable, Optional
 
 from . import status
-from .errors import AclError, raised_by_signal_handler
+from .errors import AclError, calls_in_progress_restored, calls_in_progress_set_aside, raised_by_signal_handler
 from .sanitizer import TRACKER
 from .sites import Site
 from .stream import Stream, Task, wait_unlocked, wake_waiters
@@ -64,6 +64,7 @@ class Call:
                 if self.holds is not None:
                     TRACKER.hold(self.holds, self.seen[self.holds])
                     TRACKER.callback_starts(self.holds, self.seen[self.holds])
+        outer = calls_in_progress_set_aside()  # the program's code: its calls are no signal handler's
         try:
             self.fn(self.user_data)
         except Exception as error:  # the program's own code: report it as Python reports a failing thread
@@ -71,6 +72,7 @@ class Call:
                 raise  # the program stops itself (a signal handler's time limit), as with Ctrl-C
             sys.stderr.write("npuemu: the callback %r raised:\n%s" % (self.fn, traceback.format_exc()))
         finally:
+            calls_in_progress_restored(outer)
             if self.holds is not None and self.seen is not None:
                 TRACKER.hold(None)
                 with self.lock:

@@ -147,36 +147,28 @@ def _code_of(handler: Any) -> Any:
     return code
 
 
-# Kernels running now, on any thread (a cheap first test), and on this one (_local.kernel): a public call
-# made while a kernel runs on its own thread comes from a Python signal handler, which npuemu runs at a
-# kernel's checkpoints (to stop it on Ctrl-C), inside the call that runs the kernel: the card runs it
-# after that call returns. Such a call would wait for the kernel's own threads (a hang) or find the
-# runtime halfway through the call: it is refused. (The count is not locked: threads that start and end
-# kernels at once may leave it off by one, which only decides whether to look at _local.kernel.)
-_kernels_running = 0
+def _refuse_nested(name: str, outer: str, internal_code: int) -> None:
+    """A public call made while another one (`outer`) is in progress on this thread, other than from a
+    callback: it comes from a Python signal handler, which CPython runs between any two steps of the
+    runtime's Python code and npuemu at a kernel's checkpoints, inside `outer` (the card runs it once the
+    C call has returned). The runtime is half-way through `outer` there, and a kernel of it may hold its
+    threads: the call is refused (the call did not run), never a hang or an internal error."""
+    code = 361001 if _is_aclnn_status(internal_code) else status.ACL_ERROR_FAILURE
+    raise AclError(code, "called while %s is in progress on this thread, from a Python signal handler: npuemu runs "
+                         "handlers inside the call they interrupt, where the card runs them once that call returns; "
+                         "set a flag (or raise) in the handler, and make the call after" % outer)
 
 
-def kernel_started(op: str) -> None:
-    global _kernels_running
-    _kernels_running += 1
-    _local.kernel = op
+def calls_in_progress_set_aside() -> Optional[str]:
+    """For a callback the runtime runs inside a call (aclrtProcessReport): the program's own code, whose
+    calls are no signal handler's. Returns what to give back to `calls_in_progress_restored`."""
+    outer = getattr(_local, "call", None)
+    _local.call = None
+    return outer
 
 
-def kernel_ended() -> None:
-    global _kernels_running
-    _kernels_running -= 1
-    _local.kernel = None
-
-
-def _refuse_inside_a_kernel(name: str, internal_code: int) -> None:
-    """AclError if a kernel runs on this thread: the call comes from a signal handler under it."""
-    kernel = getattr(_local, "kernel", None)
-    if kernel is not None:
-        code = 361001 if _is_aclnn_status(internal_code) else status.ACL_ERROR_FAILURE  # the call did not run
-        raise AclError(code, "called while the kernel of %s runs on this thread, from a Python signal handler: npuemu "
-                             "runs handlers at a kernel's checkpoints, inside the call that runs the kernel, where the "
-                             "card runs them once that call returns; set a flag (or raise) in the handler, and make "
-                             "the call after" % kernel)
+def calls_in_progress_restored(outer: Optional[str]) -> None:
+    _local.call = outer
 
 
 def _bad_call_code(internal_code: int) -> int:
@@ -237,9 +229,11 @@ def api(name: str, failure: tuple = (), internal_code: int = status.ACL_ERROR_RT
             if keywords and kwargs:
                 kwargs = _by_own_names(kwargs, keywords)
             afters = [] if hooks.CALLS else None
+            outer = getattr(_local, "call", None)
             try:
-                if _kernels_running:
-                    _refuse_inside_a_kernel(name, internal_code)
+                if outer is not None:
+                    _refuse_nested(name, outer, internal_code)
+                _local.call = name
                 if afters is not None:
                     _observe(name, args, kwargs, afters)
                 outputs = fn(*args, **kwargs)
@@ -265,6 +259,8 @@ def api(name: str, failure: tuple = (), internal_code: int = status.ACL_ERROR_RT
                 else:
                     _record_internal(internal_code, name, error)
                     code = internal_code
+            finally:
+                _local.call = outer
             if afters:
                 for after in afters:
                     after(code)

@@ -15,13 +15,12 @@ the runtime. They never touch the process state or its lock; everything they nee
     launch_checks(op, tensors, ..)  a launch's tensors: destroyed since the first phase, misaligned
     overlapping_output(op, ..)      a launch's output view that overlaps itself or another view
     overlapping_workspace(op, ..)   a launch's workspace that shares memory with one of its views
-    kernel_started(op), kernel_ended()  a kernel runs on this thread (a call from a signal handler is refused)
 """
 from __future__ import annotations
 
 from typing import Callable, Optional, Sequence
 
-from . import errors as _errors, runtime as _runtime, status
+from . import runtime as _runtime, status
 from .context import current as current_context
 from .errors import AclError
 from .resource import HANDLES
@@ -102,16 +101,6 @@ def overlapping_workspace(op: str, workspace: int, nbytes: int, other, where: in
     """The second phase of `op` writes its workspace [workspace, workspace + nbytes) over the byte `where` of
     the view `other` (a TensorView): reported (memcheck), the launch goes on."""
     _TRACKER.overlapping_workspace(op, workspace, nbytes, other, where, site)
-
-
-def kernel_started(op: str) -> None:
-    """A kernel of `op` starts on this thread: a public call made until kernel_ended() comes from a Python
-    signal handler run at one of its checkpoints, and is refused (emulator.errors)."""
-    _errors.kernel_started(op)
-
-
-def kernel_ended() -> None:
-    _errors.kernel_ended()
 
 
 def current_stream() -> Stream:

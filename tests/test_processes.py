@@ -191,7 +191,7 @@ os._exit(0)
 
 
 @pytest.mark.parametrize("stream", ["same", "other"])
-def test_a_call_from_a_signal_handler_run_at_a_kernels_checkpoint_is_refused_not_a_hang(stream):
+def test_a_call_from_a_signal_handler_inside_another_call_is_refused_not_a_hang(stream):
     """npuemu runs Python signal handlers at a kernel's checkpoints, inside the call that runs it (the card
     runs them after it). A handler synchronising a stream there hung on the kernels' own pool, or got
     507000 from the runtime halfway through the call. Now such a call returns 500001 saying why, and the
@@ -200,7 +200,7 @@ def test_a_call_from_a_signal_handler_run_at_a_kernels_checkpoint_is_refused_not
     done = subprocess.run([sys.executable, "-c", HANDLER_CALLS, stream], capture_output=True, text=True, env=env,
                           timeout=300)
     assert done.stdout.splitlines() == [
-        "handler 500001 called while the kernel of aclnnLogSigmoidBackward runs on t",
+        "handler 500001 called while aclrtSynchronizeStream is in progress on this t",
         "raised stop", "next 0 0"], (done.stdout, done.stderr)
 
 
