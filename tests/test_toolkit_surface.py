@@ -693,6 +693,15 @@ def test_toolkit_install_refuses_a_directory_that_is_no_copy_of_it(tmp_path):
     assert after == before
 
 
+def test_toolkit_install_refuses_a_dangling_symbolic_link_naming_where_it_points(tmp_path):
+    """It said "File exists" of the link (review H)."""
+    link = tmp_path / "cann"
+    link.symlink_to(tmp_path / "nowhere" / "cann")
+    done = run(ctoolkit.npuemu_command() + ["toolkit", "install", str(link)])
+    assert (done.returncode, done.stderr) == (1, "npuemu: %s is a symbolic link to %s, which does not exist: make that "
+                                                 "directory, or choose another\n" % (link, tmp_path / "nowhere" / "cann"))
+
+
 def test_toolkit_install_refuses_a_file(tmp_path):
     """A target that is a file is refused with a message (no traceback), and the file is left as it was."""
     target = tmp_path / "a_file"

@@ -46,6 +46,9 @@ def refusal(source: str, target: str, contents: bool = True) -> Optional[str]:
             target, source)
     if os.path.exists(target) and not os.path.isdir(target):
         return "%s exists and is not a directory" % target
+    if os.path.islink(target) and not os.path.exists(target):
+        return "%s is a symbolic link to %s, which does not exist: make that directory, or choose another" % (
+            target, os.readlink(target))
     if contents and os.path.isdir(target) and os.listdir(target) and not os.path.isfile(os.path.join(target, MARKER)):
         return ("%s exists and is not a copy of npuemu's toolkit (no %s): not replaced; choose an empty or new "
                 "directory" % (target, MARKER))
