@@ -11,6 +11,7 @@ import functools
 import inspect
 import os
 import signal
+import sys
 import threading
 import time
 import traceback
@@ -149,14 +150,30 @@ def _code_of(handler: Any) -> Any:
 
 def _refuse_nested(name: str, outer: str, internal_code: int) -> None:
     """A public call made while another one (`outer`) is in progress on this thread, other than from a
-    callback: it comes from a Python signal handler, which CPython runs between any two steps of the
+    callback, may come from a Python signal handler, which CPython runs between any two steps of the
     runtime's Python code and npuemu at a kernel's checkpoints, inside `outer` (the card runs it once the
     C call has returned). The runtime is half-way through `outer` there, and a kernel of it may hold its
-    threads: the call is refused (the call did not run), never a hang or an internal error."""
+    threads: such a call is refused (the call did not run), never a hang or an internal error. A
+    finalizer (`__del__`, weakref.finalize) that the garbage collector, or the runtime dropping the last
+    reference to a callback's userData, runs there is the program's tidying, as on the card: it runs."""
+    if not _inside_a_signal_handler():
+        return
     code = 361001 if _is_aclnn_status(internal_code) else status.ACL_ERROR_FAILURE
     raise AclError(code, "called while %s is in progress on this thread, from a Python signal handler: npuemu runs "
                          "handlers inside the call they interrupt, where the card runs them once that call returns; "
                          "set a flag (or raise) in the handler, and make the call after" % outer)
+
+
+def _inside_a_signal_handler() -> bool:
+    """Whether an installed Python signal handler's frame lies between this call and the public call in
+    progress below it (looked at only for a call made inside another: rare)."""
+    handlers = _signal_handler_codes()
+    frame = sys._getframe(3)  # the caller of the public call (this <- _refuse_nested <- the wrapper)
+    while frame is not None and frame.f_code is not _WRAPPER_CODE:
+        if frame.f_code in handlers:
+            return True
+        frame = frame.f_back
+    return False
 
 
 def calls_in_progress_set_aside() -> Optional[str]:
@@ -207,6 +224,9 @@ def _taking_keywords(call: Callable, keywords: Optional[dict]) -> None:
         names = ", ".join("%s (for %s)" % item for item in keywords.items())
         call.__doc__ = ("%s\n\nAlso takes the Python contract's keyword names: %s." % ((call.__doc__ or "").rstrip(),
                                                                                       names)).lstrip()
+
+
+_WRAPPER_CODE = None  # the code of a public call's wrapper (`call` below), where a walk up the stack ends
 
 
 def api(name: str, failure: tuple = (), internal_code: int = status.ACL_ERROR_RT_INTERNAL_ERROR,
@@ -271,6 +291,8 @@ def api(name: str, failure: tuple = (), internal_code: int = status.ACL_ERROR_RT
             if not returns_status:
                 return outputs
             return (outputs, code) if len(failure) == 1 else (*outputs, code)
+        global _WRAPPER_CODE
+        _WRAPPER_CODE = call.__code__
         call.c_name = name
         call.__signature__ = _pyacl_signature(fn, failure, returns_status)
         _taking_keywords(call, keywords)

@@ -276,3 +276,49 @@ def test_a_grandchild_forked_before_its_parent_ran_a_kernel_gets_the_pools_threa
     done = subprocess.run([sys.executable, "-c", DOUBLE_FORK], capture_output=True, text=True, timeout=120,
                           env={**os.environ, "NPUEMU_THREADS": "2", "NPUEMU_LEAK_CHECK": "0"})
     assert done.stdout.splitlines() == ["parent 0 2", "grandchild 0 2"], (done.stdout, done.stderr)
+
+
+FINALIZERS_INSIDE_CALLS = r"""
+import gc, threading
+import acl
+
+acl.init(); acl.rt.set_device(0)
+stream, _ = acl.rt.create_stream()
+codes = []
+
+class Owner:
+    # Device memory its finalizer frees: run inside a runtime call, when the runtime drops a callback's
+    # userData (its last reference) or the garbage collector collects a cycle during the call.
+    def __init__(self):
+        self.memory, _ = acl.rt.malloc(64, 0)
+        self.cycle = self
+
+    def __del__(self):
+        codes.append(acl.rt.free(self.memory))
+
+acl.rt.subscribe_report(threading.get_ident(), stream)
+for _ in range(5):
+    owner = Owner()
+    del owner.cycle
+    acl.rt.launch_callback(lambda data: None, owner, 1, stream)
+    del owner
+    acl.rt.process_report(1000)
+acl.rt.launch_callback(lambda data: None, None, 1, stream)  # (the runtime keeps the last callback's userData
+acl.rt.process_report(1000)                                 # until another one comes)
+gc.set_threshold(50)
+for _ in range(500):
+    Owner()  # cycles, collected during the calls of the next ones
+gc.collect()
+acl.rt.unsubscribe_report(threading.get_ident(), stream)
+acl.rt.destroy_stream(stream); acl.rt.reset_device(0); acl.finalize()
+print(len(codes), sorted(set(codes)))
+"""
+
+
+def test_finalizers_run_inside_a_call_free_what_they_own():
+    """A public call inside another is refused only from a signal handler: a __del__ the runtime or the
+    garbage collector runs inside a call (a callback's userData released, a cycle collected during
+    aclrtMalloc) freed nothing (500001 "from a Python signal handler"), and the memory was reported leaked."""
+    done = subprocess.run([sys.executable, "-c", FINALIZERS_INSIDE_CALLS], capture_output=True, text=True,
+                          timeout=120)
+    assert (done.stdout, done.stderr) == ("505 [0]\n", ""), (done.stdout, done.stderr)
