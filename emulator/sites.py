@@ -14,6 +14,7 @@ import dis
 import functools
 import itertools
 import os
+import re
 import shutil
 import struct
 import subprocess
@@ -291,11 +292,16 @@ def register_native_dir(directory: str) -> None:
         _native_dirs += (os.path.realpath(directory) + os.sep,)
 
 
+_PYTHON_PROGRAM = re.compile(r"python[0-9.]*[a-z]?$")  # python, python3, python3.11, python3.13t
+
+
 def _not_the_programs(path: str, main: bool) -> bool:
     """Whether the module at `path` is a runtime the program's frames return into, never its own code."""
-    if main:  # a Python host: the interpreter is the program that runs
+    if main:  # a Python host: the interpreter is the program that runs (a program that embeds Python and
+        # names itself sys.executable, with Py_SetProgramName(argv[0]), is still the program: not "python")
         try:
-            return bool(sys.executable) and os.path.samefile(path, sys.executable)
+            return (bool(sys.executable) and _PYTHON_PROGRAM.match(os.path.basename(path)) is not None
+                    and os.path.samefile(path, sys.executable))
         except OSError:
             return False
     return (os.path.basename(path).startswith(_SYSTEM_LIBRARIES + _PYTHON_LIBRARIES)
@@ -387,6 +393,17 @@ class _Module:
             if path and _identity(path) == self.identity:
                 return path
         return None
+
+    def _same_file(self) -> tuple:
+        return self.path, self.identity, self.replaced
+
+    # One file loaded again (after dlopen/dlclose elsewhere made the modules be taken anew) is the same
+    # module: a site in it taken before and after is one site, and a finding repeated is counted, not new.
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Module) and self._same_file() == other._same_file()
+
+    def __hash__(self) -> int:
+        return hash(self._same_file())
 
     @property
     def changed(self) -> str:

@@ -524,6 +524,9 @@ int main(int argc, char **argv) {
   const int python_first = argc > 1 && !strcmp(argv[1], "python-first");
   PyThreadState *main_thread = NULL;
   if (python_first) {
+#ifdef NAMED  /* the program names itself, as Python's embedding docs show: sys.executable is the program */
+    Py_SetProgramName(Py_DecodeLocale(argv[0], NULL));
+#endif
     Py_Initialize();
     char code[4096];
     snprintf(code, sizeof(code), "import site; site.addsitedir(%s%s%s)", "'", argc > 2 ? argv[2] : "", "'");
@@ -532,7 +535,7 @@ int main(int argc, char **argv) {
   }
   void *leaked = NULL;
   const int initialised = aclInit(NULL), set = aclrtSetDevice(0);
-  printf("acl: %d %d %d\n", initialised, set, aclrtMalloc(&leaked, 64, ACL_MEM_MALLOC_HUGE_FIRST));
+  printf("acl: %d %d %d\n", initialised, set, aclrtMalloc(&leaked, 64, ACL_MEM_MALLOC_HUGE_FIRST));  /* @leak */
   fflush(stdout);
   if (!python_first) Py_Initialize();  /* does nothing: the toolkit's interpreter runs; it does not give the GIL */
   python_code("import emulator.runtime as rt; print('python: device', rt.aclrtGetDevice())");
@@ -565,6 +568,17 @@ def test_a_c_program_that_embeds_python_uses_the_toolkit_as_documented(tmp_path,
     assert (done.returncode, done.stdout) == (7, "acl: 0 0 0\npython: device (0, 0)\nacl after python: 0 0\n" +
                                               finalised), shown(done)
     assert len(LEAK_LINE.findall(done.stderr)) == 1, shown(done)
+
+
+def test_a_program_that_embeds_python_and_names_itself_is_named_by_its_own_lines(tmp_path):
+    """A program that set Python's program name to its own (so sys.executable is the program) was taken for
+    the Python interpreter running a Python program: its frames were skipped, and the leak was made at
+    <unknown> (review I). Now only a program named python is the interpreter."""
+    executable = ctoolkit.compile_embedding_program(EMBEDS_PYTHON_PROGRAM, tmp_path, flags=("-g", "-DNAMED"))
+    done = run(executable, "python-first", sysconfig.get_paths()["purelib"])
+    line = EMBEDS_PYTHON_PROGRAM[:EMBEDS_PYTHON_PROGRAM.index("/* @leak */")].count("\n") + 1
+    (leak,) = LEAK_LINE.findall(done.stderr) or [None]
+    assert leak is not None and re.search(r"made at \S+:%d in main" % line, done.stderr), shown(done)
 
 
 def test_a_python_of_its_own_that_cannot_import_npuemu_is_told_to_make_it_importable_there(tmp_path):

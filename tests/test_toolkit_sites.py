@@ -247,6 +247,38 @@ int main() {
 """
 
 
+# The same race each round; between rounds, the libraries argv names are loaded (the modules taken anew).
+RACE_BETWEEN_LOADS = r"""#include <dlfcn.h>
+#include "acl/acl.h"
+
+static void Round(void* buffer, aclrtStream first, aclrtStream second) {
+  aclrtMemsetAsync(buffer, 256, 1, 256, first);  // @round-first
+  aclrtMemsetAsync(buffer, 256, 2, 256, second);  // @round-second
+  aclrtSynchronizeStream(first);
+  aclrtSynchronizeStream(second);
+}
+
+int main(int argc, char** argv) {
+  aclInit(nullptr);
+  aclrtSetDevice(0);
+  aclrtStream first, second;
+  aclrtCreateStream(&first);
+  aclrtCreateStream(&second);
+  void* buffer = nullptr;
+  aclrtMalloc(&buffer, 256, ACL_MEM_MALLOC_HUGE_FIRST);
+  for (int round = 1; round <= argc; ++round) {
+    Round(buffer, first, second);
+    if (round < argc && dlopen(argv[round], RTLD_NOW) == nullptr) return 1;
+  }
+  aclrtFree(buffer);
+  aclrtDestroyStream(first);
+  aclrtDestroyStream(second);
+  aclFinalize();
+  return 0;
+}
+"""
+
+
 def many_leaks_program() -> str:
     """A tensor leaked at each of MANY_LEAKS lines, by a helper; reported at exit (no aclFinalize)."""
     calls = "".join("  Make(dev);  // @leak-%d\n" % number for number in range(MANY_LEAKS))
@@ -300,6 +332,7 @@ def built(tmp_path_factory) -> dict:
         Program("wanderer", WANDERER, flags=("-g",)),
         Program("callback", CALLBACK, flags=("-g", "-pthread")),
         Program("race", RACE, flags=("-g",)),
+        Program("race_between_loads", RACE_BETWEEN_LOADS, flags=("-g", "-ldl")),
     ], directory)
     return {**programs, **libraries}
 
@@ -555,6 +588,15 @@ def test_a_race_report_runs_addr2line_once_per_module(built, tmp_path):
     for marker in ("race-first", "race-second"):
         assert re.search(r" at %s$" % frame(path, marker, "main"), race.group(0), re.M), race.group(0)
     assert len(log.read_text().splitlines()) == 1, "one run for the program's frames:\n" + done.stderr
+
+
+def test_a_race_repeated_after_libraries_were_loaded_is_counted_not_reported_anew(built):
+    """Loading a library makes the sites' modules be taken anew: the same race, at the same two lines, was
+    then a new finding, printed again after each load (review I). It is one finding counted three times."""
+    done = run(built["race_between_loads"], built["library"], built["other_library"])
+    assert done.returncode == 0, done.stderr
+    assert len(re.findall(r"^========= npuemu: racecheck: race: ", done.stderr, re.M)) == 1, done.stderr
+    assert "SUMMARY: 3 report(s) (3 race)" in done.stderr, done.stderr
 
 
 def test_a_report_of_many_leaks_runs_addr2line_once_per_module(built, tmp_path):
