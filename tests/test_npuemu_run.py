@@ -120,15 +120,18 @@ def test_a_relative_trace_from_a_deleted_current_directory_is_a_bad_option(tmp_p
     gone = tmp_path / "gone"
     gone.mkdir()
     in_gone = 'cd "$1" && rmdir "$1" && shift && exec "$@"'
-    done = subprocess.run(["bash", "-c", in_gone, "bash", str(gone), *ctoolkit.npuemu_command(), "run", "--trace",
-                           "t.json", path], capture_output=True, text=True, timeout=120, env=clean_environment())
+    # npuemu as `python -m emulator`: in a checkout whose path has a space, pip's console script is a /bin/sh
+    # trampoline, and dash says "getcwd() failed" on stderr in a deleted directory before npuemu runs
+    npuemu = [sys.executable, "-m", "emulator"]
+    done = subprocess.run(["bash", "-c", in_gone, "bash", str(gone), *npuemu, "run", "--trace", "t.json", path],
+                          capture_output=True, text=True, timeout=120, env=clean_environment())
     assert done.returncode == 2 and not marker.exists(), done.stderr
     assert done.stderr.splitlines() == [
         "npuemu run: NPUEMU_TRACE: expected a file in an existing directory, found 't.json', relative to a current "
         "directory that cannot be found (No such file or directory: deleted?): give an absolute path"], done.stderr
     gone.mkdir()
-    done = subprocess.run(["bash", "-c", in_gone, "bash", str(gone), *ctoolkit.npuemu_command()], capture_output=True,
-                          text=True, timeout=120, env={**clean_environment(), "NPUEMU_TRACE": "t.json"})
+    done = subprocess.run(["bash", "-c", in_gone, "bash", str(gone), *npuemu], capture_output=True, text=True,
+                          timeout=120, env={**clean_environment(), "NPUEMU_TRACE": "t.json"})
     assert done.returncode == 0 and "trace          t.json" in done.stdout and done.stderr == "", done.stderr
 
 

@@ -1135,7 +1135,7 @@ def test_a_start_with_every_file_descriptor_in_use_names_the_cause_and_is_tried_
     lines = dict(line.split("=", 1) for line in done.stdout.splitlines() if "=" in line)
     assert lines.get("aclInit") == "100001", done.stdout + done.stderr
     message = lines.get("aclGetRecentErrMsg", "")
-    cause = (r"cannot open /\S+: Too many open files" if free == 0 else
+    cause = (r"cannot open /.+?: Too many open files" if free == 0 else  # (a path may hold spaces)
              r"Python needs 8 free file descriptors to start, found %d \(Too many open files\)" % free)
     assert re.search(cause, message) and "ulimit -n" in message, message
     assert "reinstall" not in message and done.stderr.count(message) == 1, done.stderr
