@@ -122,7 +122,7 @@ def launch():
     size, executor, _ = nn.aclnnLogSigmoidBackwardGetWorkspaceSize(ts[0], ts[1], ts[1], ts[2])
     return nn.aclnnLogSigmoidBackward(None, size, executor, stream)
 
-threading.Timer(0.3, os.kill, (os.getpid(), signum)).start()  # as `kill` or an alarm would, during the calls
+threading.Timer(0.1, os.kill, (os.getpid(), signum)).start()  # as `kill` or an alarm would, during the calls
 try:
     for _ in range(100):
         launch()
@@ -180,7 +180,7 @@ signal.signal(signal.SIGTERM, on_term)
 for _ in range(60):
     launch(stream)
 launch(other)
-threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGTERM)).start()
+threading.Timer(0.1, os.kill, (os.getpid(), signal.SIGTERM)).start()  # (the work: 0.3 s or more)
 try:
     print("returned", acl.rt.synchronize_stream(stream), flush=True)
 except Stop as error:
