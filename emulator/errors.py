@@ -267,18 +267,7 @@ def api(name: str, failure: tuple = (), internal_code: int = status.ACL_ERROR_RT
             except Exception as error:  # never let a bug escape a public call
                 if raised_by_signal_handler(error):
                     raise  # the program stops itself, as with Ctrl-C: no error of the call
-                bad_call = isinstance(error, TypeError) and _arguments_error(
-                    fn, name, args, kwargs, _bad_call_code(internal_code), keywords)
-                refused = None if bad_call else _out_of_descriptors(error, internal_code)
-                if bad_call:
-                    record(bad_call.code, name, bad_call.message)
-                    code = bad_call.code
-                elif refused:
-                    code = refused[0]
-                    record(code, name, refused[1])
-                else:
-                    _record_internal(internal_code, name, error)
-                    code = internal_code
+                code = _unexpected(error, fn, name, args, kwargs, keywords, _bad_call_code(internal_code), internal_code)
             finally:
                 _local.call = outer
             if afters:
@@ -298,6 +287,23 @@ def api(name: str, failure: tuple = (), internal_code: int = status.ACL_ERROR_RT
         _taking_keywords(call, keywords)
         return call
     return wrap
+
+
+def _unexpected(error: Exception, fn: Callable, name: str, args: tuple, kwargs: dict, keywords: Optional[dict],
+                invalid_code: int, internal_code: int) -> int:
+    """A public call raised something other than its refusal: the wrong arguments (`invalid_code`), no
+    file descriptor left (the host's resources), else a bug of ours (`internal_code`). Its message is
+    left; returns its code."""
+    bad_call = isinstance(error, TypeError) and _arguments_error(fn, name, args, kwargs, invalid_code, keywords)
+    if bad_call:
+        record(bad_call.code, name, bad_call.message)
+        return bad_call.code
+    refused = _out_of_descriptors(error, internal_code)
+    if refused:
+        record(refused[0], name, refused[1])
+        return refused[0]
+    _record_internal(internal_code, name, error)
+    return internal_code
 
 
 def _record_internal(code: int, name: str, error: Exception) -> None:
@@ -323,15 +329,8 @@ def value_call(name: str, failure: Any, keywords: Optional[dict] = None) -> Call
             except Exception as error:  # never let a bug escape a public call
                 if raised_by_signal_handler(error):
                     raise  # the program stops itself, as with Ctrl-C: no error of the call
-                bad_call = isinstance(error, TypeError) and _arguments_error(
-                    fn, name, args, kwargs, status.ACL_ERROR_INVALID_PARAM, keywords)
-                refused = None if bad_call else _out_of_descriptors(error, status.ACL_ERROR_RT_INTERNAL_ERROR)
-                if bad_call:
-                    record(bad_call.code, name, bad_call.message)
-                elif refused:
-                    record(refused[0], name, refused[1])
-                else:
-                    _record_internal(status.ACL_ERROR_RT_INTERNAL_ERROR, name, error)
+                _unexpected(error, fn, name, args, kwargs, keywords, status.ACL_ERROR_INVALID_PARAM,
+                            status.ACL_ERROR_RT_INTERNAL_ERROR)
             return failure
         _taking_keywords(call, keywords)
         return call  # no c_name: fault injection (emulator.calls) takes the calls that return a status
