@@ -42,8 +42,7 @@ def untrack(obj: object) -> None:
 
 def _line(kind: str, description: Description, site: object, how: Optional[str] = None) -> str:
     """A leak's line: made only when it is reported (a site's text costs a look-up of its lines)."""
-    text = description() if callable(description) else description
-    line = "%s %s, made at %s" % (kind, text, site)
+    line = "%s, made at %s" % (_Resource(kind, description), site)
     return line if how is None else line + " (released only by %s)" % how
 
 
@@ -59,12 +58,6 @@ class _Resource:
     def __str__(self) -> str:
         description = self.description
         return "%s %s" % (self.kind, description() if callable(description) else description)
-
-
-def _published(kind: str, description: Description, site: object, how: Optional[str], line: str) -> None:
-    """A leak as a record of the sanitizer's: its line, the site that made it (a C frame resolved only when
-    shown), the resource."""
-    report_channel.publish("leak", "leakcheck", line, (("made", site),), (_Resource(kind, description),), show=False)
 
 
 def orphaned(kind: str, description: Description, site: object, how: str) -> None:
@@ -125,8 +118,9 @@ def report(when: str) -> list[str]:
         rest.subtract(kind for kind, *_ in shown)
         del found  # (freed with the collector paused: it is most of what the report made)
     lines = _lines(shown)
-    for leak, line in zip(shown, lines):
-        _published(*leak, line)
+    for (kind, description, site, _), line in zip(shown, lines):  # each a record: its site, its resource
+        report_channel.publish("leak", "leakcheck", line, (("made", site),), (_Resource(kind, description),),
+                               show=False)
     for kind, count in rest.items():
         if count:
             report_channel.publish("leak", "leakcheck", "%d more %s never released at %s (counted, not listed)"
