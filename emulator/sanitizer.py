@@ -666,12 +666,12 @@ class Tracker:
         state = self.clocks.get(stream.handle) or self._clock_of(stream)
         epoch = state.count = state.clock[state.handle] = state.count + 1
         state.last_task = task
-        others = [other for other in self.busy.values() if other is not state] if self.busy else None
-        if others:
+        if self.busy and (len(self.busy) > 1 or state.handle not in self.busy):  # another stream has work
             reads, writes = task.ranges()
             if reads or writes:  # event records and waits touch no memory: nothing to race with
-                for other in others:
-                    self._check_race(stream, state, other, epoch, task, reads, writes)
+                for other in self.busy.values():  # (a check changes no stream's work)
+                    if other is not state:
+                        self._check_race(stream, state, other, epoch, task, reads, writes)
         if self.host_copies:
             copies = self.host_copies_of.get(id(task))
             if copies:
@@ -853,8 +853,8 @@ class Tracker:
         """(stream handle, access) of queued work the host has not seen complete that conflicts with a
         host access of [start, end) (any access if `write`, writes only if not)."""
         held = getattr(self.holding, "stream", None)
+        access = ((start, end - start),)  # only unseen work is pending: all of it, after 0
         for state in list(self.busy.values()):
-            access = ((start, end - start),)  # only unseen work is pending: all of it, after 0
             epoch = state.first_conflict((), access, 0) if write else state.first_conflict(access, (), 0)
             if epoch is None:
                 continue
@@ -1007,11 +1007,11 @@ class Tracker:
     def _check_host_copies(self, copies, when: str) -> None:
         """Report those of `copies` whose host memory no longer holds what they expect: one probe and one
         checksum a range; the caller's site is looked up only for a report."""
-        site: list = []
+        site = None
         for copy, now in _with_sums(copies):
             if now is None or copy.range.expected(copy) != now:
-                site = site or [user_site()]
-                self._report_changed(copy, "freed" if now is None else "changed", when, site[0])
+                site = site or user_site()
+                self._report_changed(copy, "freed" if now is None else "changed", when, site)
 
     def _check_range(self, range_: HostRange, when: str) -> None:
         """_check_host_copies of every copy watched in `range_`, with a look at those that differ only."""
