@@ -492,26 +492,11 @@ class PlanCache:
 
     def _drop_dead_plans(self) -> None:
         """Keep the plans a call could still be given (PlanCache's doc); look again once they double."""
-        settings = interface.settings()
-        self._plans = {key: plan for key, plan in self._plans.items()
-                       if plan[2] is settings and _still_named(key, plan[1])}
+        self._plans = {key: plan for key, plan in self._plans.items() if self.key(plan[1]) == key}
         self._look_at = max(LOOK_FOR_DEAD_PLANS, 2 * len(self._plans))
 
 
 LOOK_FOR_DEAD_PLANS = 32
-
-
-def _still_named(key: tuple, args: tuple) -> bool:
-    """Whether a call could still make `key` (PlanCache.key of `args`): each tensor of `args` alive and
-    as it was described (its version in the key), each array and scalar alive."""
-    for position, value in enumerate(args):
-        kind = type(value)
-        if kind is aclTensor:
-            if not value.alive or value.version != key[1 + 2 * position]:
-                return False
-        elif kind in _IMMUTABLE and not value.alive:
-            return False
-    return True
 
 
 _memory_plan_made = [False]

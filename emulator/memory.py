@@ -469,12 +469,11 @@ class AddressSpace:
         physical = _memory_the_process_may_have()
         if physical is None:
             return  # the host does not say: the mapping's own failure is the only bound
-        pinned = self.pinned
-        if rounded > physical - pinned:
+        if rounded > physical - self.pinned:
             raise AclError(status.ACL_ERROR_RT_MEMORY_ALLOCATION,
                            "size: expected at most %d bytes, what the host can pin (its %d bytes of memory less "
                            "%d bytes aclrtMallocHost allocations pin already), found %d bytes"
-                           % (max(physical - pinned, 0), physical, pinned, size))
+                           % (max(physical - self.pinned, 0), physical, self.pinned, size))
 
     def host_around(self, address: int, nbytes: int) -> tuple[Optional[HostAllocation], Optional[HostAllocation]]:
         """(the aclrtMallocHost allocation whose mapping holds `address`, the slack of its last page too:

@@ -638,8 +638,7 @@ def _line_of(code, offset: int) -> int:
     known = _lines.get(key)
     if known is not None and known[0] is code:  # (not an id reused by a new code object)
         return known[1]
-    if len(_lines) >= KNOWN_SITES:
-        _lines.clear()
+    _make_room(_lines, KNOWN_SITES)
     line = _look_up_line(code, offset)
     _lines[key] = (code, line)
     return line
