@@ -749,6 +749,32 @@ sys.exit(cli.main(["install", sys.argv[1]]))
 """
 
 
+# The earlier copy's third entry cannot be moved aside (EBUSY: a mount inside it, say).
+INSTALL_NOT_SET_ASIDE = """import os, sys
+from npuemu_toolkit import cli
+renamed = [0]
+real_rename = os.rename
+def rename(source, destination):
+    renamed[0] += 1
+    if renamed[0] == 3:
+        raise OSError(16, "Device or resource busy", source)
+    real_rename(source, destination)
+cli.os.rename = rename
+sys.exit(cli.main(["install", sys.argv[1]]))
+"""
+
+
+def test_an_earlier_copy_that_cannot_be_set_aside_is_kept_whole(tmp_path, root):
+    """Moving the earlier copy aside failed at its third entry: putting it back removed what had not been
+    moved yet, so the earlier copy lost all but two entries. Now the two come back beside the rest."""
+    target = str(tmp_path / "cann")
+    assert run(ctoolkit.npuemu_command() + ["toolkit", "install", target]).returncode == 0
+    before = file_set(target)
+    done = run([sys.executable, "-c", INSTALL_NOT_SET_ASIDE, target])
+    assert done.returncode == 1 and "Device or resource busy" in done.stderr, done.stdout + done.stderr
+    assert file_set(target) == before
+
+
 INSTALL_ON_A_FULL_DISK = """import shutil, sys
 from npuemu_toolkit import cli
 def full(source, target):

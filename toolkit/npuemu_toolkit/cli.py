@@ -146,7 +146,7 @@ def set_aside(target: str) -> Optional[str]:
         for name in entries:
             os.rename(os.path.join(target, name), os.path.join(previous, name))
     except OSError:
-        restore(previous, target)
+        put_back(previous, target)  # (what was not moved yet is the earlier copy's still: kept)
         raise
     return previous
 
@@ -201,6 +201,11 @@ def remove_made(target: str, made: Optional[str]) -> None:
 def restore(previous: str, target: str) -> None:
     """Put the entries set aside back, after removing what a failed copy left."""
     remove_entries(target, keep=previous)
+    put_back(previous, target)
+
+
+def put_back(previous: str, target: str) -> None:
+    """Move the entries set aside back into `target`, and remove the directory that held them."""
     for name in os.listdir(previous):
         os.rename(os.path.join(previous, name), os.path.join(target, name))
     os.rmdir(previous)
