@@ -72,13 +72,16 @@ std::string variable(const char *name) { return setting(name, ""); }
 
 // Why a file that may be missing (a venv's pyvenv.cfg) cannot be read, or "" (read, or missing). Every
 // descriptor in use (EMFILE, ENFILE) passes: nothing else could be opened either; `*transient` says so.
+// What to do when every file descriptor is in use (EMFILE, ENFILE): a start failing so may be tried again.
+const char kNoDescriptorAdvice[] = "every file descriptor the process may have is in use: close the files it no "
+                                   "longer needs, or raise the limit, `ulimit -n`";
+
 std::string unreadable(const std::string &path, int error, bool *transient) {
   if (error == ENOENT || error == ENOTDIR) return "";
   std::string reason = "cannot open " + path + ": " + std::strerror(error);
   if (error == EMFILE || error == ENFILE) {
     *transient = true;
-    return reason + " (every file descriptor the process may have is in use: close the files it no longer needs, or "
-           "raise the limit, `ulimit -n`)";
+    return reason + " (" + kNoDescriptorAdvice + ")";
   }
   return reason + ": make it readable, or " + advice();
 }
@@ -265,8 +268,7 @@ std::string descriptors_short(bool *transient) {
   if (error != EMFILE && error != ENFILE) return "";  // (no /dev/null, in a sandbox: let the start tell)
   *transient = true;
   return "Python needs " + std::to_string(kStartDescriptors) + " free file descriptors to start, found " +
-         std::to_string(count) + " (" + std::strerror(error) + "): every file descriptor the process may have is "
-         "in use: close the files it no longer needs, or raise the limit, `ulimit -n`";
+         std::to_string(count) + " (" + std::strerror(error) + "): " + kNoDescriptorAdvice;
 }
 
 // Why the last start on this thread did not end (stopped by a KeyboardInterrupt, say): the next call starts again.
@@ -342,12 +344,17 @@ bool boot() {
   return true;
 }
 
+// What the function numbered `number` returns (NR_STATUS for a number out of the table).
+uint8_t returns_of(int number) {
+  return number >= 0 && number < kSignatureCount ? NPUEMU_SIGNATURES[number].returns : uint8_t(NR_STATUS);
+}
+
 // What a call that cannot run returns: ACL_ERROR_UNINITIALIZE (NULL, 0 for the other returns), and
 // `reason` from the next aclGetRecentErrMsg.
 npuemu_value failed(int number, const char *reason) {
   npuemu_value result;
   result.u = 0;
-  const uint8_t returns = number >= 0 && number < kSignatureCount ? NPUEMU_SIGNATURES[number].returns : uint8_t(NR_STATUS);
+  const uint8_t returns = returns_of(number);
   if (returns == NR_STR_THREAD) {  // aclGetRecentErrMsg: the reason, once after each failed call
     result.p = unread_reason;
     unread_reason = nullptr;
@@ -371,7 +378,7 @@ npuemu_value after_finalisation(int number) {
                  "runtime ended with it; such calls return ACL_ERROR_UNINITIALIZE (100001) and do nothing\n", name);
     std::fflush(stderr);
   }
-  if (!known || NPUEMU_SIGNATURES[number].returns != NR_STR_THREAD) {  // aclGetRecentErrMsg keeps the last one
+  if (returns_of(number) != NR_STR_THREAD) {  // aclGetRecentErrMsg keeps the last one
     std::snprintf(finalised_reason, sizeof(finalised_reason), "%s: the Python interpreter that runs npuemu: expected "
                   "it running, found it finalised (Py_FinalizeEx has run: the Python program has ended, or the "
                   "program finalised the Python it embeds); the call did nothing", name);
@@ -458,8 +465,9 @@ bool start() {
 
 extern "C" npuemu_value npuemu_forward(int number, const npuemu_value *args, const void *caller) {
   if (__fpending(stdout) != 0) std::fflush(stdout);  // the C program's output stays ahead of npuemu's
-  const bool reads_message = number >= 0 && number < kSignatureCount && NPUEMU_SIGNATURES[number].returns == NR_STR_THREAD;
-  if (reads_message && unread_reason != nullptr) return failed(number, nullptr);  // why the last start was stopped
+  if (unread_reason != nullptr && returns_of(number) == NR_STR_THREAD) {  // why the last start was stopped
+    return failed(number, nullptr);
+  }
   if (!start()) return failed(number, stopped_reason);
   if (core_call == nullptr) return failed(number, boot_error->c_str());
   if (python_running != nullptr && !python_running()) return after_finalisation(number);
