@@ -282,9 +282,8 @@ std::string described(PyObject *value) {
 }
 
 // The pending Python exception, cleared, as "Type: text"; with `show_traceback`, printed on stderr first.
-// A stop (above) is kept for leave_call instead, never printed.
-std::string python_error(bool show_traceback) {
-  const bool stop = stop_pending();
+// A stop (above: `stop`, as stop_pending() said of it) is kept for leave_call instead, never printed.
+std::string python_error_of(bool stop, bool show_traceback) {
   Kept error;
   PyErr_Fetch(&error.type, &error.value, &error.traceback);
   PyErr_NormalizeException(&error.type, &error.value, &error.traceback);
@@ -300,6 +299,8 @@ std::string python_error(bool show_traceback) {
   return text;
 }
 
+std::string python_error(bool show_traceback) { return python_error_of(stop_pending(), show_traceback); }
+
 // "Type: text" without the ": " of an empty text (a bare KeyboardInterrupt).
 std::string trimmed(std::string text) {
   if (text.size() >= 2 && text.compare(text.size() - 2, 2, ": ") == 0) text.resize(text.size() - 2);
@@ -309,12 +310,13 @@ std::string trimmed(std::string text) {
 // The pending Python exception as a failure: a stop as the layer's "stopped" code, naming it; anything
 // else as a failure of ours, its traceback once on stderr, its text in the message.
 Failure internal_failure(const npuemu_signature &sig) {
-  if (stop_pending()) {
-    const std::string raised = trimmed(python_error());
+  const bool stop = stop_pending();  // (a question that may call Python: asked once)
+  if (stop) {
+    const std::string raised = trimmed(python_error_of(true, false));
     return {stopped_code(sig), "stopped by " + raised + " before it completed (the program is interrupted or ending: "
                                "no error of the call)"};
   }
-  const std::string text = python_error(!traceback_shown);
+  const std::string text = python_error_of(false, !traceback_shown);
   traceback_shown = true;
   return {internal_code(sig), "internal error of npuemu's C toolkit (please report): " + text};
 }
