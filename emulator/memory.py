@@ -196,16 +196,35 @@ except ImportError:
 
 ADDRESS_SPACE_END = 1 << 63  # no user-space address reaches it (x86-64 and AArch64 end far below)
 
+# The public C call in progress on this thread whose own frames (npuemu's and libpython's, on the program's
+# stack below its frame) hold a byte of [address, address+nbytes), or None: set by the C toolkit
+# (toolkit/src/core.cpp), which alone knows where a C call's frames begin. Python callers have none.
+_call_frames_in: Callable[[int, int], Optional[str]] = lambda address, nbytes: None
+
+
+def watch_call_frames(find: Callable[[int, int], Optional[str]]) -> None:
+    """The C toolkit tells where its calls' frames are: host memory there is refused as a write's target."""
+    global _call_frames_in
+    _call_frames_in = find
+
 
 def host_memory_problem(address: int, nbytes: int, write: bool) -> Optional[str]:
     """What keeps the host from reading (with `write`, writing) [address, address+nbytes), as "expected
     ..., found ...", or None, without regard to aclrtMallocHost allocations (AddressSpace.host_problem
     adds them): a size no address space holds, refused before the kernel is asked anything, then what the
     kernel says. The whole range must be mapped; its protection is asked of its first and last page (see
-    native/host_memory.cpp), so that a bad pointer is an error instead of a segfault."""
+    native/host_memory.cpp), so that a bad pointer is an error instead of a segfault. A target on the stack
+    below the program's frame of a C call in progress is refused too: it is no longer the program's (a
+    buffer of a function that returned), and the call's own frames are there now."""
     if nbytes >= ADDRESS_SPACE_END - address:  # (address and nbytes are C arguments: address > 0, nbytes >= 0)
         return ("expected a range the address space holds, found %d bytes at 0x%x, which end past 2**63"
                 % (nbytes, address))
+    call = _call_frames_in(address, nbytes) if write else None
+    if call is not None:
+        return ("expected %d bytes of writable host memory at 0x%x, found [0x%x, 0x%x) on this thread's stack below "
+                "the frame of the program's call to %s, which is in progress and has its own frames there: a stack "
+                "buffer whose function returned before the copy ran (keep the buffer alive until the copy has run)"
+                % (nbytes, address, address, address + nbytes, call))
     found = _check_host(address, nbytes, write)
     if found != USABLE:
         return ("expected %d bytes of %s host memory at 0x%x, found %s"

@@ -2499,6 +2499,150 @@ int main() {
     assert lines[4] == "read-only data"
 
 
+DEAD_STACK_PROGRAM = r"""
+#include <cstdio>
+#include <cstring>
+#include <pthread.h>
+#include <sched.h>
+#include <atomic>
+#include "acl/acl.h"
+static void *device;
+static aclrtStream stream, other;
+static aclrtContext context;
+static char *escaped;  // the address of a buffer of a function that returned
+static std::atomic<uint64_t> reporter_id(0);
+static std::atomic<int> subscribed(0);
+static int callback_results[3];
+
+// Each of these returns before the copy it queued into its own buffer runs (the program forgot to
+// synchronise): the synchronisation's own frames are where the buffer was.
+__attribute__((noinline)) void download_into_own_buffer(size_t size) {
+  char buffer[4096];
+  std::memset(buffer, 0, sizeof buffer);
+  std::printf("queued %d\n", aclrtMemcpyAsync(buffer, size, device, size, ACL_MEMCPY_DEVICE_TO_HOST, stream));
+}
+__attribute__((noinline)) void download_rows_into_own_buffer() {
+  char buffer[256];
+  std::printf("queued %d\n", aclrtMemcpy2dAsync(buffer, 32, device, 16, 16, 4, ACL_MEMCPY_DEVICE_TO_HOST, stream));
+}
+__attribute__((noinline)) void escape_a_buffer() {
+  char buffer[64];
+  escaped = buffer;
+  __asm__ volatile("" : : "r"(escaped) : "memory");
+}
+
+// A callback's own buffer, downloaded into and synchronised within the callback: the program's, alive.
+static void on_stream(void *) {
+  char buffer[64];
+  std::memset(buffer, 0, sizeof buffer);
+  callback_results[0] = aclrtMemcpyAsync(buffer, 64, device, 64, ACL_MEMCPY_DEVICE_TO_HOST, other);
+  callback_results[1] = aclrtSynchronizeStream(other);
+  callback_results[2] = static_cast<unsigned char>(buffer[63]);
+}
+static void *report_thread(void *) {
+  aclrtSetCurrentContext(context);
+  reporter_id.store(static_cast<uint64_t>(pthread_self()));
+  while (subscribed.load() == 0) sched_yield();
+  for (int attempt = 0; attempt < 600 && aclrtProcessReport(1000) != ACL_SUCCESS; ++attempt) {}
+  return nullptr;
+}
+
+static void synchronise(const char *step) {
+  const int ret = aclrtSynchronizeStream(stream);
+  std::printf("%s %d\n%s\n", step, ret, ret != 0 ? aclGetRecentErrMsg() : "(none)");
+}
+
+int main() {
+  aclInit(nullptr);
+  aclrtSetDevice(0);
+  aclrtGetCurrentContext(&context);
+  aclrtCreateStream(&stream);
+  aclrtCreateStream(&other);
+  aclrtMalloc(&device, 4096, ACL_MEM_MALLOC_HUGE_FIRST);
+  aclrtMemset(device, 4096, 0xAB, 4096);
+  download_into_own_buffer(4096);
+  synchronise("sync-4096");
+  download_into_own_buffer(64);
+  synchronise("sync-64");
+  download_rows_into_own_buffer();
+  synchronise("sync-2d");
+  escape_a_buffer();
+  int ret = aclrtMemcpy(escaped, 64, device, 64, ACL_MEMCPY_DEVICE_TO_HOST);
+  std::printf("memcpy %d\n%s\n", ret, aclGetRecentErrMsg());
+  char live[64] = {0};  // this function's own buffer: alive until it returns
+  std::printf("queued %d\n", aclrtMemcpyAsync(live, 64, device, 64, ACL_MEMCPY_DEVICE_TO_HOST, stream));
+  synchronise("sync-live");
+  std::printf("live %d\n", static_cast<unsigned char>(live[63]));
+  pthread_t reporter;
+  pthread_create(&reporter, nullptr, report_thread, nullptr);
+  while (reporter_id.load() == 0) sched_yield();
+  aclrtSubscribeReport(reporter_id.load(), stream);
+  subscribed.store(1);
+  aclrtLaunchCallback(on_stream, nullptr, ACL_CALLBACK_BLOCK, stream);
+  synchronise("sync-callback");
+  pthread_join(reporter, nullptr);
+  std::printf("callback %d %d %d\n", callback_results[0], callback_results[1], callback_results[2]);
+  aclrtUnSubscribeReport(reporter_id.load(), stream);
+  aclrtFree(device);
+  aclrtDestroyStream(other);
+  aclrtDestroyStream(stream);
+  aclrtResetDevice(0);
+  aclFinalize();
+  std::printf("@@done\n");
+  return 0;
+}
+"""
+
+
+@pytest.mark.parametrize("level", ["full", "off"])
+def test_a_c_download_into_a_stack_buffer_whose_function_returned_fails_its_synchronisation_not_the_process(
+        tmp_path, level):
+    """A function queues a download into its own stack buffer and returns; the caller synchronises. The
+    synchronisation's own frames (the toolkit's, libpython's) are now where the buffer was: the copy does
+    not write there (that killed the process with SIGSEGV) but fails as a copy into unusable host memory
+    does, 507015 at the synchronisation naming the copy, the range and why; a synchronous copy into such a
+    buffer is 107000. The program's live buffers are written as before: the caller's own, and a callback's,
+    whose frames lie below the call that runs it (aclrtProcessReport)."""
+    executable = ctoolkit.compile_program(DEAD_STACK_PROGRAM, tmp_path, flags=("-g", "-pthread"),
+                                          libraries=("ascendcl",))
+    done = run(executable, NPUEMU_SANITIZE=level)
+    assert done.returncode == 0 and "@@done" in done.stdout, "exit %d\n%s\n%s" % (done.returncode, done.stdout,
+                                                                                  done.stderr)
+    lines = without_prefix(done.stdout).splitlines()
+    why = (r"found \[0x[0-9a-f]+, 0x[0-9a-f]+\) on this thread's stack below the frame of the program's call to "
+           r"aclrtSynchronizeStream, which is in progress and has its own frames there: a stack buffer whose function "
+           r"returned before the copy ran \(keep the buffer alive until the copy has run\)")
+    for step, (task, size) in {"sync-4096": ("aclrtMemcpyAsync(4096 bytes)", 4096),
+                               "sync-64": ("aclrtMemcpyAsync(64 bytes)", 64),
+                               "sync-2d": ("aclrtMemcpy2dAsync(64 bytes)", 112)}.items():
+        at = lines.index("%s 507015" % step)
+        assert lines[at - 1] == "queued 0", lines
+        assert re.fullmatch(r"ACL_ERROR_RT_AICORE_EXCEPTION\(507015\): aclrtSynchronizeStream: the device raised an "
+                            r"exception while running queued work: AI Core exception in %s on stream 0x[0-9a-f]+ of "
+                            r"device 0 launched at \S+program.cpp:\d+ in download_\w+\([^)]*\): dst: expected %d bytes of "
+                            r"writable host memory at 0x[0-9a-f]+, %s" % (re.escape(task), size, why),
+                            lines[at + 1]), lines[at + 1]
+    memcpy = lines[lines.index("memcpy 107000") + 1]
+    assert re.fullmatch(r"ACL_ERROR_RT_PARAM_INVALID\(107000\): aclrtMemcpy: dst: expected 64 bytes of writable host "
+                        r"memory at 0x[0-9a-f]+, %s" % why.replace("aclrtSynchronizeStream", "aclrtMemcpy"),
+                        memcpy), memcpy
+    assert "sync-live 0" in lines and "live 171" in lines, lines
+    assert "sync-callback 0" in lines and "callback 0 0 171" in lines, lines
+    if level == "off":
+        assert "npuemu:" not in done.stderr, done.stderr
+        return
+    faults = re.findall(r"memcheck: invalid device access: AI Core exception: dst: expected \d+ bytes of writable host "
+                        r"memory at 0x[0-9a-f]+, %s\n.*launched at \S+program.cpp:\d+ in download_" % why, done.stderr)
+    assert len(faults) == 2, done.stderr  # (the 64-byte download's is the 4096-byte one's again: one site, one report)
+    # the bytes the synchronisation's frames changed: the sanitizer's report names the copy and where it was found
+    program = re.escape(os.path.join(str(tmp_path), "program.cpp"))
+    assert re.search(r"synccheck: host memory in flight: the host changed memory \[0x[0-9a-f]+, 0x[0-9a-f]+\) that "
+                     r"aclrtMemcpyAsync\(4096 bytes\) writes before the program synchronised with the copy: .*\n"
+                     r".*aclrtMemcpyAsync\(4096 bytes\), launched at %s:\d+ in download_into_own_buffer\(.*\n"
+                     r".*found changed when the copy ran, in the call at %s:\d+ in synchronise" % (program, program),
+                     done.stderr), done.stderr
+
+
 def test_c_null_storage_dims_with_a_count_are_refused_as_null_view_dims_are(tmp_path):
     """RUNTIME.md: aclCreateTensor returns NULL when dims are NULL with a count above 0, storage as view
     (Python's None storage dims mean the view dims; C's NULL does not); aclInitTensor gives 161001 and

@@ -253,7 +253,7 @@ def forwarder(number: int, fn: Function, header: Header) -> str:
                 value = "static_cast<const void *>(%s)" % param.name
             lines.append("  a[%d].%s = %s;" % (i, field_name, value))
         arguments = "a"
-    call = "npuemu_forward(%d, %s, __builtin_return_address(0))" % (number, arguments)
+    call = "npuemu_forward(%d, %s, __builtin_return_address(0), __builtin_dwarf_cfa())" % (number, arguments)
     returns = proto.returns
     kind = return_kind(fn)
     if kind == "NR_STATUS":

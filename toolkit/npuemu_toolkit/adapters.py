@@ -15,7 +15,7 @@ import numpy as np
 
 import _npuemu_c  # made by the bridge (toolkit/src/core.cpp) before it imports this module
 import aclnn_api
-from emulator import errors, runtime, sites
+from emulator import errors, memory, runtime, sites
 from emulator.cargs import C_NULL
 from emulator.dtypes import (ACL_BF16, ACL_COMPLEX32, ACL_DT_UNDEFINED, ACL_FLOAT4_E2M1, ACL_FLOAT6_E2M3,
                              ACL_FLOAT6_E3M2, ACL_FLOAT8_E4M3FN, ACL_FLOAT8_E5M2, ACL_FLOAT8_E8M0, ACL_INT4,
@@ -25,6 +25,7 @@ from emulator.interface import host_problem
 sites.register_package_dir(__file__)
 sites.set_native_caller(_npuemu_c.caller, _npuemu_c.modules_generation)
 sites.register_native_dir(_npuemu_c.library_directory)
+memory.watch_call_frames(_npuemu_c.frames_in_use)
 
 
 def _command_line() -> list:

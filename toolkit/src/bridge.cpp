@@ -463,7 +463,8 @@ bool start() {
 
 }  // namespace
 
-extern "C" npuemu_value npuemu_forward(int number, const npuemu_value *args, const void *caller) {
+extern "C" npuemu_value npuemu_forward(int number, const npuemu_value *args, const void *caller,
+                                      const void *frame) {
   if (__fpending(stdout) != 0) std::fflush(stdout);  // the C program's output stays ahead of npuemu's
   if (unread_reason != nullptr && returns_of(number) == NR_STR_THREAD) {  // why the last start was stopped
     return failed(number, nullptr);
@@ -472,5 +473,5 @@ extern "C" npuemu_value npuemu_forward(int number, const npuemu_value *args, con
   if (core_call == nullptr) return failed(number, boot_error->c_str());
   if (python_running != nullptr && !python_running()) return after_finalisation(number);
   unread_reason = nullptr;  // the runtime's messages from now on
-  return core_call(number, args, caller);
+  return core_call(number, args, caller, frame);
 }

@@ -355,7 +355,7 @@ struct StackRange {
 };
 thread_local StackRange stack_range;
 
-bool on_live_stack(const void *address, size_t size) {
+const StackRange &this_thread_stack() {
   if (!stack_range.known) {  // once per thread (for the main thread, glibc reads /proc/self/maps)
     stack_range.known = true;
     pthread_attr_t attributes;
@@ -369,12 +369,44 @@ bool on_live_stack(const void *address, size_t size) {
       pthread_attr_destroy(&attributes);
     }
   }
+  return stack_range;
+}
+
+bool on_live_stack(const void *address, size_t size) {
+  const StackRange &stack = this_thread_stack();
   // This frame must be on that stack too: for a program running on a stack of its own (a coroutine's,
   // on the heap), everything between its frame and the thread's stack would otherwise look live.
   const uintptr_t here = reinterpret_cast<uintptr_t>(__builtin_frame_address(0));
   const uintptr_t start = reinterpret_cast<uintptr_t>(address);
-  return here >= stack_range.low && here < stack_range.high && start >= here && start < stack_range.high &&
-         size <= stack_range.high - start;
+  return here >= stack.low && here < stack.high && start >= here && start < stack.high && size <= stack.high - start;
+}
+
+// The toolkit's own part of a thread's stack. A public call runs the runtime (libpython, npuemu) on the
+// program's stack, below the program's frame, and a synchronisation runs the queued copies there: a
+// download queued into a stack buffer of a function that returned before the synchronisation would
+// write over those frames and crash the call (the card would have written dead stack long before).
+// Each public call in progress keeps where its frames start (`top`: the program's stack pointer at the
+// call); a callback of the program that runs under it (aclrtProcessReport's) marks where the program's
+// frames start again (`program_below`), so that the callback's own buffers stay the program's. The
+// records live in npuemu_core_call's frames (and `enter`/`leave` cost a store each).
+struct PublicCall {
+  int number;                  // the function, for messages
+  uintptr_t top;
+  uintptr_t program_below;     // 0: no callback of the program runs under this call
+  PublicCall *outer;
+};
+thread_local PublicCall *innermost_call = nullptr;
+
+// The public call in progress on this thread whose own frames [start, end) meets, or null. Only the
+// thread's own stack counts: a program that runs on a stack of its own (a coroutine's) is not told apart.
+const PublicCall *call_whose_frames_meet(uintptr_t start, uintptr_t end) {
+  const StackRange &stack = this_thread_stack();
+  for (const PublicCall *call = innermost_call; call != nullptr; call = call->outer) {
+    if (call->top <= stack.low || call->top > stack.high) continue;
+    const uintptr_t low = std::max(call->program_below, stack.low);
+    if (start < call->top && end > low) return call;
+  }
+  return nullptr;
 }
 
 bool writable_memory(const void *address, size_t size) {
@@ -698,6 +730,17 @@ PyObject *modules_generation(PyObject *, PyObject *) {
   return PyLong_FromUnsignedLongLong(counted);
 }
 
+// The program's callback, under the public call in progress: its frames, below this one's, are the
+// program's (PublicCall). The mark is a local's address, below the frame's saved registers.
+__attribute__((noinline)) void run_program_callback(void (*fn)(void *), void *data) {
+  PublicCall *under = innermost_call;
+  volatile char mark = 0;
+  const uintptr_t previous = under != nullptr ? under->program_below : 0;
+  if (under != nullptr) under->program_below = reinterpret_cast<uintptr_t>(&mark);
+  fn(data);
+  if (under != nullptr) under->program_below = previous;
+}
+
 // call(function address, argument address): runs a C callback `void fn(void *)` without the GIL.
 PyObject *call(PyObject *, PyObject *args) {
   PyObject *function, *argument;
@@ -706,9 +749,20 @@ PyObject *call(PyObject *, PyObject *args) {
   void *data = argument == Py_None ? nullptr : PyLong_AsVoidPtr(argument);
   if (PyErr_Occurred()) return nullptr;
   Py_BEGIN_ALLOW_THREADS
-  reinterpret_cast<void (*)(void *)>(fn)(data);
+  run_program_callback(reinterpret_cast<void (*)(void *)>(fn), data);
   Py_END_ALLOW_THREADS
   Py_RETURN_NONE;
+}
+
+// frames_in_use(address, size): the name of the public C call in progress on this thread whose own frames
+// (npuemu's, below the program's frame) hold a byte of [address, address + size), or None.
+PyObject *frames_in_use(PyObject *, PyObject *args) {
+  unsigned long long address, size;
+  if (!PyArg_ParseTuple(args, "KK", &address, &size)) return nullptr;
+  const uintptr_t start = static_cast<uintptr_t>(address);
+  const PublicCall *call = call_whose_frames_meet(start, start + std::max<uintptr_t>(size, 1));
+  if (call == nullptr) Py_RETURN_NONE;
+  return PyUnicode_FromString(signatures[call->number].name);
 }
 
 // symbol(address): the name of the function that starts at `address` (a C callback), as the program
@@ -789,6 +843,8 @@ PyMethodDef methods[] = {
      "A number that changes whenever a module is loaded or unloaded (dlopen, dlclose)."},
     {"end_process", end_process, METH_O, "end_process(code): the C program ends with this exit code, after its exit work."},
     {"call", call, METH_VARARGS, "call(fn, data): run the C function void fn(void *data) without the GIL."},
+    {"frames_in_use", frames_in_use, METH_VARARGS,
+     "frames_in_use(address, size): the public C call in progress whose own frames hold a byte of the range, or None."},
     {"symbol", symbol, METH_O, "symbol(address): the name of the C function at address, or None."},
     {nullptr, nullptr, 0, nullptr}};
 PyModuleDef module_definition = {PyModuleDef_HEAD_INIT, "_npuemu_c", "npuemu's C toolkit, seen from Python.", -1,
@@ -1088,7 +1144,9 @@ extern "C" __attribute__((visibility("default"))) int npuemu_core_boot(const npu
 }
 
 extern "C" __attribute__((visibility("default"))) npuemu_value npuemu_core_call(int number, const npuemu_value *args,
-                                                                                 const void *caller) {
+                                                                                 const void *caller, const void *frame) {
+  PublicCall in_progress = {number, reinterpret_cast<uintptr_t>(frame), 0, innermost_call};
+  innermost_call = &in_progress;
   void *outer[kCallerFrames];  // a call from a callback of this thread's own call nests
   const int outer_frames = caller_frames;
   std::copy(caller_stack, caller_stack + kCallerFrames, outer);
@@ -1110,6 +1168,7 @@ extern "C" __attribute__((visibility("default"))) npuemu_value npuemu_core_call(
   }
   caller_frames = outer_frames;
   std::copy(outer, outer + kCallerFrames, caller_stack);
+  innermost_call = in_progress.outer;
   leave_call();
   PyGILState_Release(gil);
   return value;

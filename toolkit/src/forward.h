@@ -80,9 +80,11 @@ typedef struct npuemu_signature {
 } npuemu_signature;
 
 // The bridge's entry point: function `number` of the table with its packed arguments; `caller` is the
-// C caller's return address (the site that leak and fault reports name).
+// C caller's return address (the site that leak and fault reports name), `frame` the caller's stack
+// pointer at the call (the public function's canonical frame address): below it, the thread's stack is
+// the toolkit's until the call returns.
 __attribute__((visibility("default"))) npuemu_value npuemu_forward(int number, const npuemu_value *args,
-                                                                   const void *caller);
+                                                                   const void *caller, const void *frame);
 
 // The core's entry points, found by the bridge with dlsym once it has loaded the core.
 typedef struct npuemu_boot {
@@ -102,7 +104,8 @@ enum npuemu_boot_result {
 };
 
 typedef int (*npuemu_core_boot_fn)(const npuemu_boot *boot, char *error, unsigned long error_size);
-typedef npuemu_value (*npuemu_core_call_fn)(int number, const npuemu_value *args, const void *caller);
+typedef npuemu_value (*npuemu_core_call_fn)(int number, const npuemu_value *args, const void *caller,
+                                           const void *frame);
 typedef void (*npuemu_core_exit_fn)(void);
 
 #ifdef __cplusplus
