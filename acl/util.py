@@ -52,12 +52,14 @@ def bytes_to_ptr(data: bytes) -> int:
 
 @errors.value_call("acl.util.ptr_to_bytes", None)
 def ptr_to_bytes(ptr: int, size: int) -> Optional[bytes]:
-    """A new bytes object with a copy of `size` bytes of host memory at `ptr`."""
+    """A new bytes object with a copy of `size` bytes of host memory at `ptr`: a read of that memory now,
+    checked as a synchronous copy's read is (synccheck: a download or memset not synchronised with)."""
     if not is_integer(size) or size < 0:
         _reject("acl.util.ptr_to_bytes", "size: expected a non-negative integer, found %r" % (size,))
         return None
     if not _host_readable("acl.util.ptr_to_bytes", ptr, size):
         return None
+    interface.host_read("acl.util.ptr_to_bytes", int(ptr), int(size))
     return ctypes.string_at(int(ptr), int(size))
 
 
@@ -99,7 +101,8 @@ def _dims(shape: Any) -> Optional[tuple]:
 
 @errors.value_call("acl.util.ptr_to_numpy", None, keywords={"np_type_code": "np_type"})
 def ptr_to_numpy(ptr: int, shape: tuple, np_type: int) -> Optional[np.ndarray]:
-    """A NumPy array viewing host memory at `ptr` (no copy), or None with a message."""
+    """A NumPy array viewing host memory at `ptr` (no copy), or None with a message. Making the view reads
+    nothing: the program may read it after it synchronises, so no synchronisation is asked for here."""
     dtype = NPY_TYPES.get(int(np_type)) if is_integer(np_type) else None
     if dtype is None:
         _reject("acl.util.ptr_to_numpy", "np_type: expected a NumPy type number in %s, found %r" % (sorted(NPY_TYPES), np_type))

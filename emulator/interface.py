@@ -10,6 +10,7 @@ the runtime. They never touch the process state or its lock; everything they nee
     resolver()                      resolve, bound once for a launch of several tensors
     is_device_address(address)      whether an address is in the emulated device address space
     host_problem(a, n, write)       what keeps the host from reading (writing) there, or None
+    host_read(call, a, n)           a call reads host memory now: synccheck's missing synchronisation
     checks_memory()                 whether memcheck's reports are on (NPUEMU_SANITIZE)
     TENSOR_ALIGNMENT                what a tensor's data address must be a multiple of
     launch_checks(op, tensors, ..)  a launch's tensors: destroyed since the first phase, misaligned
@@ -133,6 +134,15 @@ def host_problem(address: int, nbytes: int, write: bool = False) -> Optional[str
     if space is None:  # not reserved yet: no aclrtMallocHost memory either
         return host_memory_problem(address, nbytes, write)
     return space.host_problem(address, nbytes, write)
+
+
+def host_read(call: str, address: int, nbytes: int) -> None:
+    """`call` reads [address, address+nbytes) of host memory now (acl.util.ptr_to_bytes copies it): synccheck
+    reports a read of what an unsynchronised download or memset is still to write, as for the read of a
+    synchronous copy."""
+    if _TRACKER.hazards and nbytes > 0:
+        with _P.lock:
+            _TRACKER.host_access(call, user_site(), (), (), ((address, nbytes, "reads"),))
 
 
 def is_device_address(address: int) -> bool:

@@ -324,6 +324,31 @@ def sync_memset_writes_the_host_memory_a_queued_download_writes(p):
     assert acl.rt.memset(stage, N, 0, N) == 0
 
 
+def sync_ptr_to_bytes_reads_the_host_memory_a_queued_download_writes(p):
+    """acl.util.ptr_to_bytes copies the memory now (pyACL's read-back path): stale bytes, as aclrtMemcpy's."""
+    a = p.malloc()
+    stage = p.malloc_host()
+    assert acl.rt.memcpy_async(stage, N, a, N, D2H, p.s1) == 0
+    assert acl.util.ptr_to_bytes(stage, N) is not None
+
+
+def sync_ptr_to_bytes_reads_the_host_memory_a_queued_memset_writes(p):
+    stage = p.malloc_host()
+    assert acl.rt.memset_async(stage, N, 0, N, p.s1) == 0
+    assert acl.util.ptr_to_bytes(stage, N) is not None
+
+
+def sync_ptr_to_numpy_views_a_download_read_after_its_synchronisation(p):
+    """A view reads nothing when made: the program reads it once it has synchronised."""
+    a = p.malloc()
+    stage = p.malloc_host()
+    assert acl.rt.memcpy_async(stage, N, a, N, D2H, p.s1) == 0
+    view = acl.util.ptr_to_numpy(stage, (N // 4,), np.dtype(np.float32).num)
+    assert acl.rt.synchronize_stream(p.s1) == 0
+    assert (view == p.host).all()
+    assert acl.util.ptr_to_bytes(stage, N) == p.host.tobytes()
+
+
 def sync_copy_reads_a_download_after_its_synchronisation(p):
     a, b = p.malloc(), p.malloc()
     stage = p.malloc_host()
@@ -529,6 +554,9 @@ SCENARIOS = {
     sync_host_fills_the_gaps_between_the_rows_of_a_2d_download: set(),
     sync_copy_reads_the_host_memory_a_queued_download_writes: {"missing synchronisation"},
     sync_memset_writes_the_host_memory_a_queued_download_writes: {"missing synchronisation"},
+    sync_ptr_to_bytes_reads_the_host_memory_a_queued_download_writes: {"missing synchronisation"},
+    sync_ptr_to_bytes_reads_the_host_memory_a_queued_memset_writes: {"missing synchronisation"},
+    sync_ptr_to_numpy_views_a_download_read_after_its_synchronisation: set(),
     sync_copy_reads_a_download_after_its_synchronisation: set(),
     sync_copy_reads_the_host_memory_a_queued_upload_reads: set(),
     sync_host_changes_a_middle_row_of_a_2d_upload: {"host memory in flight"},
@@ -958,6 +986,25 @@ def test_a_copy_of_host_memory_a_queued_download_writes_names_the_call_and_the_d
     assert [role.split(" on stream ")[0] for role, _ in finding.sites] == [
         "host call aclrtMemcpy", "write by aclrtMemcpyAsync(%d bytes)" % N]
     assert (copied == (9.0 if execution == "async" else program.host)).all()
+
+
+@pytest.mark.sanitizer_reports("missing synchronisation")
+def test_ptr_to_bytes_of_a_queued_downloads_memory_names_the_call_and_the_download():
+    """acl.util.ptr_to_bytes is a read of host memory, as a synchronous copy's is: before the download was
+    synchronised, it gets what the buffer held before (9s), and synccheck says so with both sites."""
+    program = Program()
+    try:
+        device, stage = program.malloc(), program.malloc_host()
+        assert acl.rt.memcpy_async(stage, N, device, N, D2H, program.s1) == 0
+        stale = np.frombuffer(acl.util.ptr_to_bytes(stage, N), np.float32)
+    finally:
+        program.close()
+    (finding,) = emulator.reports()
+    assert finding.tool == "synccheck" and finding.message.startswith(
+        "acl.util.ptr_to_bytes reads [0x%x, 0x%x) (host memory) now, while aclrtMemcpyAsync(%d bytes)" % (stage, stage + N, N))
+    assert [role.split(" on stream ")[0] for role, _ in finding.sites] == [
+        "host call acl.util.ptr_to_bytes", "write by aclrtMemcpyAsync(%d bytes)" % N]
+    assert (stale == 9.0).all()
 
 
 @pytest.mark.sanitizer_reports("host memory in flight", "invalid device access")
