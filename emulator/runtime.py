@@ -885,7 +885,8 @@ def aclrtMemcpyAsync(dst: int, destMax: int, src: int, count: int, kind: int, st
 
 def _copy_2d_of(dst: Any, dpitch: Any, src: Any, spitch: Any, width: Any, height: Any, kind: Any) -> tuple[Copy, int]:
     """A 2-D copy: `height` rows of `width` bytes, rows `dpitch` / `spitch` bytes apart; a zero width
-    or height, or a width above a pitch, is 100000."""
+    or height, or a width above a pitch, is 100000. The rows' span (`pitch * (height - 1) + width`) is a
+    range like any other: one that no memory holds (past 2**63 included) is 107000, from Copy's checks."""
     dst, src = cargs.pointer("dst", dst), cargs.pointer("src", src)
     dpitch, spitch = cargs.size("dpitch", dpitch), cargs.size("spitch", spitch)
     width, height = cargs.size("width", width), cargs.size("height", height)
@@ -896,9 +897,6 @@ def _copy_2d_of(dst: Any, dpitch: Any, src: Any, spitch: Any, width: Any, height
         if width > pitch:
             raise AclError(status.ACL_ERROR_INVALID_PARAM,
                            "%s: expected at least width (%d) bytes, found %d" % (name, width, pitch))
-    if max(dpitch, spitch) * height >= 1 << 63:
-        raise AclError(status.ACL_ERROR_INVALID_PARAM,
-                       "height: expected rows that fit in memory, found %d rows of pitch %d" % (height, max(dpitch, spitch)))
     kind = _memcpy_kind(kind)
     device = current_context().device
     return Copy.plan(_P.address_space(), dst, src, kind, width, height, dpitch, spitch), device.id

@@ -186,6 +186,12 @@ def test_memcpy_2d_async_runs_on_the_stream(device):
     (dict(kind=9), acl.ACL_ERROR_INVALID_PARAM, "kind"),
     (dict(kind=D2H), acl.ACL_ERROR_RT_PARAM_INVALID, "kind"),
     (dict(height=7), acl.ACL_ERROR_RT_PARAM_INVALID, "overruns"),
+    # the rows span pitch * (height - 1) + width bytes: a range like any other, 107000 where no memory holds it
+    (dict(spitch=1 << 62, height=2), acl.ACL_ERROR_RT_PARAM_INVALID, "src: expected 4611686018427387920 bytes"),
+    (dict(spitch=1 << 63, height=2), acl.ACL_ERROR_RT_PARAM_INVALID, "end past 2**63"),
+    # a bad kind is named when it is the only thing wrong, and before any range is looked at
+    (dict(spitch=1 << 62, height=2, kind=7), acl.ACL_ERROR_INVALID_PARAM, "kind"),
+    (dict(spitch=1 << 63, height=2, kind=7), acl.ACL_ERROR_INVALID_PARAM, "kind"),
 ])
 def test_memcpy_2d_rejections(device, args, code, word):
     address = device.malloc(64)
