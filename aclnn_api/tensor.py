@@ -365,7 +365,8 @@ def _description(view_dims: Any, data_type: Any, strides: Any, offset: Any, form
                  tensor_data: Any, data_parameter: str) -> tuple:
     """The checked arguments of aclCreateTensor / aclInitTensor, in their order; `data_parameter`: what the
     call's C prototype names the address (tensorData, tensorDataAddr). Dims may be negative, as the library
-    accepts them (every operator's first phase rejects such a shape); strides, offset and the address may not."""
+    accepts them (every operator's first phase rejects such a shape); strides and offset may not. The
+    address is a pointer, checked as aclSetRawTensorAddr checks its own (None: null)."""
     if view_dims is None:
         raise AclError(status.ACLNN_ERR_PARAM_NULLPTR, "viewDims: expected a list of dims, found null")
     dims = _fitting_shape("viewDims", cargs.integer_list("viewDims", view_dims, INT64, ACLNN))
@@ -380,7 +381,7 @@ def _description(view_dims: Any, data_type: Any, strides: Any, offset: Any, form
         raise AclError(status.ACLNN_ERR_PARAM_NULLPTR, "storageDims: expected a list of dims, found null")
     storage = dims if storage_dims is None else _fitting_shape(
         "storageDims", cargs.integer_list("storageDims", storage_dims, NON_NEGATIVE, ACLNN))
-    data = cargs.integer(data_parameter, tensor_data, NON_NEGATIVE, ACLNN) if tensor_data is not None else 0
+    data = cargs.optional_pointer(data_parameter, tensor_data, ACLNN)
     return dims, data_type, steps, offset, format, storage, data
 
 

@@ -253,6 +253,32 @@ def test_a_negative_dim_makes_a_tensor_as_the_library_does():
     assert nn.aclDestroyTensor(tensor) == 0
 
 
+HIGH_ADDRESS = 0xFFFF800000000000  # a pointer above 2^63: no int64_t, but any void * may hold it
+
+
+def test_a_data_address_is_checked_as_a_pointer_by_create_init_and_set_raw_tensor_addr():
+    """tensorData, tensorDataAddr and addr are `void *`: the three calls take any pointer value (one above
+    2^63 too) and read it back, and refuse alike, naming their own parameter, what no pointer holds."""
+    tensor = nn.aclCreateTensor([4], FLOAT, None, 0, nn.ACL_FORMAT_ND, None, HIGH_ADDRESS)
+    assert tensor is not None, last_error()
+    assert nn.aclGetRawTensorAddr(tensor) == (HIGH_ADDRESS, 0)
+    assert nn.aclInitTensor(tensor, [4], FLOAT, None, 0, nn.ACL_FORMAT_ND, None, HIGH_ADDRESS + 64) == 0, last_error()
+    assert nn.aclGetRawTensorAddr(tensor) == (HIGH_ADDRESS + 64, 0)
+    assert nn.aclSetRawTensorAddr(tensor, HIGH_ADDRESS + 128) == 0, last_error()
+    assert nn.aclGetRawTensorAddr(tensor) == (HIGH_ADDRESS + 128, 0)
+    for bad in (-1, 2 ** 64):
+        refusals = [(nn.aclCreateTensor([4], FLOAT, None, 0, nn.ACL_FORMAT_ND, None, bad) is None, last_error()),
+                    (nn.aclInitTensor(tensor, [4], FLOAT, None, 0, nn.ACL_FORMAT_ND, None, bad), last_error()),
+                    (nn.aclSetRawTensorAddr(tensor, bad), last_error())]
+        assert [result for result, _ in refusals] == [True, nn.ACLNN_ERR_PARAM_INVALID, nn.ACLNN_ERR_PARAM_INVALID]
+        for (_, message), call, parameter in zip(refusals, ("aclCreateTensor", "aclInitTensor", "aclSetRawTensorAddr"),
+                                                 ("tensorData", "tensorDataAddr", "addr")):
+            assert message.endswith("): %s: %s: expected an integer in [0, 18446744073709551615], found %d"
+                                    % (call, parameter, bad)), message
+    assert nn.aclGetRawTensorAddr(tensor) == (HIGH_ADDRESS + 128, 0), "a refusal leaves the tensor as it was"
+    assert nn.aclDestroyTensor(tensor) == 0
+
+
 def test_getters_and_destroy_of_null_and_destroyed_tensors():
     for getter in (nn.aclGetViewShape, nn.aclGetViewStrides, nn.aclGetViewOffset, nn.aclGetFormat,
                    nn.aclGetStorageShape, nn.aclGetDataType, nn.aclGetRawTensorAddr):
