@@ -88,10 +88,12 @@ def _complex(name: str, value: Any) -> complex:
     return complex(value)
 
 
-def array_calls(cls: type, values_of: Callable[[Any], tuple], holding: str, keywords: Optional[dict] = None) -> tuple:
+def array_calls(cls: type, values_of: Callable[[Any], tuple], holding: str, keywords: Optional[dict] = None,
+                size_parameter: str = "array") -> tuple:
     """aclCreate<X>(value), aclDestroy<X>(array) and aclGet<X>Size(array) of a HostArray class:
     `values_of` turns the argument into the values held (raising AclError), `holding` says what the
-    new object holds, for the docstring; `keywords`: the create's contract keyword names (emulator.errors.api)."""
+    new object holds, for the docstring; `keywords`: the create's contract keyword names (emulator.errors.api);
+    `size_parameter`: the name aclGet<X>Size's C prototype gives its object, which its messages name."""
     words = cls.__name__[3:]  # IntArray, TensorList, ...
 
     def create(value: Optional[Sequence]) -> Optional[HostArray]:
@@ -102,7 +104,7 @@ def array_calls(cls: type, values_of: Callable[[Any], tuple], holding: str, keyw
             live(cls, "array", array).destroy()
 
     def size(array: Any) -> int:
-        return len(live(cls, "array", array))
+        return len(live(cls, size_parameter, array))
 
     # Named, documented and annotated before `api` wraps them: help() shows what the wrapper copied then.
     create.__doc__ = ("The new %s holding %s (None: an empty one), or None with a message for a value it "

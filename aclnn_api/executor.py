@@ -103,19 +103,21 @@ class aclOpExecutor(Resource):
                 return True
         return False
 
-    def slot(self, role: str, index: Any, holds: type) -> Slot:
-        """The `index`-th slot of `role`, which must hold a `holds` (a tensor, or a list)."""
+    def slot(self, role: str, index: Any, holds: type, parameter: str = "index") -> Slot:
+        """The `index`-th slot of `role`, which must hold a `holds` (a tensor, or a list); `parameter`: the
+        name of the index in the call's C prototype, which the messages name."""
         slots = self.slots(role)
-        index = cargs.size("index", index, ACLNN)
+        index = cargs.size(parameter, index, ACLNN)
         if index >= len(slots):
-            raise AclError(status.ACLNN_ERR_PARAM_INVALID, "index: expected %s %s index below %d (%s of %s: %s), "
-                           "found %d" % (article(role), role, len(slots), "the %s parameters" % role, self.op,
-                                         ", ".join(name for name, _ in slots) or "none", index))
+            raise AclError(status.ACLNN_ERR_PARAM_INVALID, "%s: expected %s %s index below %d (%s of %s: %s), "
+                           "found %d" % (parameter, article(role), role, len(slots), "the %s parameters" % role,
+                                         self.op, ", ".join(name for name, _ in slots) or "none", index))
         name, value = slots[index]
         if not isinstance(value, holds):
             found = "null" if value is None else "%s %s" % (article(value.kind), value.kind)
-            raise AclError(status.ACLNN_ERR_PARAM_INVALID, "index: expected the index of %s %s %s of %s, found %d: "
-                           "%s, which is %s" % (article(holds.kind), holds.kind, role, self.op, index, name, found))
+            raise AclError(status.ACLNN_ERR_PARAM_INVALID, "%s: expected the index of %s %s %s of %s, found %d: "
+                           "%s, which is %s" % (parameter, article(holds.kind), holds.kind, role, self.op, index, name,
+                                                found))
         return name, value
 
     def set_tensor_addr(self, role: str, index: Any, tensor: Any, addr: Any) -> None:
@@ -125,7 +127,7 @@ class aclOpExecutor(Resource):
         given.move_to(cargs.optional_pointer("addr", addr, ACLNN))
 
     def set_dynamic_tensor_addr(self, role: str, ir_index: Any, relative_index: Any, tensors: Any, addr: Any) -> None:
-        name, planned = self.slot(role, ir_index, aclTensorList)
+        name, planned = self.slot(role, ir_index, aclTensorList, "irIndex")
         given = live(aclTensorList, "tensors", tensors)
         _same("tensors", given, planned, "%s %s (%s %d)" % (self.op, name, role, ir_index))
         relative = cargs.size("relativeIndex", relative_index, ACLNN)

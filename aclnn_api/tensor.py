@@ -362,10 +362,11 @@ def _int64_product(values: Sequence[int]) -> Optional[int]:
 
 
 def _description(view_dims: Any, data_type: Any, strides: Any, offset: Any, format: Any, storage_dims: Any,
-                 tensor_data: Any) -> tuple:
-    """The checked arguments of aclCreateTensor / aclInitTensor, in their order. Dims may be negative,
-    as the library accepts them (every operator's first phase rejects such a shape); strides, offset
-    and the address may not."""
+                 tensor_data: Any, data_parameter: str) -> tuple:
+    """The checked arguments of aclCreateTensor / aclInitTensor, in their order; `data_parameter`: what the
+    call's C prototype names the address (tensorData, tensorDataAddr). Dims may be negative, as the library
+    accepts them (every operator's first phase rejects such a shape); strides and offset may not. The
+    address is a pointer, checked as aclSetRawTensorAddr checks its own (None: null)."""
     if view_dims is None:
         raise AclError(status.ACLNN_ERR_PARAM_NULLPTR, "viewDims: expected a list of dims, found null")
     dims = _fitting_shape("viewDims", cargs.integer_list("viewDims", view_dims, INT64, ACLNN))
@@ -380,7 +381,7 @@ def _description(view_dims: Any, data_type: Any, strides: Any, offset: Any, form
         raise AclError(status.ACLNN_ERR_PARAM_NULLPTR, "storageDims: expected a list of dims, found null")
     storage = dims if storage_dims is None else _fitting_shape(
         "storageDims", cargs.integer_list("storageDims", storage_dims, NON_NEGATIVE, ACLNN))
-    data = cargs.integer("tensorData", tensor_data, NON_NEGATIVE, ACLNN) if tensor_data is not None else 0
+    data = cargs.optional_pointer(data_parameter, tensor_data, ACLNN)
     return dims, data_type, steps, offset, format, storage, data
 
 
@@ -389,7 +390,8 @@ def aclCreateTensor(view_dims: Sequence[int], data_type: int, strides: Optional[
                     format: int, storage_dims: Optional[Sequence[int]], tensor_data: Optional[int]) -> Optional[aclTensor]:
     """The new aclTensor, or None (with a message) where the real call would return NULL or the
     descriptor is unusable: missing dims, an unknown dtype or format, negative strides or offset."""
-    return aclTensor(*_description(view_dims, data_type, strides, offset, format, storage_dims, tensor_data))
+    return aclTensor(*_description(view_dims, data_type, strides, offset, format, storage_dims, tensor_data,
+                                   "tensorData"))
 
 
 @api("aclInitTensor", internal_code=status.ACLNN_ERR_INNER)
@@ -400,7 +402,8 @@ def aclInitTensor(tensor: aclTensor, view_dims: Sequence[int], data_type: int, s
     leave it unchanged (161001 for a null tensor or dims, 161002 for anything else aclCreateTensor
     refuses)."""
     target = live(aclTensor, "tensor", tensor)
-    target.describe_as(*_description(view_dims, data_type, strides, offset, format, storage_dims, tensor_data))
+    target.describe_as(*_description(view_dims, data_type, strides, offset, format, storage_dims, tensor_data,
+                                     "tensorDataAddr"))
 
 
 @api("aclDestroyTensor", internal_code=status.ACLNN_ERR_INNER)

@@ -72,6 +72,8 @@ def _elements(cls: Type[ResourceList], values: Any) -> tuple:
 
 
 aclCreateTensorList, aclDestroyTensorList, aclGetTensorListSize = array_calls(
-    aclTensorList, lambda value: _elements(aclTensorList, value), "the given aclTensors (objects or handles)")
+    aclTensorList, lambda value: _elements(aclTensorList, value), "the given aclTensors (objects or handles)",
+    size_parameter="tensorList")
 aclCreateScalarList, aclDestroyScalarList, aclGetScalarListSize = array_calls(
-    aclScalarList, lambda value: _elements(aclScalarList, value), "the given aclScalars (objects or handles)")
+    aclScalarList, lambda value: _elements(aclScalarList, value), "the given aclScalars (objects or handles)",
+    size_parameter="scalarList")

@@ -6,6 +6,9 @@ The executor and workspace rules are exercised with a small test operator built 
 own machinery (`first_phase`, `second_phase`, `Workspace`): it copies a tensor through its workspace,
 addressing elements by the documented formula, so the results also check the framework's addresses."""
 import ctypes
+import os
+import re
+import sys
 
 import numpy as np
 import pytest
@@ -14,7 +17,11 @@ import acl
 import aclnn_api as nn
 from aclnn_api.operator import KernelLaunch, Workspace, first_phase, second_phase, view
 from aclnn_api import checks
-from support import assert_rejected, last_error, npu
+from npuemu_toolkit import surface
+from support import REPO, Npu, assert_rejected, last_error, npu
+
+sys.path.insert(0, os.path.join(REPO, "toolkit"))
+import generate  # noqa: E402  (toolkit/generate.py: parse(), as the build reads the prototypes)
 
 FLOAT = nn.ACL_FLOAT
 
@@ -65,6 +72,71 @@ def lsb_executor(device, n=4):
     size, executor, ret = nn.aclnnLogSigmoidBackwardGetWorkspaceSize(t, t, t, t)
     assert ret == 0
     return executor
+
+
+# ---------------------------------------------------------------------------------------------
+# Every rejection names a parameter of the call's C prototype
+
+
+def prototype_parameters(prototype: str) -> list:
+    """[(C type, name)] of a prototype's parameters, as the toolkit's generator reads them."""
+    return [(param.ctype, param.name) for param in generate.parse(prototype).params]
+
+
+# The framework calls of the C toolkit's table, and those it does not export, with the real headers' names.
+FRAMEWORK_CALLS = [fn for header in (surface.ACL_META, surface.ACLNN_BASE) for fn in header.blocks
+                   if isinstance(fn, surface.Function)] + [
+    surface.Function("aclnnStatus %s(aclOpExecutor *executor, size_t irIndex, const size_t relativeIndex, "
+                     "aclTensorList *tensors, void *addr)" % name, "aclnn_api:" + name)
+    for name in ("aclSetDynamicInputTensorAddr", "aclSetDynamicOutputTensorAddr", "aclSetDynamicTensorAddr")]
+OBJECT_TYPES = ("aclTensor", "aclOpExecutor", "aclIntArray", "aclFloatArray", "aclBoolArray", "aclScalar",
+                "aclTensorList", "aclScalarList")
+
+
+def valid_argument(fn: surface.Function, ctype: str, name: str, objects: dict, device: Npu) -> object:
+    """A value the call takes for the parameter, so that a bad value of a later one is what it refuses."""
+    base = ctype.replace("const", "").replace("*", "").strip()
+    if base in OBJECT_TYPES:
+        return [objects[base]] if ctype.count("*") == 2 else objects[base]
+    if ctype.endswith("*") and base in ("int64_t", "float", "bool"):
+        return {"int64_t": [4], "float": [1.0], "bool": [True]}[base]
+    if base == "void":
+        return 1.0 if fn.name == "aclCreateScalar" else device.malloc(16)  # a scalar's value, else an address
+    return {"aclDataType": FLOAT, "aclFormat": nn.ACL_FORMAT_ND, "char": None}.get(base, 0)
+
+
+@pytest.mark.parametrize("fn", FRAMEWORK_CALLS, ids=lambda fn: fn.name)
+def test_every_rejection_of_a_framework_call_names_a_parameter_of_its_c_prototype(fn):
+    """Each input of each framework call is given a bad value (null, a string) in turn, the others good: a
+    rejection's message names a parameter the C prototype has (`tensorList`, not the Python layer's `array`)."""
+    parameters = [(ctype, name) for ctype, name in prototype_parameters(fn.prototype)
+                  if name not in fn.outputs and name not in fn.counts.values()]
+    named = {name for _, name in prototype_parameters(fn.prototype)}
+    call = getattr(nn, fn.name)
+    with npu() as device:
+        address = device.malloc(16)
+        made = {"aclTensor": nn.aclCreateTensor([4], FLOAT, None, 0, nn.ACL_FORMAT_ND, None, address),
+                "aclOpExecutor": lsb_executor(device), "aclScalar": nn.aclCreateScalar(1.0, FLOAT),
+                "aclIntArray": nn.aclCreateIntArray([1]), "aclFloatArray": nn.aclCreateFloatArray([1.0]),
+                "aclBoolArray": nn.aclCreateBoolArray([True]),  # the lists own their own tensor and scalar:
+                "aclTensorList": nn.aclCreateTensorList([nn.aclCreateTensor([4], FLOAT, None, 0, nn.ACL_FORMAT_ND,
+                                                                            None, address)]),
+                "aclScalarList": nn.aclCreateScalarList([nn.aclCreateScalar(1.0, FLOAT)])}
+        assert nn.aclSetAclOpExecutorRepeatable(made["aclOpExecutor"]) == 0
+        good = [valid_argument(fn, ctype, name, made, device) for ctype, name in parameters]
+        last_error()
+        for position, (_, name) in enumerate(parameters):
+            for bad in (None, "bad"):
+                call(*good[:position], bad, *good[position + 1:])
+                for message in last_error().splitlines():  # (an alias AclSet... reports as aclSet...)
+                    found = re.search(r"\): (\w+): ([A-Za-z_]\w*)", message)
+                    assert found and found.group(1).lower() == fn.name.lower(), message
+                    assert found.group(2) in named, (name, bad, message, sorted(named))
+        for destroy, kind in ((nn.aclDestroyTensor, "aclTensor"), (nn.aclDestroyAclOpExecutor, "aclOpExecutor"),
+                              (nn.aclDestroyScalar, "aclScalar"), (nn.aclDestroyIntArray, "aclIntArray"),
+                              (nn.aclDestroyFloatArray, "aclFloatArray"), (nn.aclDestroyBoolArray, "aclBoolArray"),
+                              (nn.aclDestroyTensorList, "aclTensorList"), (nn.aclDestroyScalarList, "aclScalarList")):
+            destroy(made[kind])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -178,6 +250,32 @@ def test_a_negative_dim_makes_a_tensor_as_the_library_does():
     assert tensor is not None, last_error()
     assert getters(tensor)[:2] == [[2, -1], [1, 1]]
     assert tensor.view_nbytes == 0 and "[2, -1]" in tensor.describe()
+    assert nn.aclDestroyTensor(tensor) == 0
+
+
+HIGH_ADDRESS = 0xFFFF800000000000  # a pointer above 2^63: no int64_t, but any void * may hold it
+
+
+def test_a_data_address_is_checked_as_a_pointer_by_create_init_and_set_raw_tensor_addr():
+    """tensorData, tensorDataAddr and addr are `void *`: the three calls take any pointer value (one above
+    2^63 too) and read it back, and refuse alike, naming their own parameter, what no pointer holds."""
+    tensor = nn.aclCreateTensor([4], FLOAT, None, 0, nn.ACL_FORMAT_ND, None, HIGH_ADDRESS)
+    assert tensor is not None, last_error()
+    assert nn.aclGetRawTensorAddr(tensor) == (HIGH_ADDRESS, 0)
+    assert nn.aclInitTensor(tensor, [4], FLOAT, None, 0, nn.ACL_FORMAT_ND, None, HIGH_ADDRESS + 64) == 0, last_error()
+    assert nn.aclGetRawTensorAddr(tensor) == (HIGH_ADDRESS + 64, 0)
+    assert nn.aclSetRawTensorAddr(tensor, HIGH_ADDRESS + 128) == 0, last_error()
+    assert nn.aclGetRawTensorAddr(tensor) == (HIGH_ADDRESS + 128, 0)
+    for bad in (-1, 2 ** 64):
+        refusals = [(nn.aclCreateTensor([4], FLOAT, None, 0, nn.ACL_FORMAT_ND, None, bad) is None, last_error()),
+                    (nn.aclInitTensor(tensor, [4], FLOAT, None, 0, nn.ACL_FORMAT_ND, None, bad), last_error()),
+                    (nn.aclSetRawTensorAddr(tensor, bad), last_error())]
+        assert [result for result, _ in refusals] == [True, nn.ACLNN_ERR_PARAM_INVALID, nn.ACLNN_ERR_PARAM_INVALID]
+        for (_, message), call, parameter in zip(refusals, ("aclCreateTensor", "aclInitTensor", "aclSetRawTensorAddr"),
+                                                 ("tensorData", "tensorDataAddr", "addr")):
+            assert message.endswith("): %s: %s: expected an integer in [0, 18446744073709551615], found %d"
+                                    % (call, parameter, bad)), message
+    assert nn.aclGetRawTensorAddr(tensor) == (HIGH_ADDRESS + 128, 0), "a refusal leaves the tensor as it was"
     assert nn.aclDestroyTensor(tensor) == 0
 
 

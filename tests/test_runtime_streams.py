@@ -254,6 +254,27 @@ def test_event_elapsed_time_errors():
         assert_rejected(acl.rt.event_elapsed_time(recorded, recorded)[1], acl.ACL_ERROR_RT_INVALID_HANDLE, "startEvent")
 
 
+@pytest.mark.parametrize("create", [acl.rt.create_event_with_flag, acl.rt.create_event_ex_with_flag])
+def test_event_flag_bits_no_acl_event_flag_names_are_taken_and_change_nothing(create):
+    """docs/runtime.md's choice: unnamed bits (0x4, 0x80, 0x1000) are accepted, unlike the stream flags'
+    (masked, 100000); the named bits beside them keep their meaning (EXTERNAL still cannot time)."""
+    with npu() as device:
+        plain = [create(flag) for flag in (0x4, 0x80, 0x1000, acl.ACL_EVENT_TIME_LINE | 0x80)]
+        assert all(ret == 0 for _, ret in plain), last_error()
+        external, ret = create(acl.ACL_EVENT_EXTERNAL | 0x80)
+        assert ret == 0, last_error()
+        events = [event for event, _ in plain] + [external]
+        for event in events:
+            assert acl.rt.record_event(event, device.stream) == 0
+        assert acl.rt.synchronize_stream(device.stream) == 0
+        assert acl.rt.event_elapsed_time(events[0], events[1])[1] == 0, last_error()
+        assert_rejected(acl.rt.event_elapsed_time(external, events[0])[1], acl.ACL_ERROR_RT_PARAM_INVALID,
+                        "startEvent", "EXTERNAL")
+        assert_rejected(acl.rt.create_stream_with_config(0, 0x80)[1], acl.ACL_ERROR_INVALID_PARAM, "flag", "mask")
+        for event in events:
+            assert acl.rt.destroy_event(event) == 0
+
+
 @pytest.mark.sanitizer_reports("missing synchronisation")
 def test_eager_execution_runs_work_at_once():
     emulator.configure(execution="eager")

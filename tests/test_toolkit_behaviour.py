@@ -2171,6 +2171,69 @@ def test_a_null_c_callback_is_rejected_and_named_null(built):
                                                "expected a callable, found null"), null_fn.message
 
 
+WILD_CALLBACK_PROGRAM = c_program(r"""#include <pthread.h>
+#include <sys/mman.h>
+
+static int data_word = 0;  // a module's data: mapped, not executable
+static int ran = 0;
+static void on_done(void *) { ran = 1; }
+
+int main() {
+  check(aclInit(nullptr), "aclInit");
+  check(aclrtSetDevice(0), "aclrtSetDevice");
+  aclrtStream stream = nullptr;
+  check(aclrtCreateStream(&stream), "aclrtCreateStream");
+  check(aclrtSubscribeReport(static_cast<uint64_t>(pthread_self()), stream), "aclrtSubscribeReport");
+  report_status("unmapped", aclrtLaunchCallback(reinterpret_cast<aclrtCallback>(0x10), nullptr,
+                                                ACL_CALLBACK_NO_BLOCK, stream));
+  report_status("data", aclrtLaunchCallback(reinterpret_cast<aclrtCallback>(&data_word), nullptr,
+                                            ACL_CALLBACK_NO_BLOCK, stream));
+  std::printf("@@address data %p\n", static_cast<void *>(&data_word));
+  // Code made at run time (a JIT's) lies in no module: it is taken too, and runs
+#if defined(__aarch64__)
+  const unsigned char code[] = {0xc0, 0x03, 0x5f, 0xd6};  // ret
+#else
+  const unsigned char code[] = {0xc3};  // ret (x86-64)
+#endif
+  void *page = mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (page == MAP_FAILED) check(1, "mmap");
+  std::memcpy(page, code, sizeof(code));
+  if (mprotect(page, 4096, PROT_READ | PROT_EXEC) != 0) check(1, "mprotect");
+  report_status("jit", aclrtLaunchCallback(reinterpret_cast<aclrtCallback>(page), nullptr,
+                                                    ACL_CALLBACK_NO_BLOCK, stream));
+  report_status("function", aclrtLaunchCallback(on_done, nullptr, ACL_CALLBACK_NO_BLOCK, stream));
+  while (aclrtProcessReport(100) == ACL_SUCCESS) {}
+  report_status("ran", ran);
+  report_status("sync", aclrtSynchronizeStream(stream));
+  aclrtUnSubscribeReport(static_cast<uint64_t>(pthread_self()), stream);
+  aclrtDestroyStream(stream);
+  munmap(page, 4096);
+  aclrtResetDevice(0);
+  aclFinalize();
+  std::printf("@@done\n");
+  return 0;
+}
+""")
+
+
+def test_a_c_callback_that_points_at_no_code_is_refused_at_the_launch(tmp_path):
+    """aclrtLaunchCallback with a function pointer outside executable memory (a stray integer, a global
+    variable) is 100000 and a message naming `fn` at the launch, before anything is queued: the report
+    thread would have jumped there and crashed. Code outside every module (a JIT's page) and a program's
+    function are taken and run."""
+    executable = ctoolkit.compile_program(WILD_CALLBACK_PROGRAM, tmp_path, flags=("-g", "-pthread"))
+    done = run(executable, NPUEMU_LEAK_CHECK="0")
+    results = finished(done)
+    address = re.search(r"^@@address data (0x[0-9a-f]+)$", done.stdout, re.M).group(1)
+    for id, found in (("unmapped", "0x10"), ("data", address)):
+        assert (results[id].result, without_prefix(results[id].message)) == (
+            "100000", "ACL_ERROR_INVALID_PARAM(100000): aclrtLaunchCallback: fn: expected a function, found %s "
+                      "(not executable memory)" % found), id
+    for id in ("jit", "function", "sync"):
+        assert results[id].result == "0", (id, results[id].message)
+    assert results["ran"].result == "1"
+
+
 CALLBACK_NAMES_PROGRAM = c_program(r"""#include <pthread.h>
 #include <unistd.h>
 

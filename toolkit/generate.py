@@ -78,6 +78,10 @@ ARRAYS = {"const int64_t *": "NK_I64_ARRAY", "const float *": "NK_F32_ARRAY", "c
 # so that the Python layer need not look it up (its checks are the same either way).
 OBJECT_CLASSES = ("aclTensor", "aclOpExecutor", "aclIntArray", "aclFloatArray", "aclBoolArray", "aclScalar",
                   "aclTensorList", "aclScalarList")
+# The function-pointer types the headers declare (`typedef void (*aclrtCallback)(void *userData);`): their
+# parameters are NK_FUNCTION, which the core refuses unless they point into executable memory.
+FUNCTION_TYPES = {name for header in surface.HEADERS for block in header.blocks if isinstance(block, Text)
+                  for name in re.findall(r"typedef[^;]*\(\s*\*\s*(\w+)\s*\)\s*\(", block.text)}
 RETURNS = {"aclError": "NR_STATUS", "aclnnStatus": "NR_STATUS", "size_t": "NR_U64", "float": "NR_F32",
            "aclFloat16": "NR_U16"}
 
@@ -127,8 +131,9 @@ def kinds(fn: Function) -> tuple:
             kind = "NK_UINT"
         elif ctype.replace("const ", "").rstrip(" *") in OBJECT_CLASSES and ctype.count("*") == 1:
             kind, aux = "NK_OBJECT", OBJECT_CLASSES.index(ctype.replace("const ", "").rstrip(" *"))
-        elif ctype.endswith("*") or ctype.replace("const ", "") in ("aclrtStream", "aclrtEvent", "aclrtContext",
-                                                                     "aclrtCallback"):
+        elif ctype.replace("const ", "") in FUNCTION_TYPES:
+            kind = "NK_FUNCTION"
+        elif ctype.endswith("*") or ctype.replace("const ", "") in ("aclrtStream", "aclrtEvent", "aclrtContext"):
             kind = "NK_PTR"
         else:
             raise ValueError("%s: no kind for parameter type %r" % (proto.name, ctype))
@@ -247,7 +252,7 @@ def forwarder(number: int, fn: Function, header: Header) -> str:
                 # An enum without negative members is unsigned to GCC: (aclrtMemcpyKind)-1 would widen to
                 # 4294967295. The card's enums are 32-bit ints, so Python sees -1, as a Python caller passes it.
                 value = "static_cast<int32_t>(%s)" % param.name
-            elif param.ctype == "aclrtCallback":
+            elif kind == "NK_FUNCTION":
                 value = "reinterpret_cast<const void *>(%s)" % param.name
             elif field_name == "p":
                 value = "static_cast<const void *>(%s)" % param.name

@@ -424,6 +424,58 @@ bool writable_memory(const void *address, size_t size) {
   return copied < 0 && errno != EFAULT && errno != ESRCH;  // not permitted here (a sandbox): trust the caller
 }
 
+// A function pointer (aclrtCallback) is called later, on the thread that processes the stream's reports:
+// one that points anywhere but code (a stray integer, data) would crash the process there, far from the
+// call that passed it. So it is refused at the call, as a wild out-parameter is. Nearly every function
+// lies in an executable segment of a loaded module (the program, a library), which dl_iterate_phdr lists
+// without a system call; only an address outside them, legal for code made at run time (a JIT's), costs
+// a read of /proc/self/maps. Nothing is cached: a library may be unloaded between two calls.
+struct CodeSearch {
+  uintptr_t address;
+  bool found;
+};
+
+int find_in_executable_segment(dl_phdr_info *info, size_t, void *data) {
+  CodeSearch *search = static_cast<CodeSearch *>(data);
+  for (int i = 0; i < info->dlpi_phnum; ++i) {
+    const ElfW(Phdr) &segment = info->dlpi_phdr[i];
+    if (segment.p_type != PT_LOAD || !(segment.p_flags & PF_X)) continue;
+    const uintptr_t start = info->dlpi_addr + segment.p_vaddr;
+    if (search->address >= start && search->address - start < segment.p_memsz) {
+      search->found = true;
+      return 1;
+    }
+  }
+  return 0;
+}
+
+// Whether /proc/self/maps marks the page at `address` executable; true where it cannot be read (a
+// sandbox, no free file descriptor): the caller is trusted, as for the other checks.
+bool mapped_executable(uintptr_t address) {
+  std::FILE *maps = std::fopen("/proc/self/maps", "re");
+  if (maps == nullptr) return true;
+  bool executable = false, line_start = true;
+  char line[512];
+  while (std::fgets(line, sizeof(line), maps) != nullptr) {
+    unsigned long start = 0, end = 0;
+    char permissions[5] = "";
+    if (line_start && std::sscanf(line, "%lx-%lx %4s", &start, &end, permissions) == 3 && address >= start &&
+        address < end) {
+      executable = permissions[2] == 'x';
+      break;
+    }
+    line_start = std::strchr(line, '\n') != nullptr;  // the rest of a line longer than the buffer (a long path) is no line
+  }
+  std::fclose(maps);
+  return executable;
+}
+
+bool executable_memory(const void *function) {
+  CodeSearch search = {reinterpret_cast<uintptr_t>(function), false};
+  dl_iterate_phdr(find_in_executable_segment, &search);
+  return search.found || mapped_executable(search.address);
+}
+
 // The bytes the out-parameter of `kind` points to.
 size_t output_size(uint8_t kind) {
   switch (kind) {
@@ -520,6 +572,16 @@ bool arguments(const npuemu_signature &sig, const npuemu_value *args, PyObject *
       case NK_BOOL: value = PyBool_FromLong(args[slot].i != 0); break;
       case NK_DOUBLE: value = PyFloat_FromDouble(args[slot].d); break;
       case NK_PTR: value = from_pointer(args[slot].p); break;
+      case NK_FUNCTION:
+        if (args[slot].p != nullptr && !executable_memory(args[slot].p)) {  // null: the Python layer names it
+          char found[32];
+          std::snprintf(found, sizeof(found), "%p", args[slot].p);
+          *failure = {invalid_code(sig), std::string(sig.names[slot]) + ": expected a function, found " + found +
+                                             " (not executable memory)"};
+          return false;
+        }
+        value = from_pointer(args[slot].p);
+        break;
       case NK_OBJECT: value = object_argument(args[slot].p, sig.params[slot].aux); break;
       case NK_STR: value = string_argument(static_cast<const char *>(args[slot].p)); break;
       case NK_I64_ARRAY:

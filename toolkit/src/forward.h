@@ -28,6 +28,7 @@ enum npuemu_kind {
   NK_BOOL,           // -> bool
   NK_DOUBLE,         // -> float
   NK_PTR,            // an address or a handle -> int, null -> None
+  NK_FUNCTION,       // a function pointer (a callback) -> int, null -> None; refused unless it is executable memory
   NK_OBJECT,         // an aclnn object's handle -> the live object if it is one of class aux, else the int
   NK_STR,            // const char * -> str, null -> None
   NK_I64_ARRAY,      // const int64_t * + count (aux: the count's slot) -> list of int, null -> None
