@@ -1172,6 +1172,29 @@ def test_a_synchronisation_waiting_for_a_callback_whose_stream_another_thread_fo
     assert idle.seen == [], "a callback of the dropped work ran"
 
 
+@pytest.fixture
+def timeout_1s():
+    """The task timeout at 1 s (set before the device)."""
+    emulator.configure(task_timeout=1)
+
+
+def test_the_task_timeout_of_a_blocking_callback_counts_from_the_stream_reaching_it(timeout_1s, device):
+    """Synchronisations with a 300 ms timeout, one after another, while the callback's thread never runs it:
+    the task timeout (1 s) passes during the fourth, which returns 107020. Each synchronisation started the
+    task timeout again, so none ever did."""
+    idle = IdleSubscriber(device.stream)
+    try:
+        started, codes = time.perf_counter(), []
+        while time.perf_counter() - started < 5:
+            codes.append(acl.rt.synchronize_stream_with_timeout(device.stream, 300))
+            if codes[-1] != acl.ACL_ERROR_RT_STREAM_SYNC_TIMEOUT:
+                break
+        assert_rejected(codes[-1], acl.ACL_ERROR_RT_TASK_TIMEOUT, "aclrtLaunchCallback")
+        assert time.perf_counter() - started < 2.5, "the task timeout started again with each synchronisation"
+    finally:
+        idle.serve()
+
+
 def test_ctrl_c_while_a_synchronisation_waits_for_a_blocking_callback_keeps_it_ahead_of_the_later_work(device):
     """Ctrl-C stops the synchronisation; the callback still holds the stream: the next synchronisation
     waits for it, and the memset queued behind it runs after it (the callback reads the value from
