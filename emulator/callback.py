@@ -54,6 +54,7 @@ class Call:
         self.holds = holds  # the stream a blocking callback holds, when the sanitizer tracks order
         self.done = threading.Event()
         self.started = False  # set by its thread's aclrtProcessReport as it starts running it
+        self.ended: Optional[float] = None  # when it returned (time.perf_counter seconds): the stream's time
         self.taken_back: Optional[str] = None
 
     def run(self) -> None:
@@ -77,6 +78,7 @@ class Call:
                 TRACKER.hold(None)
                 with self.lock:
                     TRACKER.callback_returned(self.holds, self.seen[self.holds])
+            self.ended = time.perf_counter()
             self.done.set()
             if self.lock is not None:  # the stream's synchronisation waits for it (HandOver._wait)
                 wake_waiters(self.lock)
@@ -202,7 +204,7 @@ class HandOver:
         self.thread_id: Optional[int] = None
         self.seen: Optional[dict] = None  # set by aclrtLaunchCallback when the sanitizer tracks order
         # when the stream reached the callback (time.perf_counter seconds; None: not yet), whichever call
-        # ran the stream there: the task timeout counts from then
+        # ran the stream there: the task timeout and the task's duration count from then (see span())
         self.reached: Optional[float] = None
 
     def ready(self) -> bool:
@@ -229,6 +231,17 @@ class HandOver:
             if not self._wait(until=deadline):
                 return False
         return True
+
+    def span(self, begin: float, end: float) -> tuple[float, float]:
+        """When the task ran, for the stream's clock, the trace and the log, given the `begin` and `end` of
+        the run that completed it: a blocking callback holds the stream from when the stream reached it
+        until it returned, though its thread may have run it before this run (a query or the report
+        thread's aclrtProcessReport reached it), or across timed-out synchronisations; a non-blocking
+        one, only for its hand-over."""
+        if not self.block or self.reached is None:
+            return begin, end
+        ended = self.call.ended if self.call is not None else None
+        return self.reached, ended if ended is not None else end
 
     @property
     def holder(self) -> Optional[int]:

@@ -164,6 +164,14 @@ def _ready(task: Task) -> bool:
     return ready is None or ready()
 
 
+def _span(run: Callable[[], None], begin: float) -> tuple[float, float]:
+    """When a task whose run began at `begin` (and has just ended) held its stream: from `begin` to now,
+    but a blocking callback's, from when the stream reached it until it returned (HandOver.span: its
+    thread may have run it before, or across synchronisations that timed out)."""
+    span = getattr(run, "span", None)
+    return (begin, _clock()) if span is None else span(begin, _clock())
+
+
 class Stream(Resource):
     """A stream of a context; the default stream of each context comes with it and goes with it."""
 
@@ -277,7 +285,7 @@ class Stream(Resource):
     def _execute(self, task: Task) -> None:
         start = max(self.clock, task.issued_at)
         run = task.run
-        begin = _clock()
+        begin, end = _clock(), None
         if run is not None:  # work (the common case: records and waits have no run)
             checked = TRACKER.hazards
             if checked:
@@ -299,7 +307,8 @@ class Stream(Resource):
                 self.busy = None
                 if getattr(run, "resumable", False):  # a blocking callback: another thread may wait for the stream
                     wake_waiters(run.lock)
-            start += _clock() - begin
+            begin, end = _span(run, begin)
+            start += end - begin
         elif isinstance(task, WaitTask):
             task.record = task.standing()  # the record it waited for: the trace draws its arrow from it
             if task.record is not None:  # it has run: drain ran it first
@@ -310,7 +319,7 @@ class Stream(Resource):
         self.clock = start
         task.done = True
         for observer in hooks.TASKS:
-            observer.executed(self, task, begin, _clock())
+            observer.executed(self, task, begin, _clock() if end is None else end)
 
     def _interrupted(self, task: Task) -> None:
         """A signal stopped `task` (Ctrl-C, or a signal handler that raised). Stopped while it waited for
