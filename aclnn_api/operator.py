@@ -643,23 +643,26 @@ def _execute(op: str, launch: KernelLaunch, device_id: int, workspace: Optional[
     _apply_kernel_settings()
     resolve = interface.resolver()
     args, outputs, scratch = [], launch.outputs or (), None
+    touched = []  # the (host address, nbytes) the kernel reads and writes
     for arg in launch.args:
         if type(arg) is TensorView:
             pointer = 0
             if arg.nbytes:  # str(arg) only for a fault
                 pointer = resolve(arg.start, arg.nbytes, device_id, arg, arg.data, arg.name in outputs)
+                touched.append((pointer, arg.nbytes))
             args.append((pointer, arg.data_type, arg.shape, arg.strides))
         elif type(arg) is Workspace:  # slices of one workspace (all written): resolved once, as a whole
             if scratch is None:
                 scratch = resolve(workspace, launch.workspace_size, device_id, "%s workspace" % op, workspace, True)
+                touched.append((scratch, launch.workspace_size))
             args.append(scratch + arg.offset)
         else:
             args.append(arg)
     # Only the data at fault is the AI core's exception (e.g. a label out of range). TimeoutError
     # (the task timeout), KeyboardInterrupt and any other error (a broken contract of npuemu's
-    # own: internal) go to the stream as they are.
+    # own: internal) go to the stream as they are. The compute runs with the runtime lock released.
     try:
-        launch.kernel(*args)
+        interface.compute(functools.partial(launch.kernel, *args), touched)
     except _kernels.KernelDataError as error:
         raise DeviceFault("%s: %s" % (op, error)) from None
 

@@ -54,6 +54,7 @@ class Call:
         self.holds = holds  # the stream a blocking callback holds, when the sanitizer tracks order
         self.done = threading.Event()
         self.started = False  # set by its thread's aclrtProcessReport as it starts running it
+        self.ended: Optional[float] = None  # when it returned (time.perf_counter seconds): the stream's time
         self.taken_back: Optional[str] = None
 
     def run(self) -> None:
@@ -77,6 +78,7 @@ class Call:
                 TRACKER.hold(None)
                 with self.lock:
                     TRACKER.callback_returned(self.holds, self.seen[self.holds])
+            self.ended = time.perf_counter()
             self.done.set()
             if self.lock is not None:  # the stream's synchronisation waits for it (HandOver._wait)
                 wake_waiters(self.lock)
@@ -201,6 +203,9 @@ class HandOver:
         self.call: Optional[Call] = None
         self.thread_id: Optional[int] = None
         self.seen: Optional[dict] = None  # set by aclrtLaunchCallback when the sanitizer tracks order
+        # when the stream reached the callback (time.perf_counter seconds; None: not yet), whichever call
+        # ran the stream there: the task timeout and the task's duration count from then (see span())
+        self.reached: Optional[float] = None
 
     def ready(self) -> bool:
         """Whether the stream can go past the callback now; never raises (run() reports what went wrong)."""
@@ -221,11 +226,22 @@ class HandOver:
         while self._handed() and self.block and not self._over():
             if self.thread_id == threading.get_ident():
                 return True  # nothing that waiting could bring: run() tells why
-            if self.timeout is not None and time.perf_counter() + self.timeout <= deadline:
+            if self.timeout is not None and self.reached + self.timeout <= deadline:
                 return True  # the task timeout comes first: run() waits for it, and faults if it passes
             if not self._wait(until=deadline):
                 return False
         return True
+
+    def span(self, begin: float, end: float) -> tuple[float, float]:
+        """When the task ran, for the stream's clock, the trace and the log, given the `begin` and `end` of
+        the run that completed it: a blocking callback holds the stream from when the stream reached it
+        until it returned, though its thread may have run it before this run (a query or the report
+        thread's aclrtProcessReport reached it), or across timed-out synchronisations; a non-blocking
+        one, only for its hand-over."""
+        if not self.block or self.reached is None:
+            return begin, end
+        ended = self.call.ended if self.call is not None else None
+        return self.reached, ended if ended is not None else end
 
     @property
     def holder(self) -> Optional[int]:
@@ -252,6 +268,8 @@ class HandOver:
         but again after an unsubscribe took it back); whether one does."""
         if self.call is not None and self.call.taken_back != UNSUBSCRIBED:
             return True
+        if self.reached is None:
+            self.reached = time.perf_counter()
         with _lock:
             reports = _threads.get(self.stream.subscriber) if self.stream.subscriber is not None else None
             if reports is None:
@@ -268,14 +286,15 @@ class HandOver:
                                "stream reached the callback, or before its thread ran it), so nothing can ever run it")
 
     def _wait(self, until: Optional[float] = None) -> bool:
-        """Until the callback has run or was taken back, for at most the task timeout (then TimeoutError:
-        the task's fault), or until `until` if that comes first (time.perf_counter seconds: a
-        synchronisation's deadline; then no fault, and False)."""
+        """Until the callback has run or was taken back, for at most the task timeout from when the stream
+        reached it (then TimeoutError: the task's fault; the synchronisations that timed out before count
+        too), or until `until` if that comes first (time.perf_counter seconds: a synchronisation's
+        deadline; then no fault, and False)."""
         if self.thread_id == threading.get_ident():
             raise TimeoutError("it waits for thread %d, the thread synchronising, which therefore can never call "
                                "aclrtProcessReport (a deadlock on the card)" % self.thread_id)
         call = self.call
-        deadline = None if self.timeout is None else time.perf_counter() + self.timeout
+        deadline = None if self.timeout is None else self.reached + self.timeout
         stop = deadline if until is None else until if deadline is None else min(deadline, until)
         running, TRACKER.running = TRACKER.running, None  # meanwhile other threads' calls are not this task's
         try:

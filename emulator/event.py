@@ -1,6 +1,7 @@
 """Events: markers recorded into a stream, complete once the stream's work before them has run."""
 from __future__ import annotations
 
+import ctypes
 import time
 from typing import Optional
 
@@ -107,7 +108,8 @@ class Event(Resource):
 
     def elapsed_since(self, start: "Event") -> float:
         """Milliseconds of device time from `start`'s record to this one's: the measured run time of the
-        work between them, plus any time the stream sat idle waiting for the host to issue work. Two
+        work between them, plus any time the stream sat idle waiting for the host to issue work, rounded
+        to a C float as aclrtEventElapsedTime's `float *ms` and pyACL's value are. Two
         devices' clocks are unrelated: events of two devices are 107000."""
         if start.context.device.id != self.context.device.id:
             raise AclError(status.ACL_ERROR_RT_PARAM_INVALID,
@@ -123,7 +125,7 @@ class Event(Resource):
             raise AclError(status.ACL_ERROR_RT_EVENT_TIMESTAMP_REVERSAL,
                            "endEvent: expected a record that completed after startEvent's, found one %.3f ms earlier"
                            % ((begin - end) * 1000.0))
-        return float((end - begin) * 1000.0)
+        return ctypes.c_float((end - begin) * 1000.0).value  # the C float the C call stores in *ms
 
     def timestamp(self) -> int:
         """aclrtEventGetTimestamp: the device time of the completed record, in microseconds."""

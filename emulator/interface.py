@@ -8,6 +8,7 @@ the runtime. They never touch the process state or its lock; everything they nee
     launch(stream, name, run, ...)  queue work on it, recording the user's launch site
     resolve(address, nbytes, ...)   the host pointer backing a device range, or DeviceFault
     resolver()                      resolve, bound once for a launch of several tensors
+    compute(work, touched)          a running kernel's native compute, with the runtime lock released
     is_device_address(address)      whether an address is in the emulated device address space
     host_problem(a, n, write)       what keeps the host from reading (writing) there, or None
     host_read(call, a, n)           a call reads host memory now: synccheck's missing synchronisation
@@ -33,7 +34,7 @@ from .memory import host_memory_problem
 from .sites import Site, user_site
 from .soc import SocProfile
 from .state import PROCESS as _P
-from .stream import Stream, Task
+from .stream import Stream, Task, compute_unlocked
 
 
 def settings() -> Config:
@@ -124,6 +125,14 @@ def resolve(address: int, nbytes: int, device_id: int, what, base: Optional[int]
 def resolver() -> Callable[..., int]:
     """`resolve` itself, bound to the address space: for a launch that resolves several tensors."""
     return (_P.space or _P.address_space()).pointer
+
+
+def compute(work: Callable[[], None], touched: Sequence[tuple]) -> None:
+    """From a task's `run`: `work()`, its native compute, which touches the host memory `touched`
+    ((address, nbytes) pairs that `resolve` gave) and nothing of the runtime, runs with the runtime lock
+    released, so that other host threads' calls (a query, a timed synchronisation, an allocation) go on
+    meanwhile; the memory stays mapped until it ends, whoever frees it (emulator.stream.compute_unlocked)."""
+    compute_unlocked(_P.lock, work, touched)
 
 
 def host_problem(address: int, nbytes: int, write: bool = False) -> Optional[str]:

@@ -88,6 +88,53 @@ def _unmap(address: int, size: int) -> None:
             _unmap_refused()
 
 
+# The host memory that kernels read and write while the runtime lock is released (emulator.stream.
+# compute_unlocked), and the backings freed meanwhile that lie there: those stay mapped until no kernel
+# touches them any more, as the card's kernel goes on writing memory being freed (its writes land there,
+# harmlessly). Both under the runtime lock.
+_in_use: list = []                        # per kernel running: its (address, nbytes) host ranges (a list)
+_unmap_after: list[tuple[int, int]] = []   # (backing, size) freed while in use
+
+
+def in_use(ranges: list) -> None:
+    """Keep the host `ranges`, a list of (address, nbytes) pairs, mapped until `no_longer_in_use(ranges)`
+    with the same list: a free meanwhile unmaps the backing only then."""
+    _in_use.append(ranges)
+
+
+def no_longer_in_use(ranges: list) -> None:
+    """The `ranges` given to `in_use` are no longer touched: the backings freed meanwhile are unmapped,
+    unless another kernel still touches them."""
+    for index, held in enumerate(_in_use):
+        if held is ranges:
+            del _in_use[index]
+            break
+    if _unmap_after:
+        waiting = _unmap_after[:]
+        _unmap_after.clear()
+        for address, size in waiting:
+            _release_backing(address, size)
+
+
+def _release_backing(address: int, size: int) -> None:
+    """Unmap a freed allocation's backing, or, while a kernel touches it, once none does."""
+    if _in_use and any(start < address + size and address < start + nbytes
+                       for ranges in _in_use for start, nbytes in ranges):
+        _unmap_after.append((address, size))
+    else:
+        _unmap(address, size)
+
+
+def _forked() -> None:
+    """In a child made by fork only the forking thread lives on: the kernels of other threads that touched
+    memory never end there, so what they kept mapped is unmapped now."""
+    _in_use.clear()
+    no_longer_in_use(None)
+
+
+os.register_at_fork(after_in_child=_forked)
+
+
 def _unmap_refused() -> bool:
     """Unmap the ranges munmap refused, neighbours together (a run that spans a whole mapping unmaps
     without a split); whether any was unmapped."""
@@ -353,7 +400,7 @@ class DeviceHeap:
             raise AclError(status.ACL_ERROR_RT_PARAM_INVALID, "devPtr: " + self.explain(address, "a live allocation's start"))
         del self.starts[bisect.bisect_left(self.starts, address)]
         self.used -= allocation.padded
-        _unmap(allocation.backing, allocation.padded)
+        _release_backing(allocation.backing, allocation.padded)
         allocation.backing = 0
         allocation.freed_site = site
         if remember:

@@ -19,7 +19,7 @@ import time
 from typing import Callable, Optional, Sequence
 
 from . import faults as faults_module
-from . import hooks, status
+from . import hooks, memory, status
 from .errors import AclError, raised_by_signal_handler
 from .faults import Fault
 from .resource import HANDLES, Resource
@@ -156,12 +156,46 @@ def wake_waiters(lock) -> None:
         waiting.notify_all()
 
 
+def compute_unlocked(lock, work: Callable[[], None], touched: Sequence[tuple]) -> None:
+    """Run `work`, the native compute of the task this thread is running (a kernel's: it touches the host
+    memory `touched`, (address, nbytes) pairs resolved before, and no runtime state), with the runtime
+    `lock` released however deeply this thread holds it, so that the other threads' calls go on meanwhile
+    (docs/runtime.md, "Host threads"). The task's stream stays busy: another drain of it waits for the task,
+    a query stops before it (Stream._wait_while_busy). A free of the memory meanwhile unmaps it only once
+    the work has ended (memory.in_use). The running task's sanitizer state is set aside (another thread's
+    task may run meanwhile) and put back with the lock taken back; all but `work` runs under the lock."""
+    task = TRACKER.running
+    stream = task.stream if task is not None else None
+    if stream is None or stream.busy is not task or not lock._is_owned():
+        work()  # not a stream's task (nothing else waits for it)
+        return
+    memory.in_use(touched)
+    written = TRACKER.written_by_running
+    TRACKER.running, TRACKER.written_by_running = None, []
+    stream.released = lock
+    state = lock._release_save()
+    try:
+        work()
+    finally:
+        lock._acquire_restore(state)
+        TRACKER.running, TRACKER.written_by_running = task, written
+        memory.no_longer_in_use(touched)
+
+
 def _ready(task: Task) -> bool:
     """Whether `task` can run without waiting for another host thread. A run that may wait says so by a
     `ready()` of its own (a blocking callback's, emulator.callback, which hands the callback over), and
     waits for at most a synchronisation's deadline with `wait_until(deadline)`."""
     ready = getattr(task.run, "ready", None)
     return ready is None or ready()
+
+
+def _span(run: Callable[[], None], begin: float) -> tuple[float, float]:
+    """When a task whose run began at `begin` (and has just ended) held its stream: from `begin` to now,
+    but a blocking callback's, from when the stream reached it until it returned (HandOver.span: its
+    thread may have run it before, or across synchronisations that timed out)."""
+    span = getattr(run, "span", None)
+    return (begin, _clock()) if span is None else span(begin, _clock())
 
 
 class Stream(Resource):
@@ -180,6 +214,8 @@ class Stream(Resource):
         self.faults: list[Fault] = []    # not yet reported by a synchronising call
         self.subscriber: Optional[int] = None  # the host thread that runs its callbacks (aclrtSubscribeReport)
         self.busy: Optional[Task] = None  # the task a thread is running (see _wait_while_busy)
+        self.released = None  # the runtime lock, while the busy task runs with it released (compute_unlocked)
+        self.waiting = 0      # the threads waiting for the busy task to end (_wait_while_busy)
         super().__init__(site)
         if is_default:
             self.leak_checked = False  # released with its context, never by the program
@@ -261,8 +297,8 @@ class Stream(Resource):
         return None
 
     def _wait_while_busy(self, deadline: Optional[float], wait: bool) -> bool:
-        """Whether the stream is free: another thread is inside one of its tasks, a blocking callback's,
-        which waits for the callback with the runtime lock released, and nothing behind that task may run
+        """Whether the stream is free: another thread is inside one of its tasks with the runtime lock
+        released (a kernel's native compute, or a blocking callback's wait), and nothing behind that task may run
         before it ends (another thread's query or synchronisation ran them early). A query does not wait;
         a synchronisation waits, the lock released, until the task ends or the deadline passes. The
         callback's own thread waiting here would wait for itself: an error, as the card would hang."""
@@ -271,13 +307,17 @@ class Stream(Resource):
             return False
         if getattr(busy.run, "holder", None) == threading.get_ident():
             raise _waits_for_itself(self, busy)
-        wait_unlocked(busy.run.lock, lambda: self.busy is not busy, deadline)
+        self.waiting += 1
+        try:
+            wait_unlocked(self.released or busy.run.lock, lambda: self.busy is not busy, deadline)
+        finally:
+            self.waiting -= 1
         return self.busy is not busy
 
     def _execute(self, task: Task) -> None:
         start = max(self.clock, task.issued_at)
         run = task.run
-        begin = _clock()
+        begin, end = _clock(), None
         if run is not None:  # work (the common case: records and waits have no run)
             checked = TRACKER.hazards
             if checked:
@@ -297,9 +337,14 @@ class Stream(Resource):
             finally:
                 TRACKER.running = None
                 self.busy = None
-                if getattr(run, "resumable", False):  # a blocking callback: another thread may wait for the stream
+                if self.released is not None:  # a kernel that let the lock go: another thread may wait for it
+                    if self.waiting:
+                        wake_waiters(self.released)
+                    self.released = None
+                elif getattr(run, "resumable", False):  # a blocking callback: the same
                     wake_waiters(run.lock)
-            start += _clock() - begin
+            begin, end = _span(run, begin)
+            start += end - begin
         elif isinstance(task, WaitTask):
             task.record = task.standing()  # the record it waited for: the trace draws its arrow from it
             if task.record is not None:  # it has run: drain ran it first
@@ -310,7 +355,7 @@ class Stream(Resource):
         self.clock = start
         task.done = True
         for observer in hooks.TASKS:
-            observer.executed(self, task, begin, _clock())
+            observer.executed(self, task, begin, _clock() if end is None else end)
 
     def _interrupted(self, task: Task) -> None:
         """A signal stopped `task` (Ctrl-C, or a signal handler that raised). Stopped while it waited for
@@ -395,7 +440,7 @@ def _forked() -> None:
         waiting._at_fork_reinit()  # no waiter is in the child; the same objects stay in use (Python 3.9+)
     for resource in HANDLES.live_resources():
         if isinstance(resource, Stream):
-            resource.busy = None
+            resource.busy = resource.released = None
     TRACKER.running = None
 
 

@@ -15,7 +15,7 @@ import pytest
 import acl
 import aclnn_api as nn
 import emulator
-from emulator import interface
+from emulator import hooks, interface
 from support import REPO, assert_rejected, last_error
 
 H2D, D2H, D2D = acl.ACL_MEMCPY_HOST_TO_DEVICE, acl.ACL_MEMCPY_DEVICE_TO_HOST, acl.ACL_MEMCPY_DEVICE_TO_DEVICE
@@ -1176,6 +1176,83 @@ def test_a_synchronisation_waiting_for_a_callback_whose_stream_another_thread_fo
         idle.serve()
     assert results == [(0, 0)]
     assert idle.seen == [], "a callback of the dropped work ran"
+
+
+class TaskTimes:
+    """A task observer (emulator.hooks): the seconds each task ran, by name."""
+
+    def __init__(self):
+        self.seconds = {}
+
+    def enqueued(self, stream, task):
+        pass
+
+    def executed(self, stream, task, begin, end):
+        self.seconds[task.name] = end - begin
+
+
+@pytest.mark.parametrize("synchronised", ["after the callback ran", "by polling with timeouts"])
+def test_a_blocking_callback_lasts_from_the_stream_reaching_it_to_its_end_whoever_waited(device, synchronised):
+    """The events around a blocking callback that holds the stream 300 ms are 300 ms apart, and the task
+    observers (the log's line, the trace's slice) see it run 300 ms. The task was timed from when the
+    synchronisation ran it: the report thread had run the callback before ("after the callback ran":
+    0.06 ms), or the synchronisations that timed out meanwhile were not counted."""
+    context, _ = acl.rt.get_context()
+    reporter, observer = ReportThread(context), TaskTimes()
+    hooks.attach("TASKS", observer)
+    start, end = acl.rt.create_event()[0], acl.rt.create_event()[0]
+    ran = threading.Event()
+
+    def hold_the_stream(_):
+        time.sleep(0.3)
+        ran.set()
+    try:
+        assert acl.rt.subscribe_report(reporter.thread.ident, device.stream) == 0
+        assert acl.rt.record_event(start, device.stream) == 0
+        assert acl.rt.launch_callback(hold_the_stream, None, acl.ACL_CALLBACK_BLOCK, device.stream) == 0
+        assert acl.rt.record_event(end, device.stream) == 0
+        if synchronised == "after the callback ran":
+            assert ran.wait(5)
+            assert acl.rt.synchronize_stream(device.stream) == 0, last_error()
+        else:
+            while acl.rt.synchronize_stream_with_timeout(device.stream, 20) == acl.ACL_ERROR_RT_STREAM_SYNC_TIMEOUT:
+                pass
+            assert ran.is_set(), last_error()
+        elapsed, ret = acl.rt.event_elapsed_time(start, end)
+        assert ret == 0 and elapsed >= 300, "the callback held the stream 300 ms, found %g ms" % elapsed
+        (began, _), (ended, _) = acl.rt.event_get_timestamp(start), acl.rt.event_get_timestamp(end)
+        assert ended - began >= 300000
+        assert observer.seconds["aclrtLaunchCallback(hold_the_stream)"] >= 0.3
+        assert acl.rt.unsubscribe_report(reporter.thread.ident, device.stream) == 0
+    finally:
+        hooks.detach("TASKS", observer)
+        reporter.join()
+        acl.rt.destroy_event(start)
+        acl.rt.destroy_event(end)
+    assert reporter.codes == []
+
+
+@pytest.fixture
+def timeout_1s():
+    """The task timeout at 1 s (set before the device)."""
+    emulator.configure(task_timeout=1)
+
+
+def test_the_task_timeout_of_a_blocking_callback_counts_from_the_stream_reaching_it(timeout_1s, device):
+    """Synchronisations with a 300 ms timeout, one after another, while the callback's thread never runs it:
+    the task timeout (1 s) passes during the fourth, which returns 107020. Each synchronisation started the
+    task timeout again, so none ever did."""
+    idle = IdleSubscriber(device.stream)
+    try:
+        started, codes = time.perf_counter(), []
+        while time.perf_counter() - started < 5:
+            codes.append(acl.rt.synchronize_stream_with_timeout(device.stream, 300))
+            if codes[-1] != acl.ACL_ERROR_RT_STREAM_SYNC_TIMEOUT:
+                break
+        assert_rejected(codes[-1], acl.ACL_ERROR_RT_TASK_TIMEOUT, "aclrtLaunchCallback")
+        assert time.perf_counter() - started < 2.5, "the task timeout started again with each synchronisation"
+    finally:
+        idle.serve()
 
 
 def test_ctrl_c_while_a_synchronisation_waits_for_a_blocking_callback_keeps_it_ahead_of_the_later_work(device):

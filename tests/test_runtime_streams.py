@@ -213,6 +213,7 @@ def test_event_elapsed_time_measures_the_work_between_the_events():
         large = timed(device, 1 << 20)
         assert 0 < small < large, (small, large)
         assert large > 4 * small, "the time between the events should be dominated by the kernels' work"
+        assert large == float(np.float32(large)), "the elapsed time is a C float, as C and pyACL return it"
 
 
 @pytest.mark.parametrize("flag", [acl.ACL_EVENT_TIME_LINE, acl.ACL_EVENT_SYNC, 0, acl.ACL_EVENT_DEVICE_USE_ONLY])

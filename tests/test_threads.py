@@ -1,19 +1,23 @@
 """Host threads: NPUEMU_THREADS, concurrent launches of every declared operator from several host
-threads, the run-time choice of vector instructions."""
+threads, the run-time choice of vector instructions, and the calls of one thread while another's kernels
+run (the runtime lock released while a kernel computes)."""
 import os
 import resource
 import subprocess
 import sys
 import threading
+import time
 
 import numpy as np
 import pytest
 
+import acl
 import aclnn_api as nn
 import emulator
 from aclnn_api import _kernels
+from emulator import leaks
 from aclnn_api.declaration import all_declarations
-from support import Npu, assert_close, run_declared
+from support import Npu, assert_close, last_error, run_declared
 
 
 def test_threads_setting_comes_from_the_environment(tmp_path):
@@ -177,3 +181,180 @@ def test_kernels_run_on_the_threads_the_system_lets_the_pool_start(tmp_path, thr
         assert done.stderr.startswith(
             "npuemu: note: NPUEMU_THREADS=64: the system would not start more than 1 kernel thread(s) ("), done.stderr
         assert "ulimit -v " in done.stderr and "kernels run on 1, with the same results" in done.stderr, done.stderr
+
+
+# -- one thread's kernels and another thread's calls -------------------------------------------------------
+
+
+class QueuedKernels:
+    """`count` LogSigmoid kernels over `n` floats queued on a new stream of device 0 (set by the caller), and
+    what they run on: `x`, `y` (device addresses), `target` (the runtime's stream)."""
+
+    def __init__(self, count: int, n: int = 1 << 22):
+        from emulator.runtime import stream_of
+        self.stream, ret = acl.rt.create_stream()
+        assert ret == 0
+        self.target = stream_of(self.stream)
+        self.x, self.y = acl.rt.malloc(n * 4, 0)[0], acl.rt.malloc(n * 4, 0)[0]
+        assert acl.rt.memset(self.x, n * 4, 0, n * 4) == 0
+        self.tensors = [nn.aclCreateTensor([n], nn.ACL_FLOAT, None, 0, nn.ACL_FORMAT_ND, None, address)
+                        for address in (self.x, self.y)]
+        for _ in range(count):
+            size, executor, ret = nn.aclnnLogSigmoidGetWorkspaceSize(*self.tensors)
+            assert ret == 0 and nn.aclnnLogSigmoid(None, size, executor, self.stream) == 0
+        self.count, self.results = count, []
+
+    def synchronise_in_a_thread(self) -> threading.Thread:
+        """A host thread that synchronises the stream (results: its status and seconds), returned once it is
+        inside a kernel (whose computation runs with the runtime lock released)."""
+        context, _ = acl.rt.get_context()
+
+        def synchronise():
+            acl.rt.set_context(context)
+            start = time.perf_counter()
+            self.results.append((acl.rt.synchronize_stream(self.stream), time.perf_counter() - start))
+        thread = threading.Thread(target=synchronise)
+        thread.start()
+        inside = time.perf_counter() + 30
+        while self.target.busy is None and thread.is_alive() and time.perf_counter() < inside:
+            time.sleep(0.0005)
+        return thread
+
+    def release(self) -> None:
+        for tensor in self.tensors:
+            nn.aclDestroyTensor(tensor)
+        for address in (self.x, self.y):
+            acl.rt.free(address)
+        acl.rt.destroy_stream(self.stream)
+
+
+def test_a_long_synchronisation_in_one_thread_holds_up_no_call_of_another():
+    """Thread A synchronises a stream of 300 queued kernels; meanwhile this thread's calls return at once,
+    with their codes: on its own idle stream a timed synchronisation, queries, an event's; of the device,
+    whose other stream is busy, 507046 on time; an allocation. Each waited for A's whole synchronisation,
+    the kernels having run with the runtime lock held (aclrtSynchronizeDeviceWithTimeout(10) then
+    returned 0 after 0.8 s)."""
+    emulator.configure(threads=1)
+    assert acl.rt.set_device(0) == 0
+    idle, _ = acl.rt.create_stream()
+    event, _ = acl.rt.create_event()
+    assert acl.rt.record_event(event, idle) == 0 and acl.rt.synchronize_stream(idle) == 0
+    work = QueuedKernels(300)
+    calls = {"aclrtSynchronizeStreamWithTimeout(idle, 10)": (lambda: acl.rt.synchronize_stream_with_timeout(idle, 10),
+                                                            0),
+             "aclrtStreamQuery(idle)": (lambda: acl.rt.stream_query(idle), (acl.ACL_STREAM_STATUS_COMPLETE, 0)),
+             "aclrtSynchronizeEventWithTimeout(event, 10)": (lambda: acl.rt.synchronize_event_with_timeout(event, 10),
+                                                             0),
+             "aclrtQueryEventStatus(event)": (lambda: acl.rt.query_event_status(event),
+                                              (acl.ACL_EVENT_RECORDED_STATUS_COMPLETE, 0)),
+             "aclrtSynchronizeDeviceWithTimeout(10)": (lambda: acl.rt.synchronize_device_with_timeout(10),
+                                                       acl.ACL_ERROR_RT_STREAM_SYNC_TIMEOUT),
+             "aclrtStreamQuery(busy)": (lambda: acl.rt.stream_query(work.stream), (acl.ACL_STREAM_STATUS_NOT_READY, 0))}
+    thread = work.synchronise_in_a_thread()
+    took = {}
+    for name, (call, expected) in calls.items():
+        start = time.perf_counter()
+        assert call() == expected, (name, last_error())
+        took[name] = time.perf_counter() - start
+    start = time.perf_counter()
+    address, ret = acl.rt.malloc(64, 0)
+    took["aclrtMalloc(64)"] = time.perf_counter() - start
+    still_synchronising = thread.is_alive()
+    thread.join()
+    assert ret == 0 and acl.rt.free(address) == 0
+    [(code, synchronisation)] = work.results
+    assert code == 0, last_error()
+    assert still_synchronising, "the calls waited for the other thread's synchronisation (%.3f s): %s" \
+        % (synchronisation, took)
+    slow = {name: seconds for name, seconds in took.items() if seconds > synchronisation / 10}
+    assert not slow, "calls took over a tenth of the other thread's synchronisation (%.3f s): %s" % (synchronisation,
+                                                                                                   slow)
+    work.release()
+    acl.rt.destroy_event(event)
+    acl.rt.destroy_stream(idle)
+    assert acl.rt.reset_device(0) == 0
+
+
+def test_kernels_of_two_threads_at_once_give_the_bits_of_one_thread():
+    """Two host threads synchronise their own streams of kernels at once, their computations overlapping
+    (the runtime lock released): each output is what the kernel gives alone."""
+    emulator.configure(threads=2)
+    device = Npu()
+    x = device.tensor(np.linspace(-30.0, 30.0, 1 << 20), nn.ACL_FLOAT)
+    alone = device.empty(x.shape, nn.ACL_FLOAT)
+    assert device.run(nn.aclnnLogSigmoidGetWorkspaceSize, nn.aclnnLogSigmoid, x.tensor, alone.tensor) == 0
+    expected = device.read(alone).tobytes()
+    context, _ = acl.rt.get_context()
+    outputs, codes = [device.empty(x.shape, nn.ACL_FLOAT) for _ in range(2)], []
+
+    def run(out):
+        acl.rt.set_context(context)
+        stream, _ = acl.rt.create_stream()
+        for _ in range(20):
+            size, executor, ret = nn.aclnnLogSigmoidGetWorkspaceSize(x.tensor, out.tensor)
+            assert ret == 0 and nn.aclnnLogSigmoid(None, size, executor, stream) == 0
+        codes.append(acl.rt.synchronize_stream(stream))
+        acl.rt.destroy_stream(stream)
+    threads = [threading.Thread(target=run, args=(out,)) for out in outputs]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert codes == [0, 0]
+    assert [device.read(out).tobytes() for out in outputs] == [expected, expected]
+    device.close()
+
+
+def test_memory_freed_while_a_kernel_uses_it_stays_mapped_until_the_kernel_ends():
+    """emulator.memory: a backing freed while a kernel's computation touches it is unmapped when the
+    computation ends, not at once (the kernel, running without the runtime lock, would write to memory
+    no longer mapped: a crash)."""
+    from emulator import memory
+    from emulator.state import PROCESS
+    assert acl.rt.set_device(0) == 0
+    address, _ = acl.rt.malloc(1 << 16, 0)
+    backing = PROCESS.space.heaps[0].live[address].backing
+    with PROCESS.lock:
+        held = [(backing + 4096, 64)]
+        memory.in_use(held)
+        assert acl.rt.free(address) == 0
+        assert memory.host_range_readable(backing, 1 << 16), "unmapped while the kernel touches it"
+        memory.no_longer_in_use(held)
+        assert not memory.host_range_readable(backing, 1 << 16), "still mapped after the kernel"
+    assert acl.rt.reset_device(0) == 0
+
+
+@pytest.mark.sanitizer_reports("memory freed while in use", "pending work destroyed")
+@pytest.mark.parametrize("release", ["aclrtFree", "aclrtResetDeviceForce", "aclrtDestroyStreamForce"])
+def test_releasing_what_another_threads_kernel_uses_while_it_runs_is_no_crash(release):
+    """Thread A synchronises a stream of kernels; this thread frees their memory, resets the device or
+    destroys the stream while one of them computes, round after round: no crash, and each call and the
+    synchronisation return a status (a freed tensor's later kernels fault, as on the card)."""
+    emulator.configure(threads=1)
+    for _ in range(4):
+        assert acl.rt.set_device(0) == 0
+        work = QueuedKernels(20)
+        thread = work.synchronise_in_a_thread()
+        if release == "aclrtFree":
+            assert acl.rt.free(work.x) == 0 and acl.rt.free(work.y) == 0
+            work.x = work.y = None
+        elif release == "aclrtResetDeviceForce":
+            assert acl.rt.reset_device_force(0) == 0
+        else:
+            assert acl.rt.destroy_stream_force(work.stream) == 0
+        thread.join()
+        [(code, _)] = work.results
+        assert code in (0, acl.ACL_ERROR_RT_AICORE_EXCEPTION), last_error()
+        if release != "aclrtResetDeviceForce":
+            for tensor in work.tensors:
+                nn.aclDestroyTensor(tensor)
+            for address in (work.x, work.y):
+                if address is not None:
+                    acl.rt.free(address)
+            if release != "aclrtDestroyStreamForce":
+                acl.rt.destroy_stream(work.stream)
+            assert acl.rt.reset_device(0) == 0
+        else:
+            for tensor in work.tensors:
+                nn.aclDestroyTensor(tensor)
+            leaks.forget()  # the stream and memory the forced reset released: released on purpose

@@ -1,8 +1,11 @@
 // A small persistent pool of host threads for kernels (NPUEMU_THREADS). Work is split by index into
 // parts or blocks, each taken by whichever thread is free next, so which thread computes what
 // never changes a result; a worker that wakes up after the work ran out leaves the job alone
-// instead of being waited for. One kernel runs at a time across all host threads: several host
-// threads launching at once do not oversubscribe the cores.
+// instead of being waited for. One job runs at a time across all host threads (Pool::run): the
+// kernels of several host threads, which compute at once (the runtime releases its lock meanwhile),
+// take turns at the pool job by job, so they do not oversubscribe the cores, and a job's parts, its
+// call and its error are one kernel's. No job keeps state for the next (thread_scratch is per thread
+// and used within a part), so the turns change no result.
 #pragma once
 #include <algorithm>
 #include <atomic>
