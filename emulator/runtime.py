@@ -11,7 +11,6 @@ real runtime is silent is in docs/runtime.md.
 from __future__ import annotations
 
 import atexit
-import errno
 import json
 import struct
 import threading
@@ -20,7 +19,7 @@ from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 
-from . import callback, cargs, errors, faults, leaks, status
+from . import callback, cargs, config_file, errors, faults, leaks, status
 from . import context as context_module
 from .cargs import INT32, UINT32, UINT64
 from .config import ConfigError
@@ -157,8 +156,8 @@ _MEMSET = {"dev_ptr": "devPtr", "max_count": "maxCount"}
 @api("aclInit", keywords={"config_path": "configPath"})
 def aclInit(configPath: Optional[str] = None) -> None:
     """-> ret. Reference-counted: a repeated call is 100002 (harmless), one with another config 100000."""
+    text, settings = _read_init_config(configPath)  # outside the lock: a slow disk holds up no other call
     with _P.lock:
-        text = _read_init_config(configPath)
         if _P.init_count > 0:
             if text != _P.init_config:
                 raise AclError(status.ACL_ERROR_INVALID_PARAM,
@@ -167,35 +166,30 @@ def aclInit(configPath: Optional[str] = None) -> None:
             raise AclError(status.ACL_ERROR_REPEAT_INITIALIZE,
                            "call: expected a single initialisation, found a repeated call (harmless; "
                            "reference count is now %d)" % _P.init_count)
-        default_device = _default_device_of(text)  # may reject the file: nothing is committed before
+        default_device = _default_device_of(settings)  # may reject the file: nothing is committed before
         _P.init_count, _P.finalized, _P.init_config, _P.default_device = 1, False, text, default_device
 
 
-def _read_init_config(config_path: Any) -> str:
+# The status of each way a configuration file can be unusable (emulator.config_file).
+_CONFIG_FILE_CODES = {config_file.BAD_PATH: status.ACL_ERROR_INVALID_PARAM,
+                      config_file.UNREADABLE: status.ACL_ERROR_INVALID_FILE,
+                      config_file.TOO_LARGE: status.ACL_ERROR_INVALID_FILE_SIZE,
+                      config_file.BAD_CONTENT: status.ACL_ERROR_PARSE_FILE}
+
+
+def _read_init_config(config_path: Any) -> tuple[str, dict]:
+    """The configuration's text (what a second aclInit is compared with) and its settings; no file: none."""
     config_path = cargs.optional_string("configPath", config_path)
     if not config_path:
-        return ""
+        return "", {}
     try:
-        with open(config_path, "rb") as handle:
-            data = handle.read()
-    except OSError as error:
-        if error.errno in (errno.EMFILE, errno.ENFILE):
-            raise  # no descriptor left: the host's resources, not the file (emulator.errors says so)
-        raise AclError(status.ACL_ERROR_INVALID_FILE, "configPath: expected a readable JSON file, found %r (%s)"
-                       % (config_path, error.strerror)) from None
-    try:
-        text = data.decode("utf-8")
-        if not isinstance(json.loads(text or "{}"), dict):
-            raise ValueError("not an object")
-    except ValueError as error:  # UnicodeDecodeError included: a file that is not text is no JSON either
-        raise AclError(status.ACL_ERROR_PARSE_FILE,
-                       "configPath: expected a JSON object, found invalid content in %r (%s)" % (config_path, error)) from None
-    return text
+        return config_file.read_json_object(config_path)
+    except config_file.ConfigFileError as error:
+        raise AclError(_CONFIG_FILE_CODES[error.kind], "configPath: " + error.message) from None
 
 
-def _default_device_of(text: str) -> Optional[int]:
+def _default_device_of(settings: dict) -> Optional[int]:
     """The device of {"defaultDevice": {"default_device": "<id>"}}, or None."""
-    settings = json.loads(text) if text.strip() else {}
     section = settings.get("defaultDevice")
     value = section.get("default_device") if isinstance(section, dict) else None
     if value is None:
