@@ -63,7 +63,7 @@ def current_context() -> Context:
     """The calling thread's context, or 107002 (an aclInit `defaultDevice` sets one implicitly)."""
     context = context_module.current()
     if context is None and _P.default_device is not None:
-        _set_device(_P.default_device)
+        _set_device(_default_device_id(_P.default_device))  # checked again: configure() may have cut the count
         context = context_module.current()
     if context is None:
         raise AclError(status.ACL_ERROR_RT_CONTEXT_NULL,
@@ -194,15 +194,35 @@ def _default_device_of(settings: dict) -> Optional[int]:
     value = section.get("default_device") if isinstance(section, dict) else None
     if value is None:
         return None
-    try:
-        device_id = int(value)
-    except (TypeError, ValueError):
+    return _default_device_id(value)
+
+
+def _default_device_id(value: Any) -> int:
+    """`default_device` as a device id of the device count in force: a JSON integer, or a string of
+    ASCII decimal digits (a choice, docs/runtime.md: what a C parser checking for digits takes; not
+    true, 1.7, "+3", "1_0" or other scripts' digits, which Python's int() takes); else 100000, out of
+    range 107001."""
+    if type(value) is str and value.isascii() and value.isdigit():
+        try:
+            value = int(value)
+        except ValueError:  # more digits than Python converts: no device id either
+            pass
+    if type(value) is not int:
         raise AclError(status.ACL_ERROR_INVALID_PARAM,
-                       "defaultDevice.default_device: expected a device id, found %r" % (value,)) from None
+                       "defaultDevice.default_device: expected a device id (a JSON integer or a string of decimal "
+                       "digits), found %s" % _json_shown(value))
     try:
-        return _device_id(device_id)
+        return _device_id(value)
     except AclError as error:
         raise AclError(error.code, "defaultDevice.default_device: " + error.message.split(": ", 1)[1]) from None
+
+
+def _json_shown(value: Any) -> str:
+    """A JSON value as a message shows it: a container by its kind (it may be huge or deep)."""
+    if isinstance(value, (dict, list)):
+        return "a JSON object" if isinstance(value, dict) else "a JSON array"
+    text = json.dumps(value)
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 @api("aclFinalize")

@@ -253,3 +253,35 @@ def test_a_config_path_no_file_can_have_is_100000_naming_the_path(tmp_path, path
     """A NUL byte (ValueError) or a lone surrogate (UnicodeEncodeError) in the path gave 507000."""
     assert_rejected(acl.init(str(tmp_path / path)), acl.ACL_ERROR_INVALID_PARAM, "configPath", "file path", *words)
     assert acl.init() == 0
+
+
+@pytest.mark.parametrize("value", [True, 1.7, 1e400, "\u0661", "1_0", "+3", " 1", "1 ", "", "9" * 5000, [1], {"id": 1}])
+def test_default_device_is_a_json_integer_or_a_string_of_ascii_digits_only(tmp_path, value):
+    """Python's int() took true as 1, 1.7 as 1, an Arabic-Indic digit, "+3", "1_0" (and 1e400 raised
+    OverflowError: 507000); a C parser checking for digits takes none of them."""
+    path = tmp_path / "acl.json"
+    path.write_text(json.dumps({"defaultDevice": {"default_device": value}}))
+    assert_rejected(acl.init(str(path)), acl.ACL_ERROR_INVALID_PARAM, "defaultDevice.default_device",
+                    "a JSON integer or a string of decimal digits")
+    assert acl.rt.get_device()[1] == acl.ACL_ERROR_RT_CONTEXT_NULL, "a rejected default device was set"
+
+
+@pytest.mark.parametrize("value", [3, "3", "03"])
+def test_default_device_as_integer_or_digit_string_is_taken(tmp_path, value):
+    path = write(tmp_path, "acl.json", json.dumps({"defaultDevice": {"default_device": value}}))
+    assert acl.init(path) == 0, last_error()
+    assert acl.rt.get_device() == (3, 0)
+
+
+def test_a_default_device_the_device_count_no_longer_has_is_107001_at_the_call_that_uses_it(tmp_path):
+    """emulator.configure() may lower the device count after aclInit (no device is set yet): the calls
+    that set the default device implicitly raised IndexError, 507000. Now each is 107001 naming the
+    setting, and aclrtSetDevice still works."""
+    import emulator
+    path = write(tmp_path, "acl.json", json.dumps({"defaultDevice": {"default_device": "5"}}))
+    assert acl.init(path) == 0, last_error()
+    emulator.configure(device_count=2)
+    assert_rejected(acl.rt.malloc(64, 0)[1], acl.ACL_ERROR_RT_INVALID_DEVICEID, "defaultDevice.default_device",
+                    "[0, 2)", "5")
+    assert_rejected(acl.rt.create_stream()[1], acl.ACL_ERROR_RT_INVALID_DEVICEID, "defaultDevice.default_device")
+    assert acl.rt.set_device(1) == 0 and acl.rt.get_device() == (1, 0)
