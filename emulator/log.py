@@ -14,7 +14,7 @@ What is logged, as one line each:
     ERROR    every failed call's message (what aclGetRecentErrMsg returns), whichever layer recorded it;
              sanitizer findings
     WARNING  leak reports
-    INFO     the settings in force, each time they are applied
+    INFO     the settings in force, each time they are applied; the acl.json sections aclInit ignores
     DEBUG    every public call as it starts, with its arguments (pointers and handles in hex, None as
              nullptr), and as it ends, with its status; every stream task that ran, with its duration
 
@@ -303,9 +303,9 @@ class Logger:
         self.sink.write(DEBUG, "RUNTIME", "stream.py:1", calls.task_kind(task.name),
                         "task %s ran on stream %s in %.1f us" % (task.name, stream.describe(), (end - begin) * 1e6))
 
-    def info(self, function: str, text: str) -> None:
+    def info(self, function: str, text: str, where: str = "config.py:1") -> None:
         if self.level <= INFO:
-            self.sink.write(INFO, "ASCENDCL", "config.py:1", function, text)
+            self.sink.write(INFO, "ASCENDCL", where, function, text)
 
 
 _lock = threading.Lock()

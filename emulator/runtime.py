@@ -168,6 +168,19 @@ def aclInit(configPath: Optional[str] = None) -> None:
                            "reference count is now %d)" % _P.init_count)
         default_device = _default_device_of(settings)  # may reject the file: nothing is committed before
         _P.init_count, _P.finalized, _P.init_config, _P.default_device = 1, False, text, default_device
+    _log_ignored_sections(settings)
+
+
+def _log_ignored_sections(settings: dict) -> None:
+    """One INFO line naming the sections of the configuration that the emulator does not read (dump,
+    profiler...): they are accepted, but nothing is dumped or profiled."""
+    ignored = [json.dumps(key)[:40] for key in settings if key != "defaultDevice"]
+    from . import log  # not at import: the package imports the log after the runtime (emulator/__init__.py)
+    logger = log.current() if ignored else None
+    if logger is not None:
+        shown = ", ".join(ignored[:log.LIST_SHOWN]) + (" and %d more" % (len(ignored) - log.LIST_SHOWN)
+                                                       if len(ignored) > log.LIST_SHOWN else "")
+        logger.info("aclInit", "configPath: sections not emulated, accepted and ignored: %s" % shown, "runtime.py:1")
 
 
 # The status of each way a configuration file can be unusable (emulator.config_file).

@@ -236,6 +236,19 @@ def test_a_message_of_several_lines_is_one_line(environment, capsys):
     assert line["text"] == "ErrCode=100000(ACL_ERROR_INVALID_PARAM), first | second"
 
 
+def test_the_config_sections_aclinit_ignores_are_named_at_info(environment, capsys, tmp_path):
+    """dump, profiler, max_opqueue_num... are accepted and not emulated: said once, at INFO."""
+    path = tmp_path / "acl.json"
+    path.write_text('{"dump": {"dump_path": 42}, "defaultDevice": {"default_device": 0}, "err_msg_mode": 7}')
+    environment(level=1, stdout=1)
+    assert rt.aclInit(str(path)) == 0
+    assert rt.aclInit(str(path)) == 100002  # the repeat reads nothing new: no second line
+    rt.aclGetRecentErrMsg()
+    lines = [m for m in parsed(capsys.readouterr().out) if m["level"] == "INFO" and m["function"] == "aclInit"]
+    assert [m["text"] for m in lines] == ['configPath: sections not emulated, accepted and ignored: "dump", '
+                                          '"err_msg_mode"']
+
+
 # ------------------------------------------------------------------------------------------------
 # 4. Where lines go
 
