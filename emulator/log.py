@@ -349,7 +349,8 @@ def apply(config=None) -> None:
             _attach(logger)
     if logger is not None and config is not None:
         logger.info("npuemu", "settings in force: %s" % ", ".join(
-            "%s=%s" % (key, getattr(config, key)) for key in config.__dataclass_fields__))
+            "%s=%s" % (key, config.soc_name if key == "soc" else getattr(config, key))  # the name calls report
+            for key in config.__dataclass_fields__))
 
 
 def current() -> Optional[Logger]:

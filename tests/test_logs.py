@@ -236,6 +236,14 @@ def test_a_message_of_several_lines_is_one_line(environment, capsys):
     assert line["text"] == "ErrCode=100000(ACL_ERROR_INVALID_PARAM), first | second"
 
 
+def test_the_settings_line_names_the_chip_as_the_calls_report_it(environment, capsys):
+    """The line showed the NPUEMU_SOC text as written (soc=ascend310p1) where every call says Ascend310P1."""
+    environment(level=1, stdout=1)
+    emulator.configure(soc="ascend310p1")
+    line = [m for m in parsed(capsys.readouterr().out) if "settings in force" in m["text"]][-1]
+    assert "soc=Ascend310P1," in line["text"] and rt.aclrtGetSocName() == "Ascend310P1"
+
+
 def test_the_config_sections_aclinit_ignores_are_named_at_info(environment, capsys, tmp_path):
     """dump, profiler, max_opqueue_num... are accepted and not emulated: said once, at INFO."""
     path = tmp_path / "acl.json"
