@@ -16,7 +16,8 @@ What is logged, as one line each:
     WARNING  leak reports
     INFO     the settings in force, each time they are applied; the acl.json sections aclInit ignores
     DEBUG    every public call as it starts, with its arguments (pointers and handles in hex, None as
-             nullptr), and as it ends, with its status; every stream task that ran, with its duration
+             nullptr), and as it ends, with its status (not the value calls: aclGetRecentErrMsg...);
+             every stream task that ran, with its duration
 
 The line format is plog's:
 
