@@ -8,30 +8,20 @@ nothing else. **Choice:** a config file that cannot be used is 161002 with a mes
 """
 from __future__ import annotations
 
-import json
 from typing import Optional
 
-from emulator import cargs, interface
+from emulator import cargs, config_file, interface
 from emulator.cargs import ACLNN
 from emulator.errors import AclError, api
-from emulator.resource import article
 
 from . import status
 
 
 def _check_config(path: str) -> None:
     try:
-        with open(path, "rb") as file:
-            content = json.loads(file.read().decode("utf-8") or "{}")
-    except OSError as error:
-        raise AclError(status.ACLNN_ERR_PARAM_INVALID, "configPath: expected a readable file, found %r (%s)"
-                       % (path, error.strerror or error)) from None
-    except (UnicodeDecodeError, ValueError) as error:
-        raise AclError(status.ACLNN_ERR_PARAM_INVALID, "configPath: expected a JSON file, found %r, which is not "
-                       "(%s)" % (path, error)) from None
-    if not isinstance(content, dict):
-        raise AclError(status.ACLNN_ERR_PARAM_INVALID, "configPath: expected a JSON object in %r, found %s %s"
-                       % (path, article(type(content).__name__), type(content).__name__))
+        config_file.read_json_object(path)
+    except config_file.ConfigFileError as error:  # whatever the kind: aclnn has one code for a bad argument
+        raise AclError(status.ACLNN_ERR_PARAM_INVALID, "configPath: " + error.message) from None
 
 
 @api("aclnnInit", internal_code=status.ACLNN_ERR_INNER)

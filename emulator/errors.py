@@ -205,8 +205,11 @@ def _arguments_error(fn: Callable, name: str, args: tuple, kwargs: dict, code: i
         other_name = {own: contract for contract, own in (keywords or {}).items()}
         shown = ", ".join("%s (or %s)" % (parameter, other_name[parameter]) if parameter in other_name else parameter
                           for parameter in signature.parameters)
+        both = ["%s and %s" % (own, contract) for contract, own in (keywords or {}).items()
+                if contract in kwargs and own in kwargs]  # what _by_own_names leaves of a parameter named twice
+        reason = "%s given, two names of the same parameter" % ", ".join(both) if both else error
         return AclError(code, "arguments: expected (%s), found %d positional and %d keyword argument(s) (%s)"
-                        % (shown, len(args), len(kwargs), error))
+                        % (shown, len(args), len(kwargs), reason))
     return None
 
 

@@ -14,9 +14,10 @@ What is logged, as one line each:
     ERROR    every failed call's message (what aclGetRecentErrMsg returns), whichever layer recorded it;
              sanitizer findings
     WARNING  leak reports
-    INFO     the settings in force, each time they are applied
+    INFO     the settings in force, each time they are applied; the acl.json sections aclInit ignores
     DEBUG    every public call as it starts, with its arguments (pointers and handles in hex, None as
-             nullptr), and as it ends, with its status; every stream task that ran, with its duration
+             nullptr), and as it ends, with its status (not the value calls: aclGetRecentErrMsg...);
+             every stream task that ran, with its duration
 
 The line format is plog's:
 
@@ -303,9 +304,9 @@ class Logger:
         self.sink.write(DEBUG, "RUNTIME", "stream.py:1", calls.task_kind(task.name),
                         "task %s ran on stream %s in %.1f us" % (task.name, stream.describe(), (end - begin) * 1e6))
 
-    def info(self, function: str, text: str) -> None:
+    def info(self, function: str, text: str, where: str = "config.py:1") -> None:
         if self.level <= INFO:
-            self.sink.write(INFO, "ASCENDCL", "config.py:1", function, text)
+            self.sink.write(INFO, "ASCENDCL", where, function, text)
 
 
 _lock = threading.Lock()
@@ -349,7 +350,8 @@ def apply(config=None) -> None:
             _attach(logger)
     if logger is not None and config is not None:
         logger.info("npuemu", "settings in force: %s" % ", ".join(
-            "%s=%s" % (key, getattr(config, key)) for key in config.__dataclass_fields__))
+            "%s=%s" % (key, config.soc_name if key == "soc" else getattr(config, key))  # the name calls report
+            for key in config.__dataclass_fields__))
 
 
 def current() -> Optional[Logger]:

@@ -11,7 +11,6 @@ real runtime is silent is in docs/runtime.md.
 from __future__ import annotations
 
 import atexit
-import errno
 import json
 import struct
 import threading
@@ -20,7 +19,7 @@ from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 
-from . import callback, cargs, errors, faults, leaks, status
+from . import callback, cargs, config_file, errors, faults, leaks, status
 from . import context as context_module
 from .cargs import INT32, UINT32, UINT64
 from .config import ConfigError
@@ -64,7 +63,7 @@ def current_context() -> Context:
     """The calling thread's context, or 107002 (an aclInit `defaultDevice` sets one implicitly)."""
     context = context_module.current()
     if context is None and _P.default_device is not None:
-        _set_device(_P.default_device)
+        _set_device(_default_device_id(_P.default_device))  # checked again: configure() may have cut the count
         context = context_module.current()
     if context is None:
         raise AclError(status.ACL_ERROR_RT_CONTEXT_NULL,
@@ -157,8 +156,8 @@ _MEMSET = {"dev_ptr": "devPtr", "max_count": "maxCount"}
 @api("aclInit", keywords={"config_path": "configPath"})
 def aclInit(configPath: Optional[str] = None) -> None:
     """-> ret. Reference-counted: a repeated call is 100002 (harmless), one with another config 100000."""
+    text, settings = _read_init_config(configPath)  # outside the lock: a slow disk holds up no other call
     with _P.lock:
-        text = _read_init_config(configPath)
         if _P.init_count > 0:
             if text != _P.init_config:
                 raise AclError(status.ACL_ERROR_INVALID_PARAM,
@@ -167,48 +166,76 @@ def aclInit(configPath: Optional[str] = None) -> None:
             raise AclError(status.ACL_ERROR_REPEAT_INITIALIZE,
                            "call: expected a single initialisation, found a repeated call (harmless; "
                            "reference count is now %d)" % _P.init_count)
-        default_device = _default_device_of(text)  # may reject the file: nothing is committed before
+        default_device = _default_device_of(settings)  # may reject the file: nothing is committed before
         _P.init_count, _P.finalized, _P.init_config, _P.default_device = 1, False, text, default_device
+    _log_ignored_sections(settings)
 
 
-def _read_init_config(config_path: Any) -> str:
+def _log_ignored_sections(settings: dict) -> None:
+    """One INFO line naming the sections of the configuration that the emulator does not read (dump,
+    profiler...): they are accepted, but nothing is dumped or profiled."""
+    ignored = [json.dumps(key)[:40] for key in settings if key != "defaultDevice"]
+    from . import log  # not at import: the package imports the log after the runtime (emulator/__init__.py)
+    logger = log.current() if ignored else None
+    if logger is not None:
+        shown = ", ".join(ignored[:log.LIST_SHOWN]) + (" and %d more" % (len(ignored) - log.LIST_SHOWN)
+                                                       if len(ignored) > log.LIST_SHOWN else "")
+        logger.info("aclInit", "configPath: sections not emulated, accepted and ignored: %s" % shown, "runtime.py:1")
+
+
+# The status of each way a configuration file can be unusable (emulator.config_file).
+_CONFIG_FILE_CODES = {config_file.BAD_PATH: status.ACL_ERROR_INVALID_PARAM,
+                      config_file.UNREADABLE: status.ACL_ERROR_INVALID_FILE,
+                      config_file.TOO_LARGE: status.ACL_ERROR_INVALID_FILE_SIZE,
+                      config_file.BAD_CONTENT: status.ACL_ERROR_PARSE_FILE}
+
+
+def _read_init_config(config_path: Any) -> tuple[str, dict]:
+    """The configuration's text (what a second aclInit is compared with) and its settings; no file: none."""
     config_path = cargs.optional_string("configPath", config_path)
     if not config_path:
-        return ""
+        return "", {}
     try:
-        with open(config_path, "rb") as handle:
-            data = handle.read()
-    except OSError as error:
-        if error.errno in (errno.EMFILE, errno.ENFILE):
-            raise  # no descriptor left: the host's resources, not the file (emulator.errors says so)
-        raise AclError(status.ACL_ERROR_INVALID_FILE, "configPath: expected a readable JSON file, found %r (%s)"
-                       % (config_path, error.strerror)) from None
-    try:
-        text = data.decode("utf-8")
-        if not isinstance(json.loads(text or "{}"), dict):
-            raise ValueError("not an object")
-    except ValueError as error:  # UnicodeDecodeError included: a file that is not text is no JSON either
-        raise AclError(status.ACL_ERROR_PARSE_FILE,
-                       "configPath: expected a JSON object, found invalid content in %r (%s)" % (config_path, error)) from None
-    return text
+        return config_file.read_json_object(config_path)
+    except config_file.ConfigFileError as error:
+        raise AclError(_CONFIG_FILE_CODES[error.kind], "configPath: " + error.message) from None
 
 
-def _default_device_of(text: str) -> Optional[int]:
+def _default_device_of(settings: dict) -> Optional[int]:
     """The device of {"defaultDevice": {"default_device": "<id>"}}, or None."""
-    settings = json.loads(text) if text.strip() else {}
     section = settings.get("defaultDevice")
     value = section.get("default_device") if isinstance(section, dict) else None
     if value is None:
         return None
-    try:
-        device_id = int(value)
-    except (TypeError, ValueError):
+    return _default_device_id(value)
+
+
+def _default_device_id(value: Any) -> int:
+    """`default_device` as a device id of the device count in force: a JSON integer, or a string of
+    ASCII decimal digits (a choice, docs/runtime.md: what a C parser checking for digits takes; not
+    true, 1.7, "+3", "1_0" or other scripts' digits, which Python's int() takes); else 100000, out of
+    range 107001."""
+    if type(value) is str and value.isascii() and value.isdigit():
+        try:
+            value = int(value)
+        except ValueError:  # more digits than Python converts: no device id either
+            pass
+    if type(value) is not int:
         raise AclError(status.ACL_ERROR_INVALID_PARAM,
-                       "defaultDevice.default_device: expected a device id, found %r" % (value,)) from None
+                       "defaultDevice.default_device: expected a device id (a JSON integer or a string of decimal "
+                       "digits), found %s" % _json_shown(value))
     try:
-        return _device_id(device_id)
+        return _device_id(value)
     except AclError as error:
         raise AclError(error.code, "defaultDevice.default_device: " + error.message.split(": ", 1)[1]) from None
+
+
+def _json_shown(value: Any) -> str:
+    """A JSON value as a message shows it: a container by its kind (it may be huge or deep)."""
+    if isinstance(value, (dict, list)):
+        return "a JSON object" if isinstance(value, dict) else "a JSON array"
+    text = json.dumps(value)
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 @api("aclFinalize")

@@ -462,6 +462,21 @@ def test_aclnn_init_rejects_a_config_it_cannot_use(tmp_path, content, words):
     assert_rejected(nn.aclnnInit(7), nn.ACLNN_ERR_PARAM_INVALID, "configPath")
 
 
+def test_aclnn_init_refuses_what_is_no_regular_file_at_once_and_bad_content_or_paths_without_internal_errors(tmp_path):
+    """A FIFO blocked aclnnInit for ever, /dev/zero was read without bound; JSON nested 2000 deep was 561000, and
+    a path with a NUL byte 161002 with a message about the content. Each is now 161002 saying what was found."""
+    fifo = str(tmp_path / "fifo.json")
+    os.mkfifo(fifo)
+    assert_rejected(nn.aclnnInit(fifo), nn.ACLNN_ERR_PARAM_INVALID, "configPath", "fifo.json", "a FIFO")
+    assert_rejected(nn.aclnnInit("/dev/zero"), nn.ACLNN_ERR_PARAM_INVALID, "configPath", "a character device")
+    deep = tmp_path / "deep.json"
+    deep.write_text("[" * 2000 + "]" * 2000)
+    assert_rejected(nn.aclnnInit(str(deep)), nn.ACLNN_ERR_PARAM_INVALID, "configPath", "nested too deeply")
+    message = assert_rejected(nn.aclnnInit(str(deep) + "\x00"), nn.ACLNN_ERR_PARAM_INVALID, "configPath",
+                              "expected a file path", "null byte")
+    assert "JSON" not in message
+
+
 # ---------------------------------------------------------------------------------------------
 # one doorway into the runtime
 

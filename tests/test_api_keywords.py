@@ -219,5 +219,8 @@ def test_a_parameter_given_by_both_its_names_is_refused_with_a_message():
     assert acl.rt.set_device(0, id=0) == acl.ACL_ERROR_INVALID_PARAM
     assert "multiple values for argument 'deviceId'" in last_error()
     assert acl.rt.set_device(id=0, deviceId=0) == acl.ACL_ERROR_INVALID_PARAM
-    message = last_error()  # the expected parameters name the contract's name too, which it refuses here
-    assert "expected (deviceId (or id))" in message and "unexpected keyword argument 'id'" in message, message
+    message = last_error()  # said "unexpected keyword argument 'id'", though id is one of its names
+    assert "expected (deviceId (or id))" in message and "deviceId and id given, two names of the same parameter" \
+        in message, message
+    assert acl.init(config_path=None, configPath=None) == acl.ACL_ERROR_INVALID_PARAM
+    assert "configPath and config_path given, two names of the same parameter" in last_error()

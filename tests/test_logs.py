@@ -236,6 +236,27 @@ def test_a_message_of_several_lines_is_one_line(environment, capsys):
     assert line["text"] == "ErrCode=100000(ACL_ERROR_INVALID_PARAM), first | second"
 
 
+def test_the_settings_line_names_the_chip_as_the_calls_report_it(environment, capsys):
+    """The line showed the NPUEMU_SOC text as written (soc=ascend310p1) where every call says Ascend310P1."""
+    environment(level=1, stdout=1)
+    emulator.configure(soc="ascend310p1")
+    line = [m for m in parsed(capsys.readouterr().out) if "settings in force" in m["text"]][-1]
+    assert "soc=Ascend310P1," in line["text"] and rt.aclrtGetSocName() == "Ascend310P1"
+
+
+def test_the_config_sections_aclinit_ignores_are_named_at_info(environment, capsys, tmp_path):
+    """dump, profiler, max_opqueue_num... are accepted and not emulated: said once, at INFO."""
+    path = tmp_path / "acl.json"
+    path.write_text('{"dump": {"dump_path": 42}, "defaultDevice": {"default_device": 0}, "err_msg_mode": 7}')
+    environment(level=1, stdout=1)
+    assert rt.aclInit(str(path)) == 0
+    assert rt.aclInit(str(path)) == 100002  # the repeat reads nothing new: no second line
+    rt.aclGetRecentErrMsg()
+    lines = [m for m in parsed(capsys.readouterr().out) if m["level"] == "INFO" and m["function"] == "aclInit"]
+    assert [m["text"] for m in lines] == ['configPath: sections not emulated, accepted and ignored: "dump", '
+                                          '"err_msg_mode"']
+
+
 # ------------------------------------------------------------------------------------------------
 # 4. Where lines go
 

@@ -207,3 +207,81 @@ def test_repeated_init_and_finalize_messages_do_not_repeat_the_call_name():
     assert acl.finalize() == 0
     assert acl.finalize() == acl.ACL_ERROR_REPEAT_FINALIZE
     assert "aclFinalize: aclFinalize" not in last_error()
+
+
+# ------------------------------------------------------------------------------------------------
+# files that are no regular file, files too large, content and paths no parser takes
+
+
+def test_a_fifo_as_config_file_is_100003_at_once_naming_it_and_holds_no_lock(tmp_path):
+    """A FIFO with no writer blocked aclInit for ever (and every other thread behind the runtime's lock);
+    now nothing that is not a regular file is read: 100003 at once, the message saying what it is."""
+    fifo = str(tmp_path / "acl.json")
+    os.mkfifo(fifo)
+    assert_rejected(acl.init(fifo), acl.ACL_ERROR_INVALID_FILE, "configPath", "acl.json", "a FIFO")
+    assert acl.init() == 0, "the rejected call initialised the runtime"
+
+
+def test_a_character_device_or_a_directory_as_config_file_is_100003_naming_what_it_is(tmp_path):
+    """/dev/zero was read without bound (gigabytes, then MemoryError: 507000, or the OOM killer)."""
+    assert_rejected(acl.init("/dev/zero"), acl.ACL_ERROR_INVALID_FILE, "configPath", "/dev/zero", "a character device")
+    assert_rejected(acl.init(str(tmp_path)), acl.ACL_ERROR_INVALID_FILE, "configPath", "a directory")
+
+
+def test_a_config_file_over_the_size_bound_is_100005_and_one_at_the_bound_is_read(tmp_path):
+    from emulator.config_file import MAX_BYTES
+    large = tmp_path / "large.json"
+    large.write_text("{}" + " " * (MAX_BYTES - 1))
+    assert_rejected(acl.init(str(large)), acl.ACL_ERROR_INVALID_FILE_SIZE, "configPath", "large.json",
+                    "at most %d bytes" % MAX_BYTES, "%d bytes" % (MAX_BYTES + 1))
+    fits = tmp_path / "fits.json"
+    fits.write_text("{}" + " " * (MAX_BYTES - 2))
+    assert acl.init(str(fits)) == 0, last_error()
+
+
+@pytest.mark.parametrize("content,words", [('[' * 2000 + ']' * 2000, ("nested too deeply",)),
+                                           ('{"a": ' + "1" * 5000 + '}', ("digits",))])
+def test_config_content_no_parser_takes_is_100006_not_an_internal_error(tmp_path, content, words):
+    """JSON nested 2000 deep raised RecursionError: 507000."""
+    path = write(tmp_path, "deep.json", content)
+    assert_rejected(acl.init(path), acl.ACL_ERROR_PARSE_FILE, "configPath", "deep.json", *words)
+    assert acl.init() == 0
+
+
+@pytest.mark.parametrize("path,words", [("acl.json\x00x", ("null byte",)), ("\ud800.json", ("surrogate",))])
+def test_a_config_path_no_file_can_have_is_100000_naming_the_path(tmp_path, path, words):
+    """A NUL byte (ValueError) or a lone surrogate (UnicodeEncodeError) in the path gave 507000."""
+    assert_rejected(acl.init(str(tmp_path / path)), acl.ACL_ERROR_INVALID_PARAM, "configPath", "file path", *words)
+    assert acl.init() == 0
+
+
+@pytest.mark.parametrize("value", [True, 1.7, 1e400, "\u0661", "1_0", "+3", " 1", "1 ", "", "9" * 5000, [1], {"id": 1}])
+def test_default_device_is_a_json_integer_or_a_string_of_ascii_digits_only(tmp_path, value):
+    """Python's int() took true as 1, 1.7 as 1, an Arabic-Indic digit, "+3", "1_0" (and 1e400 raised
+    OverflowError: 507000); a C parser checking for digits takes none of them."""
+    path = tmp_path / "acl.json"
+    path.write_text(json.dumps({"defaultDevice": {"default_device": value}}))
+    assert_rejected(acl.init(str(path)), acl.ACL_ERROR_INVALID_PARAM, "defaultDevice.default_device",
+                    "a JSON integer or a string of decimal digits")
+    assert acl.rt.get_device()[1] == acl.ACL_ERROR_RT_CONTEXT_NULL, "a rejected default device was set"
+
+
+@pytest.mark.parametrize("value", [3, "3", "03"])
+def test_default_device_as_integer_or_digit_string_is_taken(tmp_path, value):
+    path = write(tmp_path, "acl.json", json.dumps({"defaultDevice": {"default_device": value}}))
+    assert acl.init(path) == 0, last_error()
+    assert acl.rt.get_device() == (3, 0)
+
+
+def test_a_default_device_the_device_count_no_longer_has_is_107001_at_the_call_that_uses_it(tmp_path):
+    """emulator.configure() may lower the device count after aclInit (no device is set yet): the calls
+    that set the default device implicitly raised IndexError, 507000. Now each is 107001 naming the
+    setting, and aclrtSetDevice still works."""
+    import emulator
+    path = write(tmp_path, "acl.json", json.dumps({"defaultDevice": {"default_device": "5"}}))
+    assert acl.init(path) == 0, last_error()
+    emulator.configure(device_count=2)
+    assert_rejected(acl.rt.malloc(64, 0)[1], acl.ACL_ERROR_RT_INVALID_DEVICEID, "defaultDevice.default_device",
+                    "[0, 2)", "5")
+    assert_rejected(acl.rt.create_stream()[1], acl.ACL_ERROR_RT_INVALID_DEVICEID, "defaultDevice.default_device")
+    assert acl.rt.set_device(1) == 0 and acl.rt.get_device() == (1, 0)

@@ -2525,6 +2525,52 @@ int main() {
              "memory the process cannot read"]
 
 
+def test_c_strings_at_memory_the_process_cannot_read_are_refused_with_a_message(tmp_path):
+    """aclInit / aclnnInit read their `const char *configPath` with strlen: a wild pointer, or a string that
+    runs into an unmapped page, crashed the program. Now the pages are checked while the NUL is looked for:
+    the layer's invalid-argument code and a message naming the parameter. A good string that crosses into the
+    next page, and a long one, are read as before."""
+    executable = ctoolkit.compile_program(r"""
+#include <cstdio>
+#include <cstring>
+#include <sys/mman.h>
+#include "acl/acl.h"
+#include "aclnn/aclnn_base.h"
+static void show(const char *id, int status) {
+  const char *message = aclGetRecentErrMsg();
+  std::printf("%s %d %s\n", id, status, message ? message : "(none)");
+}
+int main() {
+  show("wild", aclInit(reinterpret_cast<const char *>(0x10)));
+  show("aclnn-wild", aclnnInit(reinterpret_cast<const char *>(0x10)));
+  char *pages = static_cast<char *>(mmap(nullptr, 8192, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+  std::memset(pages, 'a', 8192);
+  std::strcpy(pages + 4090, "/no-such.json");  // crosses into the second page
+  show("across-pages", aclInit(pages + 4090));
+  munmap(pages + 4096, 4096);
+  show("unterminated", aclInit(pages));
+  static char long_path[70000];
+  std::memset(long_path, 'b', sizeof long_path - 1);
+  show("long", aclInit(long_path));
+  show("good", aclInit(nullptr));
+  return 0;
+}
+""", tmp_path)
+    done = ctoolkit.run_program(executable)
+    assert done.returncode == 0, done.stderr
+    lines = {id: status + " " + without_prefix(message)
+             for id, status, message in (line.split(" ", 2) for line in done.stdout.splitlines())}
+    assert lines["wild"] == ("100000 ACL_ERROR_INVALID_PARAM(100000): aclInit: configPath: expected a NUL-terminated "
+                             "string at 0x10, found memory the process cannot read")
+    assert lines["aclnn-wild"] == ("161002 AclNN_Parameter_Error(EZ1001): aclnnInit: configPath: expected a "
+                                   "NUL-terminated string at 0x10, found memory the process cannot read")
+    assert re.fullmatch(r"100000 \S+: aclInit: configPath: expected a NUL-terminated string at 0x[0-9a-f]+, found "
+                        r"memory the process cannot read", lines["unterminated"]), lines["unterminated"]
+    assert lines["across-pages"].startswith("100003 ") and "no-such.json" in lines["across-pages"]
+    assert lines["long"].startswith("100003 ") and "File name too long" in lines["long"]
+    assert lines["good"] == "0 (none)"
+
+
 def test_c_copies_into_read_only_or_unreadable_host_memory_are_107000_not_a_crash(tmp_path):
     """A download into a string literal (read-only data) or into a page the program protected is the
     runtime's invalid-argument code and a message naming `dst`, as an unmapped pointer is; never a crash."""

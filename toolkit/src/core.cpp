@@ -556,9 +556,42 @@ PyObject *object_argument(const void *handle, uint8_t class_number) {
   return found;
 }
 
-PyObject *string_argument(const char *text) {
+// The length of the NUL-terminated string at `text`, its pages checked readable one at a time while
+// the NUL is looked for: a wild pointer, or a string that runs into an unmapped page, is false where a
+// strlen would fault.
+bool readable_string(const char *text, size_t *length) {
+  static const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  uintptr_t at = reinterpret_cast<uintptr_t>(text);
+  while (true) {
+    const int readable = npuemu::page_readable(at);
+    if (readable == 0) return false;
+    if (readable < 0) {  // the kernel would not say (no futexes here): the caller is trusted
+      *length = std::strlen(text);
+      return true;
+    }
+    const uintptr_t page_end = (at / page + 1) * page;  // 0 past the last page: unreadable, above
+    const void *nul = std::memchr(reinterpret_cast<const void *>(at), 0, page_end - at);
+    if (nul != nullptr) {
+      *length = static_cast<size_t>(static_cast<const char *>(nul) - text);
+      return true;
+    }
+    at = page_end;
+  }
+}
+
+// A `const char *` argument as a str (null: None); nullptr with `failure` set for memory the process
+// cannot read.
+PyObject *string_argument(const npuemu_signature &sig, int slot, const char *text, Failure *failure) {
   if (text == nullptr) Py_RETURN_NONE;
-  return PyUnicode_DecodeUTF8(text, static_cast<Py_ssize_t>(std::strlen(text)), "surrogateescape");
+  size_t length = 0;
+  if (!readable_string(text, &length)) {
+    char where[32];
+    std::snprintf(where, sizeof(where), "%p", static_cast<const void *>(text));
+    *failure = {invalid_code(sig), std::string(sig.names[slot]) + ": expected a NUL-terminated string at " + where +
+                                       ", found memory the process cannot read"};
+    return nullptr;
+  }
+  return PyUnicode_DecodeUTF8(text, static_cast<Py_ssize_t>(length), "surrogateescape");
 }
 
 // The Python arguments of a call; false with `failure` set for an argument no call could take.
@@ -583,7 +616,10 @@ bool arguments(const npuemu_signature &sig, const npuemu_value *args, PyObject *
         value = from_pointer(args[slot].p);
         break;
       case NK_OBJECT: value = object_argument(args[slot].p, sig.params[slot].aux); break;
-      case NK_STR: value = string_argument(static_cast<const char *>(args[slot].p)); break;
+      case NK_STR:
+        value = string_argument(sig, slot, static_cast<const char *>(args[slot].p), failure);
+        if (value == nullptr && !failure->message.empty()) return false;
+        break;
       case NK_I64_ARRAY:
       case NK_F32_ARRAY:
       case NK_BOOL_ARRAY:
