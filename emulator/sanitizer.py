@@ -135,9 +135,10 @@ class StreamClock:
             low, high = self.host_box if self.host_box is not _EMPTY else (copy.start, copy.end)
             self.host_box = (min(low, copy.start), max(high, copy.end))
 
-    def cut(self, count: int) -> list:
+    def cut(self, count: int) -> Sequence:
         """The oldest `count` pending tasks are done with (seen by the host, or too old to keep): the
-        host copies of theirs that leave the stream's are returned. Costs what was cut, not what stays."""
+        host copies of theirs that leave the stream's are returned (none, the usual case: `()`, made
+        without a call). Costs what was cut, not what stays."""
         if self.index is not None:
             if count >= len(self.pending):
                 self.index = None  # (built again if asked)
@@ -146,7 +147,7 @@ class StreamClock:
                 for _, task in self.pending[:count]:
                     self.index.drop(task, through)
         del self.pending[:count], self.epochs[:count]
-        gone = self._cut_host()
+        gone = self._cut_host() if self.host else ()
         if self.epochs:  # a wait before the oldest pending task orders them all: the latest such one is enough
             older = [wait for wait in self.waits if wait[0] < self.epochs[0]]
             self.waits = older[-1:] + [wait for wait in self.waits if wait[0] >= self.epochs[0]]
@@ -157,9 +158,7 @@ class StreamClock:
     def _cut_host(self) -> list:
         """The host memory of the tasks cut from the pending ones leaves the stream's (returned). The box
         stays as it was while some is left: a box too large only costs a look (at the memory left), a
-        box worked out again cost a look at all of it at every cut."""
-        if not self.host:
-            return []
+        box worked out again cost a look at all of it at every cut. (Asked only while some is kept.)"""
         if not self.epochs:  # all of it, as is usual
             gone, self.host, self.host_box = self.host, [], _EMPTY
             return gone
@@ -681,7 +680,9 @@ class Tracker:
         state.epochs.append(epoch)
         state.queued(epoch, task)
         if len(state.epochs) > PENDING:
-            self.settling.extend(state.cut(PENDING // 2))
+            gone = state.cut(PENDING // 2)
+            if gone:
+                self.settling.extend(gone)
 
     def _check_race(self, stream, state: StreamClock, other: StreamClock, epoch: int, task,
                     reads: Sequence[tuple], writes: Sequence[tuple]) -> None:
@@ -843,7 +844,9 @@ class Tracker:
                 host[handle] = seen
                 state = self.clocks.get(handle)
                 if state is not None and state.epochs and state.epochs[0] <= seen:
-                    self.settling.extend(state.cut(bisect.bisect_right(state.epochs, seen)))
+                    gone = state.cut(bisect.bisect_right(state.epochs, seen))
+                    if gone:
+                        self.settling.extend(gone)
                     if not state.pending:
                         del self.busy[handle]
         if self.settling or self.unqueued:

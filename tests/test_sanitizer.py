@@ -1499,6 +1499,28 @@ def test_a_synchronisation_settles_the_host_copies_without_a_look_at_other_strea
     assert emulator.reports() == []
 
 
+def test_a_synchronisation_with_no_host_copy_pending_asks_for_none(monkeypatch):
+    """Kernels and synchronisations, no asynchronous copy of host memory: a synchronisation cuts the
+    stream's pending tasks without asking which host copies leave with them (it called _cut_host and made
+    a list for nothing at each one: 400 of the 140 000 instructions of a whole aclnn call from C). With an
+    upload pending, it asks, and the upload is settled."""
+    from emulator import sanitizer
+    program = Program()
+    try:
+        a, b, out = program.malloc(), program.malloc(), program.malloc()
+        asked = _counting(monkeypatch, sanitizer.StreamClock, "_cut_host")
+        for _ in range(5):
+            program.log_sigmoid_backward(a, b, out, program.s1)
+            assert acl.rt.synchronize_stream(program.s1) == 0
+        assert asked[0] == 0
+        assert acl.rt.memcpy_async(a, N, acl.util.numpy_to_ptr(program.host), N, H2D, program.s1) == 0
+        assert acl.rt.synchronize_stream(program.s1) == 0
+        assert (asked[0], sanitizer.TRACKER.host_copies) == (1, {})
+    finally:
+        program.close()
+    assert emulator.reports() == []
+
+
 def _watched(items):
     """`items` (a list or a dict) as a copy of its type that counts how many of its items are iterated over."""
     class Watched(type(items)):
