@@ -289,7 +289,7 @@ def test_a_scalar_list_holds_its_scalars_and_destroys_them():
     assert nn.aclGetScalarListSize(scalar_list) == (2, 0)
     assert nn.aclDestroyScalarList(scalar_list.handle) == 0
     assert not any(s.alive for s in scalars)
-    assert_rejected(nn.aclGetScalarListSize(None)[1], nn.ACLNN_ERR_PARAM_NULLPTR, "array", "null")
+    assert_rejected(nn.aclGetScalarListSize(None)[1], nn.ACLNN_ERR_PARAM_NULLPTR, "scalarList", "null")
 
 
 def test_lists_of_nothing_and_lists_that_cannot_be():
