@@ -17,6 +17,7 @@ autouse fixture, the default test protocol.
 from __future__ import annotations
 
 import dataclasses
+import os
 from typing import Any, Optional
 
 import pytest
@@ -391,6 +392,30 @@ def _restore_settings(saved) -> None:
     PROCESS.use(saved)
 
 
+def _export(changes: dict, wanted) -> dict:
+    """Put the settings the marker and the options chose in this process's environment (NPUEMU_SOC, ...),
+    so that a program the test starts (a C++ sample, a script) runs with them too, as under `npuemu run`'s
+    options; the variables as they were before ({name: value or None}), for _restore_environment."""
+    from .config import variable
+    before = {}
+    for setting in changes:
+        name, value = variable(setting), getattr(wanted, setting)
+        before[name] = os.environ.get(name)
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = ("1" if value else "0") if isinstance(value, bool) else str(value)
+    return before
+
+
+def _restore_environment(before: dict) -> None:
+    for name, value in before.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
+
+
 @pytest.fixture
 def npu(request: pytest.FixtureRequest):
     """A fresh npuemu runtime for one test: device 0 set and current, a stream on it (an `Npu`).
@@ -417,6 +442,7 @@ def npu(request: pytest.FixtureRequest):
         pytest.fail(bad, pytrace=False)
     saved = PROCESS._config  # None: not read yet (or unusable), and the environment may be bad
     PROCESS.use(wanted)
+    environment = _export(changes, wanted)
     injection.restart_setting()  # the marker's or NPUEMU_FAULTS' spec counts this test's calls from 1
     blocks = injection.blocks()  # inject_faults specs in force now are not the test's: they stay
     start = {id(r): (r, r.count) for r in report.reports()}
@@ -431,6 +457,7 @@ def npu(request: pytest.FixtureRequest):
         close_everything(forget_leaks=True)
         if not start:
             report.clear()  # the test's reports are delivered with its result, not again at exit
+        _restore_environment(environment)
         _restore_settings(saved)
     if findings:
         if item.stash.get(_OWNED, False):

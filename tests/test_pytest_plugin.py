@@ -573,3 +573,29 @@ def test_each_test_counts_its_own_calls_for_npuemu_faults(client, monkeypatch):
             second_malloc_fails()
     """)
     result.assert_outcomes(passed=2)
+
+
+def test_a_program_the_test_starts_runs_with_the_marker_s_and_the_options_settings(client):
+    """`--npuemu-soc Ascend310P` (or the marker) set the test's own runtime only: a program the test started
+    (a C++ sample, a script, as the project's own tests do) ran on the environment's chip. Now the
+    settings are in the test's environment (NPUEMU_SOC, ...) while it runs, and are taken out after."""
+    result = client("""
+        import os, subprocess, sys
+        CHILD = ("import os, acl; acl.init(); acl.rt.set_device(0); "
+                 "print(acl.get_soc_name(), acl.rt.get_device_count()[0], os.environ.get('NPUEMU_SANITIZE')); "
+                 "acl.rt.reset_device(0); acl.finalize()")
+
+        def child():
+            return subprocess.run([sys.executable, "-c", CHILD], capture_output=True, text=True).stdout.split()
+
+        def test_option(npu):
+            assert child() == [npu.soc_name, "8", "None"] == ["Ascend310P3", "8", "None"]
+
+        @pytest.mark.npuemu(soc="Ascend950", devices=2, sanitize="OFF")
+        def test_marker(npu):
+            assert child() == ["Ascend950PR", "2", "off"]
+
+        def test_plain_after():
+            assert os.environ.get("NPUEMU_SOC") is None and os.environ.get("NPUEMU_DEVICE_COUNT") is None
+    """, "--npuemu-soc", "Ascend310P")
+    result.assert_outcomes(passed=3)
