@@ -484,36 +484,18 @@ def _failure_text(findings: list) -> str:
     return "\n".join(["npuemu: " + "; ".join(parts)] + [text for _, text in found])
 
 
-class _Crash:
-    def __init__(self, message: str, original: Any = None) -> None:
-        self.message = message
-        self.path = getattr(original, "path", "")
-        self.lineno = getattr(original, "lineno", 0)
-
-
-class _FindingsRepr:
-    """The failure of a test with findings: the test's own failure (if any), then the findings."""
-
-    def __init__(self, text: str, original: Any = None) -> None:
-        self.text = text
-        self.original = original
-        crash = getattr(original, "reprcrash", None)
-        self.reprcrash = crash if crash is not None else _Crash(text.splitlines()[0])
-
-    def toterminal(self, out) -> None:
-        if self.original is not None:
-            if hasattr(self.original, "toterminal"):
-                self.original.toterminal(out)
-            else:
-                out.line(str(self.original))
-            out.sep("-", "npuemu")
-        for line in self.text.splitlines():
-            out.line(line, red=True)
-
-    def __str__(self) -> str:
-        if self.original is None:
-            return self.text
-        return "%s\n%s" % (self.original, self.text)
+def _with_findings(original: Any, text: str):
+    """The failure of a test with findings: the test's own failure if it has one (its traceback and crash
+    message, which the short summary and junitxml's message show), then the findings under a line
+    `npuemu`. Made of pytest's own classes, which survive the report's serialisation: pytest-xdist sends
+    a worker's reports to the controller as data, and a class of npuemu's own arrived as one string."""
+    from _pytest._code.code import ExceptionRepr, ReprExceptionInfo, ReprFileLocation, ReprTracebackNative
+    if isinstance(original, ExceptionRepr):
+        original.addsection("npuemu", text)
+        return original
+    lines = ([str(original), "-" * 20 + " npuemu"] if original is not None else []) + text.splitlines()
+    return ReprExceptionInfo(reprtraceback=ReprTracebackNative([line + "\n" for line in lines]),
+                             reprcrash=ReprFileLocation("", 0, text.splitlines()[0]))
 
 
 STRICT_XPASS = "[XPASS(strict)] "  # how pytest's skipping plugin words a strict xfail test that passed
@@ -533,7 +515,7 @@ def _apply_findings(reports: list, findings: list) -> None:
         return
     if target.skipped:  # skipped (in the test or in a fixture), or xfailed by itself: findings dropped
         return
-    target.longrepr = _FindingsRepr(_failure_text(findings), None if target.passed else target.longrepr)
+    target.longrepr = _with_findings(None if target.passed else target.longrepr, _failure_text(findings))
     target.outcome = "failed"
 
 

@@ -599,3 +599,38 @@ def test_a_program_the_test_starts_runs_with_the_marker_s_and_the_options_settin
             assert os.environ.get("NPUEMU_SOC") is None and os.environ.get("NPUEMU_DEVICE_COUNT") is None
     """, "--npuemu-soc", "Ascend310P")
     result.assert_outcomes(passed=3)
+
+
+ROUND_TRIP = """
+from _pytest.reports import TestReport
+
+def pytest_runtest_logreport(report):
+    '''Each failure as pytest-xdist's controller gets it from a worker: serialised, then read back.'''
+    if report.failed:
+        back = TestReport._from_json(report._to_json())
+        with open("round_trip.txt", "a") as out:
+            out.write("%s | %s | %s\\n" % (report.nodeid.split("::")[-1], back.longrepr.reprcrash.message,
+                                          "1 finding(s) in this test (1 leak)" in str(back.longrepr)))
+"""
+
+
+def test_a_failure_with_findings_keeps_the_test_s_crash_message_when_serialised(client, pytester):
+    """Under pytest-xdist a report travels as data: the failure of a test with findings was a class of
+    npuemu's own, which arrived as one string, and the short summary of a test that also failed by
+    itself showed that string's first line (`npu = <emulator.pytest_plug...`) instead of its assertion."""
+    pytester.makeconftest(ROUND_TRIP)
+    result = client("""
+        def test_own_failure(npu):
+            acl.rt.malloc(100, 0)
+            assert 1 == 2
+
+        def test_findings_only(npu):
+            acl.rt.malloc(100, 0)
+    """)
+    result.assert_outcomes(failed=2)
+    assert (pytester.path / "round_trip.txt").read_text().splitlines() == [
+        "test_own_failure | assert 1 == 2 | True",
+        "test_findings_only | npuemu: 1 finding(s) in this test (1 leak) | True"]
+    assert "FAILED test_client.py::test_own_failure - assert 1 == 2" in result.stdout.str()
+    own = failure_of(result, "test_own_failure")
+    assert re.search(r"assert 1 == 2\n.*\n-+ npuemu -+\nnpuemu: 1 finding\(s\) in this test \(1 leak\)\n", own, re.S), own
