@@ -536,3 +536,50 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: Optional[pytest.Item]):
         item.ihook.pytest_runtest_logreport(report=report)
     item.ihook.pytest_runtest_logfinish(nodeid=item.nodeid, location=item.location)
     return True
+
+
+# --------------------------------------------------------------------------------------------------
+# pytest-xdist: what a worker's end reports reaches the controller's exit status
+
+WORKER_OUTPUT = "npuemu"  # the key in a worker's `workeroutput`
+_HELD_BY_WORKERS = pytest.StashKey[list]()
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """In a pytest-xdist worker: the report its exit would make now (leaks of tests without the fixture),
+    and what it holds sent to the controller, which ignores the worker's exit status. In the controller:
+    the session ends with NPUEMU_SANITIZE_EXITCODE if a worker held reports, as one process would."""
+    config = session.config
+    if hasattr(config, "workerinput"):
+        held = _held_at_end()
+        if held is not None:
+            config.workeroutput[WORKER_OUTPUT] = held
+        return
+    codes = [code for _, _, code in config.stash.get(_HELD_BY_WORKERS, []) if code is not None]
+    if codes:
+        session.exitstatus = codes[0]
+
+
+def _held_at_end() -> Optional[dict]:
+    """{summary, exitcode} of the reports this process holds at its end, or None when it holds none."""
+    from . import report, runtime
+    runtime.report_leaks_at_exit()  # forgotten once reported: the exit does not report them again
+    line = report.summary()
+    return None if line is None else {"summary": line, "exitcode": report.exit_code()}
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: Any) -> None:
+    """pytest-xdist's controller, a worker gone: what it held at its end, kept for the summary and the exit
+    status."""
+    held = getattr(node, "workeroutput", {}).get(WORKER_OUTPUT)
+    if held:
+        name = getattr(getattr(node, "gateway", None), "id", "?")
+        node.config.stash.setdefault(_HELD_BY_WORKERS, []).append((name, held.get("summary", ""), held.get("exitcode")))
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """The controller: a line per worker that ended holding reports (their lines are in its output above)."""
+    for name, summary, code in terminalreporter.config.stash.get(_HELD_BY_WORKERS, []):
+        terminalreporter.write_line("npuemu: worker %s ended holding reports: %s%s" % (
+            name, summary, "" if code is None else " (NPUEMU_SANITIZE_EXITCODE: exit status %d)" % code))
