@@ -17,6 +17,7 @@ autouse fixture, the default test protocol.
 from __future__ import annotations
 
 import dataclasses
+import os
 from typing import Any, Optional
 
 import pytest
@@ -391,6 +392,30 @@ def _restore_settings(saved) -> None:
     PROCESS.use(saved)
 
 
+def _export(changes: dict, wanted) -> dict:
+    """Put the settings the marker and the options chose in this process's environment (NPUEMU_SOC, ...),
+    so that a program the test starts (a C++ sample, a script) runs with them too, as under `npuemu run`'s
+    options; the variables as they were before ({name: value or None}), for _restore_environment."""
+    from .config import variable
+    before = {}
+    for setting in changes:
+        name, value = variable(setting), getattr(wanted, setting)
+        before[name] = os.environ.get(name)
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = ("1" if value else "0") if isinstance(value, bool) else str(value)
+    return before
+
+
+def _restore_environment(before: dict) -> None:
+    for name, value in before.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
+
+
 @pytest.fixture
 def npu(request: pytest.FixtureRequest):
     """A fresh npuemu runtime for one test: device 0 set and current, a stream on it (an `Npu`).
@@ -417,6 +442,7 @@ def npu(request: pytest.FixtureRequest):
         pytest.fail(bad, pytrace=False)
     saved = PROCESS._config  # None: not read yet (or unusable), and the environment may be bad
     PROCESS.use(wanted)
+    environment = _export(changes, wanted)
     injection.restart_setting()  # the marker's or NPUEMU_FAULTS' spec counts this test's calls from 1
     blocks = injection.blocks()  # inject_faults specs in force now are not the test's: they stay
     start = {id(r): (r, r.count) for r in report.reports()}
@@ -431,6 +457,7 @@ def npu(request: pytest.FixtureRequest):
         close_everything(forget_leaks=True)
         if not start:
             report.clear()  # the test's reports are delivered with its result, not again at exit
+        _restore_environment(environment)
         _restore_settings(saved)
     if findings:
         if item.stash.get(_OWNED, False):
@@ -457,36 +484,18 @@ def _failure_text(findings: list) -> str:
     return "\n".join(["npuemu: " + "; ".join(parts)] + [text for _, text in found])
 
 
-class _Crash:
-    def __init__(self, message: str, original: Any = None) -> None:
-        self.message = message
-        self.path = getattr(original, "path", "")
-        self.lineno = getattr(original, "lineno", 0)
-
-
-class _FindingsRepr:
-    """The failure of a test with findings: the test's own failure (if any), then the findings."""
-
-    def __init__(self, text: str, original: Any = None) -> None:
-        self.text = text
-        self.original = original
-        crash = getattr(original, "reprcrash", None)
-        self.reprcrash = crash if crash is not None else _Crash(text.splitlines()[0])
-
-    def toterminal(self, out) -> None:
-        if self.original is not None:
-            if hasattr(self.original, "toterminal"):
-                self.original.toterminal(out)
-            else:
-                out.line(str(self.original))
-            out.sep("-", "npuemu")
-        for line in self.text.splitlines():
-            out.line(line, red=True)
-
-    def __str__(self) -> str:
-        if self.original is None:
-            return self.text
-        return "%s\n%s" % (self.original, self.text)
+def _with_findings(original: Any, text: str):
+    """The failure of a test with findings: the test's own failure if it has one (its traceback and crash
+    message, which the short summary and junitxml's message show), then the findings under a line
+    `npuemu`. Made of pytest's own classes, which survive the report's serialisation: pytest-xdist sends
+    a worker's reports to the controller as data, and a class of npuemu's own arrived as one string."""
+    from _pytest._code.code import ExceptionRepr, ReprExceptionInfo, ReprFileLocation, ReprTracebackNative
+    if isinstance(original, ExceptionRepr):
+        original.addsection("npuemu", text)
+        return original
+    lines = ([str(original), "-" * 20 + " npuemu"] if original is not None else []) + text.splitlines()
+    return ReprExceptionInfo(reprtraceback=ReprTracebackNative([line + "\n" for line in lines]),
+                             reprcrash=ReprFileLocation("", 0, text.splitlines()[0]))
 
 
 STRICT_XPASS = "[XPASS(strict)] "  # how pytest's skipping plugin words a strict xfail test that passed
@@ -506,7 +515,7 @@ def _apply_findings(reports: list, findings: list) -> None:
         return
     if target.skipped:  # skipped (in the test or in a fixture), or xfailed by itself: findings dropped
         return
-    target.longrepr = _FindingsRepr(_failure_text(findings), None if target.passed else target.longrepr)
+    target.longrepr = _with_findings(None if target.passed else target.longrepr, _failure_text(findings))
     target.outcome = "failed"
 
 
@@ -527,3 +536,50 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: Optional[pytest.Item]):
         item.ihook.pytest_runtest_logreport(report=report)
     item.ihook.pytest_runtest_logfinish(nodeid=item.nodeid, location=item.location)
     return True
+
+
+# --------------------------------------------------------------------------------------------------
+# pytest-xdist: what a worker's end reports reaches the controller's exit status
+
+WORKER_OUTPUT = "npuemu"  # the key in a worker's `workeroutput`
+_HELD_BY_WORKERS = pytest.StashKey[list]()
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """In a pytest-xdist worker: the report its exit would make now (leaks of tests without the fixture),
+    and what it holds sent to the controller, which ignores the worker's exit status. In the controller:
+    the session ends with NPUEMU_SANITIZE_EXITCODE if a worker held reports, as one process would."""
+    config = session.config
+    if hasattr(config, "workerinput"):
+        held = _held_at_end()
+        if held is not None:
+            config.workeroutput[WORKER_OUTPUT] = held
+        return
+    codes = [code for _, _, code in config.stash.get(_HELD_BY_WORKERS, []) if code is not None]
+    if codes:
+        session.exitstatus = codes[0]
+
+
+def _held_at_end() -> Optional[dict]:
+    """{summary, exitcode} of the reports this process holds at its end, or None when it holds none."""
+    from . import report, runtime
+    runtime.report_leaks_at_exit()  # forgotten once reported: the exit does not report them again
+    line = report.summary()
+    return None if line is None else {"summary": line, "exitcode": report.exit_code()}
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: Any) -> None:
+    """pytest-xdist's controller, a worker gone: what it held at its end, kept for the summary and the exit
+    status."""
+    held = getattr(node, "workeroutput", {}).get(WORKER_OUTPUT)
+    if held:
+        name = getattr(getattr(node, "gateway", None), "id", "?")
+        node.config.stash.setdefault(_HELD_BY_WORKERS, []).append((name, held.get("summary", ""), held.get("exitcode")))
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """The controller: a line per worker that ended holding reports (their lines are in its output above)."""
+    for name, summary, code in terminalreporter.config.stash.get(_HELD_BY_WORKERS, []):
+        terminalreporter.write_line("npuemu: worker %s ended holding reports: %s%s" % (
+            name, summary, "" if code is None else " (NPUEMU_SANITIZE_EXITCODE: exit status %d)" % code))

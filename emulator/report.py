@@ -233,6 +233,11 @@ def set_exit_code(code: Optional[int]) -> None:
     _exit_code[0] = code
 
 
+def exit_code() -> Optional[int]:
+    """NPUEMU_SANITIZE_EXITCODE, as the settings read it: the status of a process that ends holding reports."""
+    return _exit_code[0]
+
+
 def end_process_with(end: Optional[Callable[[int], None]]) -> None:
     """Who ends a process that reported anything with NPUEMU_SANITIZE_EXITCODE: os._exit at the end of
     Python's exit functions (None, the default), or `end(code)`. The C toolkit gives its own for a C

@@ -1115,6 +1115,8 @@ def settings():
 
 
 @atexit.register
-def _report_at_exit() -> None:
+def report_leaks_at_exit() -> None:
+    """The leak report of the process's end (each leak once: reported, it is forgotten). At exit, and
+    earlier from a process whose end its parent does not see, such as a pytest-xdist worker."""
     if leaks.pending():  # else nothing to read the settings for: a process that never used npuemu does nothing
         _report_leaks("exit")

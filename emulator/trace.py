@@ -29,6 +29,7 @@ import itertools
 import json
 import math
 import os
+import secrets
 import sys
 import threading
 import time
@@ -452,14 +453,16 @@ class Trace:
             write_stderr("npuemu: trace: cannot write %s: a relative path, and the current directory was deleted "
                          "when tracing started" % self.path)
             return
-        temporary = "%s.%d.tmp" % (self.path, os.getpid())
+        temporary = None
         try:
-            with open(temporary, "w", encoding="utf-8") as file:
+            temporary, file = _new_file_beside(self.path)
+            with file:
                 self._write_to(file)
             os.replace(temporary, self.path)
         except Exception as error:  # an unwritable path, a full disk: never a crash of the program
             try:
-                os.unlink(temporary)
+                if temporary is not None:
+                    os.unlink(temporary)
             except OSError:
                 pass
             write_stderr("npuemu: trace: cannot write %s: %s" % (self.path, reason(error)))
@@ -571,6 +574,20 @@ class Trace:
 _trace: Optional[Trace] = None
 _discarded = False  # discard(): this process traces nothing
 _lock = threading.Lock()
+
+
+def _new_file_beside(path: str) -> tuple:
+    """(name, file open for writing) of a new file beside `path`, to be renamed onto it. Its name is
+    unique by chance, not by the process id: processes in different PID namespaces (containers sharing a
+    volume) have the same one, and two writers of one file must not write into one temporary file. It is
+    made as open(path, "w") makes a file (0o666 less the umask), so the trace's mode is what it was."""
+    while True:
+        name = "%s.%s.tmp" % (path, secrets.token_hex(6))
+        try:
+            descriptor = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+        except FileExistsError:
+            continue
+        return name, os.fdopen(descriptor, "w", encoding="utf-8")
 
 
 def apply(config) -> None:

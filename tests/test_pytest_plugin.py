@@ -4,8 +4,11 @@ report or an unsynchronised fault fails with it in the failure text, the next te
 marker and the command-line options choose the settings, expected reports pass."""
 from __future__ import annotations
 
+import json
 import os
 import re
+import subprocess
+import sys
 import textwrap
 
 import pytest
@@ -573,3 +576,134 @@ def test_each_test_counts_its_own_calls_for_npuemu_faults(client, monkeypatch):
             second_malloc_fails()
     """)
     result.assert_outcomes(passed=2)
+
+
+def test_a_program_the_test_starts_runs_with_the_marker_s_and_the_options_settings(client):
+    """`--npuemu-soc Ascend310P` (or the marker) set the test's own runtime only: a program the test started
+    (a C++ sample, a script, as the project's own tests do) ran on the environment's chip. Now the
+    settings are in the test's environment (NPUEMU_SOC, ...) while it runs, and are taken out after."""
+    result = client("""
+        import os, subprocess, sys
+        CHILD = ("import os, acl; acl.init(); acl.rt.set_device(0); "
+                 "print(acl.get_soc_name(), acl.rt.get_device_count()[0], os.environ.get('NPUEMU_SANITIZE')); "
+                 "acl.rt.reset_device(0); acl.finalize()")
+
+        def child():
+            return subprocess.run([sys.executable, "-c", CHILD], capture_output=True, text=True).stdout.split()
+
+        def test_option(npu):
+            assert child() == [npu.soc_name, "8", "None"] == ["Ascend310P3", "8", "None"]
+
+        @pytest.mark.npuemu(soc="Ascend950", devices=2, sanitize="OFF")
+        def test_marker(npu):
+            assert child() == ["Ascend950PR", "2", "off"]
+
+        def test_plain_after():
+            assert os.environ.get("NPUEMU_SOC") is None and os.environ.get("NPUEMU_DEVICE_COUNT") is None
+    """, "--npuemu-soc", "Ascend310P")
+    result.assert_outcomes(passed=3)
+
+
+ROUND_TRIP = """
+from _pytest.reports import TestReport
+
+def pytest_runtest_logreport(report):
+    '''Each failure as pytest-xdist's controller gets it from a worker: serialised, then read back.'''
+    if report.failed:
+        back = TestReport._from_json(report._to_json())
+        with open("round_trip.txt", "a") as out:
+            out.write("%s | %s | %s\\n" % (report.nodeid.split("::")[-1], back.longrepr.reprcrash.message,
+                                          "1 finding(s) in this test (1 leak)" in str(back.longrepr)))
+"""
+
+
+def test_a_failure_with_findings_keeps_the_test_s_crash_message_when_serialised(client, pytester):
+    """Under pytest-xdist a report travels as data: the failure of a test with findings was a class of
+    npuemu's own, which arrived as one string, and the short summary of a test that also failed by
+    itself showed that string's first line (`npu = <emulator.pytest_plug...`) instead of its assertion."""
+    pytester.makeconftest(ROUND_TRIP)
+    result = client("""
+        def test_own_failure(npu):
+            acl.rt.malloc(100, 0)
+            assert 1 == 2
+
+        def test_findings_only(npu):
+            acl.rt.malloc(100, 0)
+    """)
+    result.assert_outcomes(failed=2)
+    assert (pytester.path / "round_trip.txt").read_text().splitlines() == [
+        "test_own_failure | assert 1 == 2 | True",
+        "test_findings_only | npuemu: 1 finding(s) in this test (1 leak) | True"]
+    assert "FAILED test_client.py::test_own_failure - assert 1 == 2" in result.stdout.str()
+    own = failure_of(result, "test_own_failure")
+    assert re.search(r"assert 1 == 2\n.*\n-+ npuemu -+\nnpuemu: 1 finding\(s\) in this test \(1 leak\)\n", own, re.S), own
+
+
+WORKER_HOLDING_A_LEAK = """
+import json, types
+import acl
+from emulator import pytest_plugin
+acl.init()
+acl.rt.set_device(0)
+acl.rt.malloc(100, 0)   # a test without the fixture leaks it
+config = types.SimpleNamespace(workerinput={}, workeroutput={})
+pytest_plugin.pytest_sessionfinish(types.SimpleNamespace(config=config))
+print(json.dumps(config.workeroutput))
+"""
+
+CONTROLLER = """
+import types
+from emulator import pytest_plugin
+
+def pytest_collection_finish(session):
+    '''pytest-xdist's controller: two workers went down, what each held at its end in its workeroutput.'''
+    for name, code in (("gw0", None), ("gw1", 9)):
+        held = {"summary": "========= npuemu: SUMMARY: 1 report(s) (1 leak)", "exitcode": code}
+        node = types.SimpleNamespace(config=session.config, gateway=types.SimpleNamespace(id=name),
+                                     workeroutput={"npuemu": held})
+        pytest_plugin.pytest_testnodedown(node, None)
+"""
+
+
+def test_a_pytest_xdist_worker_s_reports_at_its_end_reach_the_controller_s_exit_status(client, pytester, tmp_path):
+    """With NPUEMU_SANITIZE_EXITCODE=9 (or `npuemu run --error-exitcode 9`), `pytest -n 2` exited 0 while
+    a worker reported a leak of a test without the fixture at its exit and exited 9: pytest-xdist ignores
+    a worker's exit status. Now the worker's session end makes the report its exit would (once: not
+    again at exit) and puts what it holds in its workeroutput; the controller names the worker and
+    ends with the status."""
+    program = tmp_path / "worker.py"
+    program.write_text(WORKER_HOLDING_A_LEAK)
+    environment = {name: value for name, value in os.environ.items() if not name.startswith("NPUEMU_")}
+    done = subprocess.run([sys.executable, str(program)], capture_output=True, text=True, timeout=120,
+                          env={**environment, "NPUEMU_SANITIZE_EXITCODE": "9"})
+    assert done.returncode == 9, done.stdout + done.stderr
+    assert json.loads(done.stdout) == {"npuemu": {"summary": "========= npuemu: SUMMARY: 1 report(s) (1 leak)",
+                                                  "exitcode": 9}}
+    assert done.stderr.count("(100 bytes) on device 0") == 1 and done.stderr.count("SUMMARY") == 1, done.stderr
+    pytester.makeconftest(CONTROLLER)
+    result = client("def test_passes():\n    pass\n")
+    assert result.ret == 9
+    result.stdout.fnmatch_lines(["npuemu: worker gw0 ended holding reports: ========= npuemu: SUMMARY: 1 report(s) "
+                                 "(1 leak)",
+                                 "npuemu: worker gw1 ended holding reports: ========= npuemu: SUMMARY: 1 report(s) "
+                                 "(1 leak) (NPUEMU_SANITIZE_EXITCODE: exit status 9)"])
+
+
+def test_pytest_xdist_runs_end_with_the_status_of_a_worker_s_reports(client, monkeypatch):
+    """The same, end to end, with pytest-xdist (skipped when it is not installed: npuemu does not need it)."""
+    pytest.importorskip("xdist")
+    monkeypatch.setenv("NPUEMU_SANITIZE_EXITCODE", "9")
+    result = client("""
+        def test_leaks_without_the_fixture():
+            acl.init()
+            acl.rt.set_device(0)
+            acl.rt.malloc(100, 0)
+
+        def test_fails_and_leaks(npu):
+            acl.rt.malloc(100, 0)
+            assert 1 == 2
+    """, "-n", "2")
+    assert result.ret == 9
+    result.stdout.re_match_lines([r"npuemu: worker gw\d ended holding reports: ========= npuemu: SUMMARY: 1 report\(s\) "
+                                  r"\(1 leak\) \(NPUEMU_SANITIZE_EXITCODE: exit status 9\)"])
+    assert "FAILED test_client.py::test_fails_and_leaks - assert 1 == 2" in result.stdout.str()

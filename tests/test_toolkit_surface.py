@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import ast
 import fcntl
+import hashlib
 import importlib
 import inspect
+import json
 import os
 import re
 import shutil
@@ -749,30 +751,111 @@ sys.exit(cli.main(["install", sys.argv[1]]))
 """
 
 
-# The earlier copy's third entry cannot be moved aside (EBUSY: a mount inside it, say).
-INSTALL_NOT_SET_ASIDE = """import os, sys
+def changed_earlier_copy(target: str) -> dict:
+    """An earlier copy in `target` that the new one differs from: a library and npuemu.python changed, a
+    file the new copy lacks; {path: bytes} of every file in it."""
+    assert run(ctoolkit.npuemu_command() + ["toolkit", "install", target]).returncode == 0
+    with open(os.path.join(target, "lib64", "libascendcl.so"), "ab") as library:
+        library.write(b"earlier")
+    with open(os.path.join(target, INTERPRETER), "w") as record:
+        record.write("/earlier/bin/python\n")
+    with open(os.path.join(target, "lib64", "libearlier.so"), "wb") as stale:
+        stale.write(b"only in the earlier copy")
+    return contents(target)
+
+
+def sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def contents(top: str) -> dict:
+    result = {}
+    for path in file_set(top):
+        with open(os.path.join(top, path), "rb") as file:
+            result[path] = file.read()
+    return result
+
+
+INTERPRETER = "npuemu.python"
+
+# A rename of the switch from the earlier copy to the new one is refused (EBUSY: a mount inside it, say).
+INSTALL_NOT_SWITCHED = """import os, sys
 from npuemu_toolkit import cli
 renamed = [0]
-real_rename = os.rename
-def rename(source, destination):
+real_replace = os.replace
+def replace(source, destination):
     renamed[0] += 1
-    if renamed[0] == 3:
+    if renamed[0] == int(sys.argv[2]):
         raise OSError(16, "Device or resource busy", source)
-    real_rename(source, destination)
-cli.os.rename = rename
+    real_replace(source, destination)
+cli.os.replace = replace
 sys.exit(cli.main(["install", sys.argv[1]]))
 """
 
 
-def test_an_earlier_copy_that_cannot_be_set_aside_is_kept_whole(tmp_path, root):
+@pytest.mark.parametrize("failing", [1, 3])
+def test_an_earlier_copy_that_cannot_be_replaced_is_kept_whole(tmp_path, failing):
     """Moving the earlier copy aside failed at its third entry: putting it back removed what had not been
-    moved yet, so the earlier copy lost all but two entries. Now the two come back beside the rest."""
+    moved yet, so the earlier copy lost all but two entries. Now files are replaced one by one: a rename
+    that fails midway undoes those made before it, and the earlier copy is as it was, every byte."""
     target = str(tmp_path / "cann")
-    assert run(ctoolkit.npuemu_command() + ["toolkit", "install", target]).returncode == 0
-    before = file_set(target)
-    done = run([sys.executable, "-c", INSTALL_NOT_SET_ASIDE, target])
+    before = changed_earlier_copy(target)
+    done = run([sys.executable, "-c", INSTALL_NOT_SWITCHED, target, str(failing)])
     assert done.returncode == 1 and "Device or resource busy" in done.stderr, done.stdout + done.stderr
-    assert file_set(target) == before
+    assert contents(target) == before
+
+
+# Each time the install copies or renames a file, what a program starting from DIR would find: each file
+# watched ({path: [sha256 of the earlier one, of the new one]}, in a JSON file) whole, one or the other.
+INSTALL_WATCHED = """import hashlib, json, os, shutil, sys
+from npuemu_toolkit import cli
+target = sys.argv[1]
+with open(sys.argv[2]) as file:
+    watched = json.load(file)
+seen = []
+def look():
+    for path, whole in watched.items():
+        try:
+            with open(os.path.join(target, path), "rb") as file:
+                found = hashlib.sha256(file.read()).hexdigest()
+        except OSError as error:
+            found = str(error)
+        if found not in whole:
+            seen.append("%s: %s" % (path, found))
+def watching(function):
+    def call(*args, **kwargs):
+        look()
+        result = function(*args, **kwargs)
+        look()
+        return result
+    return call
+cli.os.replace = watching(os.replace)
+cli.shutil.copy2 = watching(shutil.copy2)
+code = cli.main(["install", target])
+print(json.dumps(seen))
+sys.exit(code)
+"""
+
+
+def test_a_program_starting_during_an_install_finds_each_file_whole(tmp_path, root):
+    """An install set every entry of the earlier copy aside, then copied the new one in: a program started
+    meanwhile from DIR (another CI job) found no lib64, or half a library ("file too short", exit 127).
+    Now, whenever the install copies or renames a file, each library, set_env.sh and npuemu.python is
+    there, whole: the earlier one or the new one. Files the new copy has as they are stay the same
+    files, and the entries the new copy lacks are gone at the end."""
+    target = str(tmp_path / "cann")
+    earlier = changed_earlier_copy(target)
+    inode = os.stat(os.path.join(target, "lib64", "libnnopbase.so")).st_ino
+    later = contents(root)
+    later[INTERPRETER] = (sys.executable + "\n").encode()
+    watched = tmp_path / "watched.json"
+    watched.write_text(json.dumps({path: [sha256(earlier[path]), sha256(later[path])] for path in later
+                                   if path.startswith("lib64/") or path in ("set_env.sh", INTERPRETER)}))
+    done = run([sys.executable, "-c", INSTALL_WATCHED, target, str(watched)])
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert json.loads(done.stdout.splitlines()[-1]) == []
+    assert contents(target) == later
+    assert os.stat(os.path.join(target, "lib64", "libnnopbase.so")).st_ino == inode  # identical: not copied
 
 
 INSTALL_ON_A_FULL_DISK = """import shutil, sys

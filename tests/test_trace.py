@@ -507,6 +507,33 @@ def test_percent_p_in_the_path_is_the_process_id(tmp_path):
     assert os.listdir(str(tmp_path)) == ["trace-%d.json" % os.getpid()]
 
 
+def test_two_writers_of_one_path_at_once_leave_the_last_ones_trace_whole(tmp_path, monkeypatch, capsys):
+    """Two processes tracing to one path in different PID namespaces (containers sharing a volume, both
+    pid 1) named the same temporary file FILE.<pid>.tmp, truncated and wrote it both, and left a file that
+    is not JSON. Here two traces of one process (so one pid) write one path, the second while the first
+    is half written: each has a temporary file of its own, the file is the last one's, whole, with the
+    mode a new file gets (0o666 less the umask), and nothing else is left beside it."""
+    path = str(tmp_path / "trace.json")
+    first, second = trace.Trace(path, path, soc="Ascend910B"), trace.Trace(path, path, soc="Ascend310P3")
+    whole_writing = trace.Trace._write_to
+
+    def interrupted_by_the_second(self, file):
+        file.write('{"traceEvents": [\n')
+        file.flush()
+        second.write()  # the other writer, from start to end, while this one is half written
+        file.seek(0)
+        whole_writing(self, file)
+
+    monkeypatch.setattr(first, "_write_to", interrupted_by_the_second.__get__(first))
+    first.write()
+    assert capsys.readouterr().err == ""
+    assert Trace(path).data["otherData"]["soc"] == "Ascend910B"
+    assert os.listdir(str(tmp_path)) == ["trace.json"]
+    umask = os.umask(0o022)
+    os.umask(umask)
+    assert os.stat(path).st_mode & 0o777 == 0o666 & ~umask
+
+
 def test_a_process_that_never_used_npuemu_writes_no_trace_nor_anything_else_at_exit(tmp_path):
     """pytest imports emulator to load its plugin: with NPUEMU_TRACE set for the program a test runs, its
     exit wrote an empty trace over the program's. (Nor is any setting read at exit: no plog line.)"""

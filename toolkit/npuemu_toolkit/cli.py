@@ -3,13 +3,17 @@ elsewhere (e.g. /usr/local/Ascend/cann, the documentation's default root)."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import fcntl
+import filecmp
+import functools
 import os
 import re
 import shutil
+import signal
+import stat
 import sys
-import tempfile
-from typing import Optional
+from typing import Iterator, Optional
 
 from emulator.report import reason
 
@@ -17,6 +21,8 @@ from . import ToolkitMissing, root
 
 MARKER = "npuemu.info"  # in every tree of npuemu's (toolkit/CMakeLists.txt): an install replaces only those
 INTERPRETER = "npuemu.python"  # the interpreter a copied tree runs npuemu in (toolkit/src/bridge.cpp)
+STAGED = ".npuemu-new"  # in DIR: the new copy, made whole before any file of the earlier one changes
+ASIDE = ".npuemu-old"   # in DIR: what the new copy replaced, kept until it is whole, to undo a failure
 
 
 def main(argv: Optional[list] = None) -> int:
@@ -49,7 +55,8 @@ def refusal(source: str, target: str, contents: bool = True) -> Optional[str]:
     if os.path.islink(target) and not os.path.exists(target):
         return "%s is a symbolic link to %s, which does not exist: make that directory, or choose another" % (
             target, os.readlink(target))
-    if contents and os.path.isdir(target) and os.listdir(target) and not os.path.isfile(os.path.join(target, MARKER)):
+    if contents and os.path.isdir(target) and set(os.listdir(target)) - {STAGED, ASIDE} and \
+            not os.path.isfile(os.path.join(target, MARKER)):
         return ("%s exists and is not a copy of npuemu's toolkit (no %s): not replaced; choose an empty or new "
                 "directory" % (target, MARKER))
     return None
@@ -72,7 +79,7 @@ def install_copy(source: str, target: str) -> int:
         finally:
             os.close(lock)  # the lock goes with it
     except OSError as error:
-        print("npuemu: cannot install the toolkit to %s: %s" % (target, failure(error)), file=sys.stderr)
+        print("npuemu: cannot install the toolkit to %s: %s" % (target, failure(error, target)), file=sys.stderr)
         return 1
 
 
@@ -116,40 +123,30 @@ def replace(source: str, target: str, made: Optional[str]) -> int:
     if problem:
         print("npuemu: %s" % problem, file=sys.stderr)
         return 1
-    previous = set_aside(target)
+    staged, aside = os.path.join(target, STAGED), os.path.join(target, ASIDE)
+    remove_tree(staged)  # what an install killed midway left
+    remove_tree(aside)
     try:
-        fill(source, target)
-    except BaseException:  # a full disk, or Ctrl-C: the earlier copy back, or nothing left, either way
-        if previous is not None:
-            restore(previous, target)
-        else:
-            remove_entries(target)
+        os.mkdir(staged)
+        fill(source, staged)
+        switch(staged, target, aside)
+    except BaseException:  # a full disk, or Ctrl-C: the earlier copy stays whole, or nothing is left
+        with signals_held():
+            remove_tree(staged)
+            remove_tree(aside)
             remove_made(target, made)
         raise
-    if previous is not None:
-        shutil.rmtree(previous, ignore_errors=True)
+    remove_tree(staged)
+    remove_tree(aside)
     print(target)
     return 0
 
 
 # The directory itself is kept, and only its entries replaced: it may be one that cannot be removed or
 # made again (a mount point, a volume at /usr/local/Ascend/cann, a directory in a read-only parent).
-
-def set_aside(target: str) -> Optional[str]:
-    """Move an earlier copy's entries into a hidden directory inside `target` (renames: no space needed,
-    nothing lost if the new copy fails); that directory, or None if `target` was empty."""
-    entries = os.listdir(target)
-    if not entries:
-        return None
-    previous = tempfile.mkdtemp(prefix=".npuemu-previous-", dir=target)
-    try:
-        for name in entries:
-            os.rename(os.path.join(target, name), os.path.join(previous, name))
-    except OSError:
-        put_back(previous, target)  # (what was not moved yet is the earlier copy's still: kept)
-        raise
-    return previous
-
+# Programs may run from it meanwhile (another CI job): the new copy is made whole beside the earlier one
+# first, then each changed file is renamed onto its place, so that a program starting finds each file
+# whole (the earlier one or the new one), and a running one keeps the file it mapped.
 
 def fill(source: str, target: str) -> None:
     """Copy the tree's entries into `target`. The copy is outside any environment: it runs npuemu in the
@@ -164,24 +161,138 @@ def fill(source: str, target: str) -> None:
         record.write(sys.executable + "\n")
 
 
-def failure(error: OSError) -> str:
-    """What failed, as `No space left on device: '<file>'`: shutil.copytree gathers the failure of each
-    file in a shutil.Error, a list of (source, destination, text) that says nothing as a whole."""
+def switch(staged: str, target: str, aside: str) -> None:
+    """Put the copy in `staged` in the place of the one in `target`: files that differ are renamed onto
+    theirs, identical ones left as they are, and the entries the new copy lacks removed last. A failure
+    (a rename refused, a Ctrl-C, which waits until it is undone) undoes every step: the earlier copy is whole."""
+    os.mkdir(aside)
+    wanted = relative_paths(staged)  # (taken now: placing moves the files out of `staged`)
+    undo: list = []
+    with signals_held():
+        try:
+            place(staged, target, aside, undo)
+            set_aside_stale(target, "", wanted, aside, undo)
+        except BaseException:
+            undo_all(undo)
+            raise
+
+
+def undo_all(undo: list) -> None:
+    """Undo the steps taken, last first; one that cannot be undone does not stop the others."""
+    for step in reversed(undo):
+        try:
+            step()
+        except OSError:
+            pass
+
+
+def place(staged: str, installed: str, aside: str, undo: list) -> None:
+    """Put each entry of the directory `staged` in the directory `installed`, recording how to undo it."""
+    for name in sorted(os.listdir(staged)):
+        new, old = os.path.join(staged, name), os.path.join(installed, name)
+        if is_directory(new):
+            if not is_directory(old):
+                if os.path.lexists(old):
+                    set_aside(old, aside, undo)
+                os.mkdir(old)
+                shutil.copymode(new, old)
+                undo.append(functools.partial(os.rmdir, old))
+            place(new, old, aside, undo)
+        elif not identical(new, old):
+            if is_directory(old):
+                set_aside(old, aside, undo)
+            elif os.path.lexists(old):  # the earlier file stays where it is until the new one replaces it
+                kept = os.path.join(aside, str(len(undo)))
+                try:
+                    os.link(old, kept, follow_symlinks=False)
+                except OSError:  # a file system without hard links
+                    shutil.copy2(old, kept, follow_symlinks=False)
+                undo.append(functools.partial(os.replace, kept, old))
+            else:
+                undo.append(functools.partial(remove_if_there, old))
+            os.replace(new, old)
+
+
+def set_aside_stale(installed: str, relative: str, wanted: set, aside: str, undo: list) -> None:
+    """Move into `aside` what `installed` holds that the new copy lacks (but the install's own two)."""
+    for name in sorted(os.listdir(installed)):
+        path, inside = os.path.join(installed, name), os.path.join(relative, name)
+        if not relative and name in (STAGED, ASIDE):
+            continue
+        if inside not in wanted:
+            set_aside(path, aside, undo)
+        elif is_directory(path):
+            set_aside_stale(path, inside, wanted, aside, undo)
+
+
+def set_aside(path: str, aside: str, undo: list) -> None:
+    """Move an entry of the earlier copy into `aside` (a rename: no space needed, put back by an undo)."""
+    kept = os.path.join(aside, str(len(undo)))
+    os.replace(path, kept)
+    undo.append(functools.partial(os.replace, kept, path))
+
+
+def relative_paths(top: str) -> set:
+    """Every entry under `top`, as a path relative to it (symbolic links not followed)."""
+    found = set()
+    for directory, names, files in os.walk(top):
+        found.update(os.path.relpath(os.path.join(directory, name), top) for name in names + files)
+    return found
+
+
+def identical(new: str, old: str) -> bool:
+    """Whether `old` is already what `new` would put there: the same symbolic link, or a file with the
+    same permissions and the same bytes."""
+    try:
+        was, will = os.lstat(old), os.lstat(new)
+    except FileNotFoundError:
+        return False
+    if (was.st_mode, was.st_size) != (will.st_mode, will.st_size):
+        return False
+    if stat.S_ISLNK(will.st_mode):
+        return os.readlink(old) == os.readlink(new)
+    return filecmp.cmp(new, old, shallow=False)
+
+
+def is_directory(path: str) -> bool:
+    return os.path.isdir(path) and not os.path.islink(path)
+
+
+def remove_if_there(path: str) -> None:
+    try:
+        os.remove(path)
+    except FileNotFoundError:
+        pass
+
+
+def remove_tree(path: str) -> None:
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def signals_held() -> Iterator[None]:
+    """Ctrl-C, SIGTERM and SIGHUP wait (and then act) until the block ends: it must not stop halfway."""
+    held = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, before)
+
+
+def failure(error: OSError, target: str) -> str:
+    """What failed, as `No space left on device: '<file>'`, the file named by its place in `target` (not
+    in the new copy's hidden directory, which is gone): shutil.copytree gathers the failure of each file
+    in a shutil.Error, a list of (source, destination, text) that says nothing as a whole."""
     failures = error.args[0] if isinstance(error, shutil.Error) and error.args else None
     if isinstance(failures, list) and failures:
         first = re.sub(r"^\[Errno \d+\] ", "", str(failures[0][-1]))
-        return first + ("" if len(failures) == 1 else " (and %d more files not copied)" % (len(failures) - 1))
-    if error.strerror and error.filename:
-        return "%s: %r" % (error.strerror, error.filename)
-    return reason(error)
-
-
-def remove_entries(target: str, keep: Optional[str] = None) -> None:
-    """Remove what a failed copy left in `target`, except `keep` (the earlier copy set aside)."""
-    for name in os.listdir(target):
-        path = os.path.join(target, name)
-        if path != keep:
-            shutil.rmtree(path) if os.path.isdir(path) and not os.path.islink(path) else os.remove(path)
+        text = first + ("" if len(failures) == 1 else " (and %d more files not copied)" % (len(failures) - 1))
+    elif error.strerror and error.filename:
+        text = "%s: %r" % (error.strerror, error.filename)
+    else:
+        text = reason(error)
+    return text.replace(os.path.join(target, STAGED) + os.sep, target + os.sep)
 
 
 def remove_made(target: str, made: Optional[str]) -> None:
@@ -196,16 +307,3 @@ def remove_made(target: str, made: Optional[str]) -> None:
         if target == made:
             return
         target = os.path.dirname(target)
-
-
-def restore(previous: str, target: str) -> None:
-    """Put the entries set aside back, after removing what a failed copy left."""
-    remove_entries(target, keep=previous)
-    put_back(previous, target)
-
-
-def put_back(previous: str, target: str) -> None:
-    """Move the entries set aside back into `target`, and remove the directory that held them."""
-    for name in os.listdir(previous):
-        os.rename(os.path.join(previous, name), os.path.join(target, name))
-    os.rmdir(previous)
