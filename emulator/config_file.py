@@ -45,7 +45,7 @@ def read_json_object(path: str) -> tuple[str, dict[str, Any]]:
     host's resources, not the file, which emulator.errors reports as such)."""
     text = _read_text(path)
     try:
-        settings = json.loads(text) if text.strip() else {}
+        settings = json.loads(text, parse_constant=_not_json) if text.strip() else {}
     except (ValueError, RecursionError) as error:  # RecursionError: arrays or objects nested too deep
         raise ConfigFileError(BAD_CONTENT, "expected a JSON object, found invalid content in %r (%s)"
                               % (path, _reason(error))) from None
@@ -53,6 +53,11 @@ def read_json_object(path: str) -> tuple[str, dict[str, Any]]:
         kind = type(settings).__name__
         raise ConfigFileError(BAD_CONTENT, "expected a JSON object in %r, found %s %s" % (path, article(kind), kind))
     return text, settings
+
+
+def _not_json(name: str) -> None:
+    """NaN, Infinity and -Infinity: Python's parser takes them, JSON (RFC 8259) and a C parser do not."""
+    raise ValueError("%s is not a JSON value" % name)
 
 
 def _reason(error: BaseException) -> str:

@@ -202,32 +202,38 @@ def _read_init_config(config_path: Any) -> tuple[str, dict]:
 
 
 def _default_device_of(settings: dict) -> Optional[int]:
-    """The device of {"defaultDevice": {"default_device": "<id>"}}, or None."""
-    section = settings.get("defaultDevice")
-    value = section.get("default_device") if isinstance(section, dict) else None
-    if value is None:
+    """The device of {"defaultDevice": {"default_device": "<id>"}}, or None when there is no such
+    section or the section names no device; a section that is not an object, or a null id, → 100000."""
+    if "defaultDevice" not in settings:
         return None
-    return _default_device_id(value)
+    section = settings["defaultDevice"]
+    if not isinstance(section, dict):
+        raise AclError(status.ACL_ERROR_INVALID_PARAM, "defaultDevice: expected a JSON object, found %s"
+                       % _json_shown(section))
+    if "default_device" not in section:
+        return None
+    return _default_device_id(section["default_device"])
 
 
 def _default_device_id(value: Any) -> int:
     """`default_device` as a device id of the device count in force: a JSON integer, or a string of
     ASCII decimal digits (a choice, docs/runtime.md: what a C parser checking for digits takes; not
-    true, 1.7, "+3", "1_0" or other scripts' digits, which Python's int() takes); else 100000, out of
-    range 107001."""
-    if type(value) is str and value.isascii() and value.isdigit():
-        try:
-            value = int(value)
-        except ValueError:  # more digits than Python converts: no device id either
-            pass
-    if type(value) is not int:
+    true, 1.7, "+3", "1_0" or other scripts' digits, which Python's int() takes); else 100000. Any
+    such id outside [0, count), however long, is 107001."""
+    digits = type(value) is str and value.isascii() and value.isdigit()
+    if type(value) is not int and not digits:
         raise AclError(status.ACL_ERROR_INVALID_PARAM,
                        "defaultDevice.default_device: expected a device id (a JSON integer or a string of decimal "
                        "digits), found %s" % _json_shown(value))
-    try:
-        return _device_id(value)
-    except AclError as error:
-        raise AclError(error.code, "defaultDevice.default_device: " + error.message.split(": ", 1)[1]) from None
+    count = _P.config.device_count
+    if digits and len(value.lstrip("0")) > 9:  # beyond any device count (and beyond what int() converts)
+        raise AclError(status.ACL_ERROR_RT_INVALID_DEVICEID, "defaultDevice.default_device: expected a device "
+                       "id in [0, %d), found %s" % (count, _json_shown(value)))
+    device_id = int(value)
+    if not 0 <= device_id < count:
+        raise AclError(status.ACL_ERROR_RT_INVALID_DEVICEID, "defaultDevice.default_device: expected a device "
+                       "id in [0, %d), found %s" % (count, _json_shown(device_id)))
+    return device_id
 
 
 def _json_shown(value: Any) -> str:

@@ -240,7 +240,9 @@ def test_a_config_file_over_the_size_bound_is_100005_and_one_at_the_bound_is_rea
 
 
 @pytest.mark.parametrize("content,words", [('[' * 2000 + ']' * 2000, ("nested too deeply",)),
-                                           ('{"a": ' + "1" * 5000 + '}', ("digits",))])
+                                           ('{"a": ' + "1" * 5000 + '}', ("digits",)),
+                                           ('{"a": NaN}', ("NaN is not a JSON value",)),
+                                           ('{"a": [-Infinity]}', ("-Infinity is not a JSON value",))])
 def test_config_content_no_parser_takes_is_100006_not_an_internal_error(tmp_path, content, words):
     """JSON nested 2000 deep raised RecursionError: 507000."""
     path = write(tmp_path, "deep.json", content)
@@ -255,15 +257,39 @@ def test_a_config_path_no_file_can_have_is_100000_naming_the_path(tmp_path, path
     assert acl.init() == 0
 
 
-@pytest.mark.parametrize("value", [True, 1.7, 1e400, "\u0661", "1_0", "+3", " 1", "1 ", "", "9" * 5000, [1], {"id": 1}])
+@pytest.mark.parametrize("value", ["true", "1.7", "1e400", '"\\u0661"', '"1_0"', '"+3"', '" 1"', '"1 "', '""', "null",
+                                   "[1]", '{"id": 1}'])
 def test_default_device_is_a_json_integer_or_a_string_of_ascii_digits_only(tmp_path, value):
     """Python's int() took true as 1, 1.7 as 1, an Arabic-Indic digit, "+3", "1_0" (and 1e400 raised
     OverflowError: 507000); a C parser checking for digits takes none of them."""
     path = tmp_path / "acl.json"
-    path.write_text(json.dumps({"defaultDevice": {"default_device": value}}))
+    path.write_text('{"defaultDevice": {"default_device": %s}}' % value)  # the JSON text as written (1e400)
     assert_rejected(acl.init(str(path)), acl.ACL_ERROR_INVALID_PARAM, "defaultDevice.default_device",
                     "a JSON integer or a string of decimal digits")
     assert acl.rt.get_device()[1] == acl.ACL_ERROR_RT_CONTEXT_NULL, "a rejected default device was set"
+
+
+@pytest.mark.parametrize("value", [-1, 8, 2147483648, "2147483648", "9" * 5000])
+def test_a_default_device_id_outside_the_devices_however_long_is_107001(tmp_path, value):
+    """Past int32 it was 100000 with a range of int32 (negative ids included) or, for 5000 digits,
+    "expected a string of decimal digits, found" one."""
+    path = write(tmp_path, "acl.json", json.dumps({"defaultDevice": {"default_device": value}}))
+    assert_rejected(acl.init(path), acl.ACL_ERROR_RT_INVALID_DEVICEID, "defaultDevice.default_device",
+                    "expected a device id in [0, 8), found")
+    assert acl.rt.get_device()[1] == acl.ACL_ERROR_RT_CONTEXT_NULL, "a rejected default device was set"
+
+
+@pytest.mark.parametrize("section", ["1", 1, None, [1]])
+def test_a_default_device_section_that_is_no_object_is_100000(tmp_path, section):
+    """It was accepted silently: no device set, and no INFO line either."""
+    path = write(tmp_path, "acl.json", json.dumps({"defaultDevice": section}))
+    assert_rejected(acl.init(path), acl.ACL_ERROR_INVALID_PARAM, "defaultDevice: expected a JSON object, found")
+
+
+def test_a_default_device_section_without_an_id_sets_none(tmp_path):
+    path = write(tmp_path, "acl.json", json.dumps({"defaultDevice": {}}))
+    assert acl.init(path) == 0, last_error()
+    assert acl.rt.get_device()[1] == acl.ACL_ERROR_RT_CONTEXT_NULL
 
 
 @pytest.mark.parametrize("value", [3, "3", "03"])
