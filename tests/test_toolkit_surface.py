@@ -20,6 +20,7 @@ import inspect
 import json
 import os
 import re
+import shlex
 import shutil
 import signal
 import subprocess
@@ -1200,6 +1201,108 @@ def test_an_empty_npuemu_python_is_unset(bad_setup_program):
     done = ctoolkit.run_program(bad_setup_program, env=ctoolkit.toolkit_environment(NPUEMU_PYTHON=""))
     lines = dict(line.split("=", 1) for line in done.stdout.splitlines() if "=" in line)
     assert (lines.get("aclInit"), lines.get("aclrtSetDevice")) == ("0", "0"), done.stdout + done.stderr
+
+
+# A tree and a package of different builds: the fingerprint of the interface between them (toolkit/CMakeLists.txt)
+
+CORE = os.path.join("lib64", "libnpuemu_python.so")
+
+
+def patched(path: str, old: bytes, new: bytes) -> None:
+    """Replace every occurrence of `old` in the file at `path` with `new` (of the same length)."""
+    with open(path, "rb") as file:
+        data = file.read()
+    assert len(old) == len(new) and old in data, "%s holds no %r" % (path, old)
+    with open(path, "wb") as file:
+        file.write(data.replace(old, new))
+
+
+def tree_of_another_build(installed_copy, tmp_path, copied: bool, old: bytes, new: bytes) -> str:
+    """A copy of the tree whose core has `new` where this build's has `old`: as a core another build compiled.
+    `copied`: made by `npuemu toolkit install` (npuemu.python kept), else as the package's own tree (none)."""
+    tree = tmp_path / "cann"
+    shutil.copytree(installed_copy[0], str(tree), symlinks=True)
+    if not copied:
+        (tree / INTERPRETER).unlink()
+    patched(str(tree / CORE), old, new)
+    return str(tree)
+
+
+def run_from(tree: str, program: str) -> tuple:
+    """Run `program` with the libraries of `tree`: ({printed name: value}, the run)."""
+    env = ctoolkit.toolkit_environment(NPUEMU_PYTHON=None)
+    env["LD_LIBRARY_PATH"] = "%s/lib64:%s" % (tree, env.get("LD_LIBRARY_PATH", ""))
+    done = ctoolkit.run_program(program, env=env)
+    return dict(line.split("=", 1) for line in done.stdout.splitlines() if "=" in line), done
+
+
+def assert_start_refused(lines: dict, done: subprocess.CompletedProcess) -> str:
+    """Every call failed as a start that failed does (100001, NULL), its reason on stderr once: the reason."""
+    assert done.returncode == 0, "exit status %d\n%s%s" % (done.returncode, done.stdout, done.stderr)
+    assert (lines.get("aclInit"), lines.get("aclrtSetDevice"), lines.get("aclCreateTensor")) == \
+        ("100001", "100001", "NULL"), done.stdout + done.stderr
+    message = lines.get("aclGetRecentErrMsg", "")
+    assert done.stderr.count(message) == 1, done.stderr
+    return message
+
+
+def advised_command(message: str, tree: str) -> list:
+    """The install command the message advises for a copy, as words."""
+    found = re.search(r"`(\S+ -m emulator toolkit install \S+)`", message)
+    assert found, message
+    command = shlex.split(found.group(1))
+    assert command == [sys.executable, "-m", "emulator", "toolkit", "install", tree], message
+    return command
+
+
+def test_the_tree_and_the_package_of_one_build_have_one_interface_fingerprint(root):
+    """The build compiles its interface fingerprint into the tree's core, writes it into the package
+    (npuemu_toolkit._interface) and names it in the tree's npuemu.info."""
+    from npuemu_toolkit import _interface
+    assert re.fullmatch(r"[0-9a-f]{16}", _interface.FINGERPRINT), _interface.FINGERPRINT
+    with open(os.path.join(root, CORE), "rb") as core:
+        assert _interface.FINGERPRINT.encode() in core.read()
+    with open(os.path.join(root, "npuemu.info")) as info:
+        assert "interface %s" % _interface.FINGERPRINT in info.read()
+
+
+@pytest.mark.parametrize("copied", [True, False], ids=["a copy", "the package's own tree"])
+def test_a_tree_of_another_build_refuses_to_start_naming_both_builds_and_what_to_do(
+        bad_setup_program, installed_copy, tmp_path, copied):
+    """A copy made by `npuemu toolkit install` and cached while the package was upgraded ran the new package
+    through its old core: a name it lacked was found by luck, with the advice to reinstall npuemu (the
+    copy stayed as it was), and a convention changed without a name removed garbled the calls. Now the
+    core compares its interface fingerprint with the package's before it looks anything up: every call
+    returns 100001 (NULL from the creators), and the message names both builds (npuemu version and
+    fingerprint), the tree and the interpreter, and says what to do: for a copy, install it again with
+    that interpreter's npuemu (which then starts), for the package's own tree, reinstall npuemu."""
+    from emulator import __version__
+    from npuemu_toolkit._interface import FINGERPRINT
+    other = "0123456789abcdef" if FINGERPRINT != "0123456789abcdef" else "fedcba9876543210"
+    tree = tree_of_another_build(installed_copy, tmp_path, copied, FINGERPRINT.encode(), other.encode())
+    lines, done = run_from(tree, bad_setup_program)
+    message = assert_start_refused(lines, done)
+    assert ("npuemu's C toolkit in %s (npuemu %s, interface %s) and the npuemu package of %s (npuemu %s, interface "
+            "%s) are of different builds" % (tree, __version__, other, sys.executable, __version__, FINGERPRINT)
+            in message), message
+    if not copied:
+        assert "reinstall npuemu in the environment of %s" % sys.executable in message, message
+        return
+    assert "reinstall" not in message, message
+    assert run(advised_command(message, tree)).returncode == 0
+    lines, done = run_from(tree, bad_setup_program)
+    assert (lines.get("aclInit"), lines.get("aclrtSetDevice")) == ("0", "0"), done.stdout + done.stderr
+
+
+def test_a_copy_older_than_the_interface_check_is_refused_by_the_package(bad_setup_program, installed_copy, tmp_path):
+    """A copy whose core predates the check compares nothing: the package's adapters refuse it as they are
+    imported (by the absence of _npuemu_c.interface_fingerprint), before it is used, with the same advice."""
+    tree = tree_of_another_build(installed_copy, tmp_path, True, b"interface_fingerprint", b"interface_fingerprinX")
+    lines, done = run_from(tree, bad_setup_program)
+    message = assert_start_refused(lines, done)
+    assert "npuemu's C toolkit in %s is of a build older than the npuemu package of %s" % (tree, sys.executable) \
+        in message, message
+    advised_command(message, tree)
 
 
 NO_FREE_DESCRIPTOR_PROGRAM = r"""#include <cstdio>

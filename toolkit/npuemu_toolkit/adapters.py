@@ -8,6 +8,7 @@ from __future__ import annotations
 import ctypes
 import math
 import os
+import shlex
 import sys
 from typing import Any, Optional
 
@@ -15,12 +16,36 @@ import numpy as np
 
 import _npuemu_c  # made by the bridge (toolkit/src/core.cpp) before it imports this module
 import aclnn_api
-from emulator import errors, memory, runtime, sites
+from emulator import __version__, errors, memory, runtime, sites
 from emulator.cargs import C_NULL
 from emulator.dtypes import (ACL_BF16, ACL_COMPLEX32, ACL_DT_UNDEFINED, ACL_FLOAT4_E2M1, ACL_FLOAT6_E2M3,
                              ACL_FLOAT6_E3M2, ACL_FLOAT8_E4M3FN, ACL_FLOAT8_E5M2, ACL_FLOAT8_E8M0, ACL_INT4,
                              ACL_STRING, ACL_UINT1, DTYPE_NAMES, NUMPY_TYPES, aclDataTypeSize, dtype_name)
 from emulator.interface import host_problem
+
+from . import _interface
+
+
+def _older_tree_refusal() -> str:
+    """Why this package refuses the C toolkit that imports it: a tree of a build older than the core's interface
+    check (toolkit/src/core.cpp, interface_mismatch), which compared nothing, and may pass its arguments by
+    another convention; with the advice the core gives (reinstall_advice there)."""
+    root = os.path.dirname(getattr(_npuemu_c, "library_directory", "?"))
+    if os.path.isfile(os.path.join(root, "npuemu.python")):
+        advice = ("this toolkit is a copy made by `npuemu toolkit install`: install the package's toolkit over it "
+                  "again with the npuemu of %s (`%s -m emulator toolkit install %s`)"
+                  % (sys.executable, shlex.quote(sys.executable), shlex.quote(root)))
+    else:
+        advice = ("reinstall npuemu in the environment of %s (`make install` or `pip install .` in the npuemu checkout)"
+                  % sys.executable)
+    return ("npuemu's C toolkit in %s is of a build older than the npuemu package of %s (npuemu %s, interface %s), "
+            "whose calls may differ in their arguments: %s" % (root, sys.executable, __version__,
+                                                                _interface.FINGERPRINT, advice))
+
+
+# A core that checked the interface says so by its fingerprint (equal to ours, or it would not have started).
+if not hasattr(_npuemu_c, "interface_fingerprint"):
+    raise ImportError(_older_tree_refusal())
 
 sites.register_package_dir(__file__)
 sites.set_native_caller(_npuemu_c.caller, _npuemu_c.modules_generation)

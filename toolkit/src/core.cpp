@@ -36,6 +36,10 @@
 #include "forward.h"
 #include "page_probe.h"
 
+#if !defined(NPUEMU_INTERFACE) || !defined(NPUEMU_VERSION)
+#error "NPUEMU_INTERFACE, NPUEMU_VERSION: this build's interface fingerprint and npuemu version (toolkit/CMakeLists.txt)"
+#endif
+
 namespace {
 
 const int kRuntimeNull = 100000, kAclnnNull = 161001;          // ACL_ERROR_INVALID_PARAM, ACLNN_ERR_PARAM_NULLPTR
@@ -132,6 +136,7 @@ int internal_code(const npuemu_signature &sig) { return sig.layer == NL_ACLNN ? 
 int stopped_code(const npuemu_signature &sig) { return sig.layer == NL_ACLNN ? kAclnnStopped : kRuntimeStopped; }
 
 std::string python_error(bool show_traceback = false);
+std::string reinstall_advice(const npuemu_boot *boot);  // what to do when the tree and the package differ
 
 // Leave the message for aclGetRecentErrMsg, as the Python layer does for its own rejections.
 void leave_message(const npuemu_signature &sig, const Failure &failure) {
@@ -919,7 +924,7 @@ __attribute__((destructor)) void register_end_with_exit_status() {
 }
 
 // report.end_process_with(_npuemu_c.end_process): the C program ends with the code as above.
-std::string hand_over_exit_status() {
+std::string hand_over_exit_status(const npuemu_boot *boot) {
   PyObject *report = PyImport_ImportModule("emulator.report");
   PyObject *module = report != nullptr ? PyImport_ImportModule("_npuemu_c") : nullptr;
   PyObject *end = module != nullptr ? PyObject_GetAttrString(module, "end_process") : nullptr;
@@ -929,7 +934,7 @@ std::string hand_over_exit_status() {
   Py_XDECREF(report);
   if (done == nullptr) {
     return "cannot hand NPUEMU_SANITIZE_EXITCODE to the toolkit (" + python_error() + "): npuemu's Python packages "
-           "and its C toolkit differ; reinstall npuemu (`make install` or `pip install .`)";
+           "and its C toolkit differ; " + reinstall_advice(boot);
   }
   Py_DECREF(done);
   return "";
@@ -1032,7 +1037,7 @@ std::string import_objects(const npuemu_boot *boot) {
   }
   if (aclnn == nullptr) {
     return "cannot find npuemu's handle table and aclnn classes (" + python_error() + "): npuemu's Python packages and "
-           "its C toolkit differ; reinstall npuemu (`make install` or `pip install .`)";
+           "its C toolkit differ; " + reinstall_advice(boot);
   }
   Py_DECREF(aclnn);
   return "";
@@ -1131,13 +1136,97 @@ bool add_library_directory(PyObject *module) {
   return added;
 }
 
+// ---- The interface check: this tree and the package's Python side must be of one build's interface.
+
+// `text` as one word of a shell command line (quoted when it must be).
+std::string shell_word(const std::string &text) {
+  if (!text.empty() && text.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789/._+-=,:@%") ==
+                           std::string::npos)
+    return text;
+  std::string quoted = "'";
+  for (char c : text) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return quoted + "'";
+}
+
+// module.attribute as text ("?" if it cannot be had).
+std::string attribute_text(const char *module_name, const char *attribute) {
+  PyObject *module = PyImport_ImportModule(module_name);
+  PyObject *value = module != nullptr ? PyObject_GetAttrString(module, attribute) : nullptr;
+  const char *utf8 = value != nullptr && PyUnicode_Check(value) ? PyUnicode_AsUTF8(value) : nullptr;
+  const std::string text = utf8 != nullptr ? utf8 : "?";
+  Py_XDECREF(value);
+  Py_XDECREF(module);
+  if (utf8 == nullptr) python_error();  // (a stop is kept for the start to report)
+  return text;
+}
+
+// The tree this library is part of (the directory above its lib64).
+std::string tree_root() { return parent_of(library_directory()); }
+
+// The interpreter that runs npuemu here: the one this library started, or the Python host's own.
+std::string running_interpreter(const npuemu_boot *boot) {
+  return boot->embedded ? boot->executable : sys_text("executable");
+}
+
+// What to do when this tree and the npuemu package the start found are of different builds (the same advice
+// as adapters.py's for a tree older than this check). A copy made by `npuemu toolkit install DIR` (which
+// records npuemu.python) lives on its own, e.g. cached between CI runs while the package was upgraded: it is
+// copied again from the package. The package's own tree comes and goes with the package: reinstall it.
+std::string reinstall_advice(const npuemu_boot *boot) {
+  const std::string root = tree_root(), interpreter = running_interpreter(boot);
+  std::string advice = access((root + "/npuemu.python").c_str(), F_OK) == 0
+      ? "this toolkit is a copy made by `npuemu toolkit install`: install the package's toolkit over it again with "
+        "the npuemu of " + interpreter + " (`" + shell_word(interpreter) + " -m emulator toolkit install " +
+        shell_word(root) + "`)"
+      : "reinstall npuemu in the environment of " + interpreter + " (`make install` or `pip install .` in the npuemu "
+        "checkout)";
+  if (boot->embedded && std::getenv("NPUEMU_PYTHON") != nullptr && *std::getenv("NPUEMU_PYTHON") != '\0')
+    advice += ", or point NPUEMU_PYTHON at the python of the environment this toolkit was installed from";
+  return advice;
+}
+
+// The interface fingerprint of the package's Python side, which its build wrote beside its own tree
+// (npuemu_toolkit/_interface.py), or why there is none.
+std::string package_fingerprint() {
+  PyObject *module = PyImport_ImportModule("npuemu_toolkit._interface");
+  PyObject *value = module != nullptr ? PyObject_GetAttrString(module, "FINGERPRINT") : nullptr;
+  const char *utf8 = value != nullptr && PyUnicode_Check(value) ? PyUnicode_AsUTF8(value) : nullptr;
+  std::string fingerprint = utf8 != nullptr ? utf8 : "";
+  const bool absent = module == nullptr && PyErr_ExceptionMatches(PyExc_ImportError);
+  Py_XDECREF(value);
+  Py_XDECREF(module);
+  if (utf8 == nullptr) {
+    const std::string error = python_error();  // (a stop is kept for the start to report)
+    fingerprint = absent ? "none: a build older than this check" : "unreadable (" + error + ")";
+  }
+  return fingerprint;
+}
+
+// "" when the package's Python side was built with this tree's interface; else why the toolkit cannot start,
+// naming both builds, and what to do. Checked once, before any name is looked up: a tree of another build
+// may find every name and still pass its arguments by another convention.
+std::string interface_mismatch(const npuemu_boot *boot) {
+  const std::string package = package_fingerprint();
+  if (package == NPUEMU_INTERFACE) return "";
+  return "npuemu's C toolkit in " + tree_root() + " (npuemu " NPUEMU_VERSION ", interface " NPUEMU_INTERFACE
+         ") and the npuemu package of " + running_interpreter(boot) + " (npuemu " +
+         attribute_text("emulator", "__version__") + ", interface " + package + ") are of different builds, "
+         "whose calls may differ in their arguments: " + reinstall_advice(boot);
+}
+
+// _npuemu_c.interface_fingerprint: adapters.py tells a tree older than the check above by its absence.
+bool add_interface_fingerprint(PyObject *module) {
+  return PyModule_AddStringConstant(module, "interface_fingerprint", NPUEMU_INTERFACE) == 0;
+}
+
 // Import what the table names; "" or what failed.
 std::string import_targets(const npuemu_boot *boot) {
   const npuemu_signature *table = boot->signatures;
   const int count = boot->signature_count;
   PyObject *module = PyModule_Create(&module_definition);
   PyObject *modules = PyImport_GetModuleDict();
-  if (module == nullptr || !add_library_directory(module) || PyDict_SetItemString(modules, "_npuemu_c", module) != 0)
+  if (module == nullptr || !add_library_directory(module) || !add_interface_fingerprint(module) ||
+      PyDict_SetItemString(modules, "_npuemu_c", module) != 0)
     return python_error();
   Py_DECREF(module);
   PyObject *errors = PyImport_ImportModule("emulator.errors");
@@ -1145,6 +1234,11 @@ std::string import_targets(const npuemu_boot *boot) {
     const bool found = !npuemu_missing();
     const std::string error = python_error();
     return "cannot import npuemu (" + error + "): " + (found ? broken_import_advice() : import_advice(boot));
+  }
+  const std::string mismatch = interface_mismatch(boot);
+  if (!mismatch.empty()) {
+    Py_DECREF(errors);
+    return mismatch;
   }
   Py_XSETREF(record, PyObject_GetAttrString(errors, "record"));  // a retried start replaces the first's
   Py_XSETREF(rejected, PyObject_GetAttrString(errors, "c_rejected"));
@@ -1158,7 +1252,7 @@ std::string import_targets(const npuemu_boot *boot) {
     if (target == nullptr) {
       return std::string("cannot find ") + table[number].module + "." + table[number].attribute + " for " +
              table[number].name + " (" + python_error() + "): npuemu's Python packages and its C toolkit "
-             "differ; reinstall npuemu (`make install` or `pip install .`)";
+             "differ; " + reinstall_advice(boot);
     }
     Py_XSETREF(targets[number], target);
   }
@@ -1221,7 +1315,7 @@ extern "C" __attribute__((visibility("default"))) int npuemu_core_boot(const npu
     if (problem.empty()) problem = import_objects(boot);
     if (problem.empty()) problem = find_main_thread();
     if (problem.empty() && boot->embedded) {
-      problem = hand_over_exit_status();
+      problem = hand_over_exit_status(boot);
       embedded_pid = getpid();
     }
     // A stop in the imports (Ctrl-C in a Python host, as the first call starts the toolkit) is no failure
