@@ -141,6 +141,8 @@ def pytest_collection_modifyitems(items: list) -> None:
         names = getattr(item, "fixturenames", None)
         if names is not None and FIXTURE not in names and item.get_closest_marker(MARKER) is not None:
             names.insert(0, FIXTURE)  # set up first, torn down last
+        if names is not None and FIXTURE in names:
+            names.insert(0, ENVIRONMENT_FIXTURE)  # before it: restores the environment at the very end
 
 
 # --------------------------------------------------------------------------------------------------
@@ -429,6 +431,20 @@ def _set_environment(values: dict) -> None:
             os.environ[name] = value
 
 
+_EXPORTED = pytest.StashKey[dict]()  # the item's variables as they were before the fixture exported its settings
+ENVIRONMENT_FIXTURE = "_npuemu_environment"
+
+
+@pytest.fixture
+def _npuemu_environment(request: pytest.FixtureRequest):
+    """Set up before every other function-scoped fixture of a test that uses `npu` (see
+    pytest_collection_modifyitems), so torn down after them all: the variables the `npu` fixture exported
+    are as they were before it once more, whatever a teardown after the fixture's did (monkeypatch
+    puts back the value it found at its setenv: the exported one)."""
+    yield
+    _set_environment(request.node.stash.get(_EXPORTED, {}))
+
+
 @pytest.fixture
 def npu(request: pytest.FixtureRequest):
     """A fresh npuemu runtime for one test: device 0 set and current, a stream on it (an `Npu`).
@@ -456,7 +472,7 @@ def npu(request: pytest.FixtureRequest):
         pytest.fail(bad, pytrace=False)
     saved = PROCESS._config  # None: not read yet (or unusable), and the environment may be bad
     PROCESS.use(wanted)
-    environment = _export(exported)
+    environment = item.stash[_EXPORTED] = _export(exported)
     injection.restart_setting()  # the marker's or NPUEMU_FAULTS' spec counts this test's calls from 1
     blocks = injection.blocks()  # inject_faults specs in force now are not the test's: they stay
     start = {id(r): (r, r.count) for r in report.reports()}
