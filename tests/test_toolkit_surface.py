@@ -1017,6 +1017,21 @@ def test_a_second_ctrl_c_does_not_stop_the_switch_or_its_undo_halfway(tmp_path, 
         assert contents(target) == new_copy(root)
 
 
+@pytest.mark.parametrize("function, at", [("copyfile", 5), ("replace", 1), ("replace", 2), ("replace", 40)])
+def test_the_next_install_takes_up_a_first_install_killed_outright(tmp_path, root, function, at):
+    """A first install into DIR killed (SIGKILL) during its switch left some of the new copy's files in DIR but
+    not its npuemu.info: the next install refused DIR ("not a copy of npuemu's toolkit"), though the
+    documentation says it repairs it. Now the marker is the first file the switch puts in place: the next
+    install after one killed anywhere (in the copy, before the switch's first rename, after it, midway)
+    makes the copy whole."""
+    target = str(tmp_path / "cann")
+    done = signalled_install(target, function, signal.SIGKILL, [at])
+    assert done.returncode == -signal.SIGKILL, done.stdout + done.stderr
+    done = run(ctoolkit.npuemu_command() + ["toolkit", "install", target])
+    assert (done.returncode, done.stdout.strip(), done.stderr) == (0, target, "")
+    assert contents(target) == new_copy(root)
+
+
 def waiting_install(target: str) -> subprocess.Popen:
     """An install into `target`, started while the test holds its lock (as another install copying into
     it would): returned once it says it waits."""

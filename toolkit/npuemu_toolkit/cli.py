@@ -196,8 +196,10 @@ def undo_all(undo: list) -> None:
 
 
 def place(staged: str, installed: str, aside: str, undo: list) -> None:
-    """Put each entry of the directory `staged` in the directory `installed`, recording how to undo it."""
-    for name in sorted(os.listdir(staged)):
+    """Put each entry of the directory `staged` in the directory `installed`, recording how to undo it.
+    The marker first (and, undone, last): DIR holds none of the new copy's files without it, so that the
+    next install takes up an install killed outright (SIGKILL) in its switch, not refuse its DIR."""
+    for name in sorted(os.listdir(staged), key=lambda name: (name != MARKER, name)):
         new, old = os.path.join(staged, name), os.path.join(installed, name)
         if is_directory(new):
             if not is_directory(old):
