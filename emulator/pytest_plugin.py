@@ -141,6 +141,8 @@ def pytest_collection_modifyitems(items: list) -> None:
         names = getattr(item, "fixturenames", None)
         if names is not None and FIXTURE not in names and item.get_closest_marker(MARKER) is not None:
             names.insert(0, FIXTURE)  # set up first, torn down last
+        if names is not None and FIXTURE in names:
+            names.insert(0, ENVIRONMENT_FIXTURE)  # before it: restores the environment at the very end
 
 
 # --------------------------------------------------------------------------------------------------
@@ -392,28 +394,55 @@ def _restore_settings(saved) -> None:
     PROCESS.use(saved)
 
 
-def _export(changes: dict, wanted) -> dict:
-    """Put the settings the marker and the options chose in this process's environment (NPUEMU_SOC, ...),
-    so that a program the test starts (a C++ sample, a script) runs with them too, as under `npuemu run`'s
-    options; the variables as they were before ({name: value or None}), for _restore_environment."""
-    from .config import variable
-    before = {}
+def _exported(changes: dict, wanted) -> dict:
+    """{variable: value or None (unset)} of the settings the marker and the options chose (NPUEMU_SOC, ...),
+    for _export; ConfigError, naming the setting, for a value no environment variable can hold (a NUL
+    byte): checked before anything is set."""
+    from .config import ConfigError, variable
+    values = {}
     for setting in changes:
-        name, value = variable(setting), getattr(wanted, setting)
-        before[name] = os.environ.get(name)
-        if value is None:
-            os.environ.pop(name, None)
-        else:
-            os.environ[name] = ("1" if value else "0") if isinstance(value, bool) else str(value)
+        value = getattr(wanted, setting)
+        if isinstance(value, bool):
+            value = "1" if value else "0"
+        elif value is not None:
+            value = str(value)
+            if "\0" in value:
+                raise ConfigError("%s: expected a value an environment variable can hold (no NUL byte), found %r"
+                                  % (setting, value))
+        values[variable(setting)] = value
+    return values
+
+
+def _export(values: dict) -> dict:
+    """Put the settings the marker and the options chose in this process's environment ({variable: value
+    or None}, from _exported), so that a program the test starts (a C++ sample, a script) runs with them
+    too, as under `npuemu run`'s options; the variables as they were before, for _set_environment."""
+    before = {name: os.environ.get(name) for name in values}
+    _set_environment(values)
     return before
 
 
-def _restore_environment(before: dict) -> None:
-    for name, value in before.items():
+def _set_environment(values: dict) -> None:
+    """Each variable of {variable: value or None} set to its value, or unset."""
+    for name, value in values.items():
         if value is None:
             os.environ.pop(name, None)
         else:
             os.environ[name] = value
+
+
+_EXPORTED = pytest.StashKey[dict]()  # the item's variables as they were before the fixture exported its settings
+ENVIRONMENT_FIXTURE = "_npuemu_environment"
+
+
+@pytest.fixture
+def _npuemu_environment(request: pytest.FixtureRequest):
+    """Set up before every other function-scoped fixture of a test that uses `npu` (see
+    pytest_collection_modifyitems), so torn down after them all: the variables the `npu` fixture exported
+    are as they were before it once more, whatever a teardown after the fixture's did (monkeypatch
+    puts back the value it found at its setenv: the exported one)."""
+    yield
+    _set_environment(request.node.stash.get(_EXPORTED, {}))
 
 
 @pytest.fixture
@@ -436,13 +465,14 @@ def npu(request: pytest.FixtureRequest):
         # made from the environment, not from the settings in force: a test without the fixture may
         # have called emulator.configure(), and its settings must not reach this test
         wanted, bad = from_sources(changes), None
+        exported = _exported(changes, wanted)
     except ConfigError as error:  # a bad marker, or NPUEMU_* environment
         wanted, bad = None, "npuemu fixture: %s" % error
     if bad is not None:  # failed outside the except block: pytest would show the ConfigError first
         pytest.fail(bad, pytrace=False)
     saved = PROCESS._config  # None: not read yet (or unusable), and the environment may be bad
     PROCESS.use(wanted)
-    environment = _export(changes, wanted)
+    environment = item.stash[_EXPORTED] = _export(exported)
     injection.restart_setting()  # the marker's or NPUEMU_FAULTS' spec counts this test's calls from 1
     blocks = injection.blocks()  # inject_faults specs in force now are not the test's: they stay
     start = {id(r): (r, r.count) for r in report.reports()}
@@ -457,7 +487,7 @@ def npu(request: pytest.FixtureRequest):
         close_everything(forget_leaks=True)
         if not start:
             report.clear()  # the test's reports are delivered with its result, not again at exit
-        _restore_environment(environment)
+        _set_environment(environment)
         _restore_settings(saved)
     if findings:
         if item.stash.get(_OWNED, False):

@@ -707,3 +707,49 @@ def test_pytest_xdist_runs_end_with_the_status_of_a_worker_s_reports(client, mon
     result.stdout.re_match_lines([r"npuemu: worker gw\d ended holding reports: ========= npuemu: SUMMARY: 1 report\(s\) "
                                   r"\(1 leak\) \(NPUEMU_SANITIZE_EXITCODE: exit status 9\)"])
     assert "FAILED test_client.py::test_fails_and_leaks - assert 1 == 2" in result.stdout.str()
+
+
+def test_a_variable_the_test_changed_with_monkeypatch_is_as_before_after_it(client):
+    """`def test(monkeypatch, npu)` changing an exported variable: monkeypatch's teardown, after the fixture's,
+    put back the value it found, the marker's, and the next tests (their environment, their children, the
+    settings of a later fixture) ran on that chip. Now the variables are restored once every function-scoped
+    fixture of the test is torn down."""
+    result = client("""
+        import os, subprocess, sys
+
+        @pytest.mark.npuemu(soc="Ascend310P", sanitize="off")
+        def test_changes_them(monkeypatch, npu):
+            monkeypatch.setenv("NPUEMU_SOC", "Ascend910B")   # e.g. for a child that must run on another chip
+            monkeypatch.delenv("NPUEMU_SANITIZE")
+
+        def test_plain_after():
+            assert {k: v for k, v in os.environ.items() if k.startswith("NPUEMU_")} == {}
+            child = subprocess.run([sys.executable, "-c", "import emulator; print(emulator.settings().soc)"],
+                                   capture_output=True, text=True)
+            assert child.stdout.strip() == "Ascend910B", child.stderr
+
+        def test_fixture_after(npu):
+            assert (npu.settings.soc, npu.settings.sanitize) == ("Ascend910B", "full")
+    """)
+    result.assert_outcomes(passed=3)
+
+
+def test_a_marker_value_no_environment_variable_can_hold_is_a_setup_error(client):
+    """`trace="x\\0y.json"` raised os.environ's ValueError from the fixture, with the marker's settings left in
+    force for the next tests. Now it is a setup error naming the setting, what was expected and what was
+    found, and nothing is exported or changed."""
+    result = client("""
+        import os
+
+        @pytest.mark.npuemu(soc="Ascend310P", trace="x\\0y.json")
+        def test_nul(npu):
+            pass
+
+        def test_plain_after():
+            assert {k: v for k, v in os.environ.items() if k.startswith("NPUEMU_")} == {}
+            assert (emulator.settings().soc, emulator.settings().trace) == ("Ascend910B", "")
+    """)
+    result.assert_outcomes(passed=1, errors=1)
+    assert re.search(r"ERROR at setup of test_nul.*npuemu fixture: trace: expected a value an environment variable "
+                     r"can hold \(no NUL byte\), found 'x\\x00y\.json'", result.stdout.str(), re.S), result.stdout.str()
+    assert "Traceback" not in result.stdout.str() and "ValueError" not in result.stdout.str()

@@ -936,6 +936,103 @@ def test_installs_into_one_directory_at_once_take_turns_and_each_leaves_a_whole_
     assert file_set(target) == file_set(root) | {"npuemu.python"}
 
 
+# An install that signals itself (`kill PID` from a CI runner, a Ctrl-C) at the given calls of a function
+# of its copy (shutil.copyfile) or of its switch (os.replace), after the runtime's native threads started:
+# the OS may give them the signal. A call number in `refused` fails the rename instead (EBUSY).
+INSTALL_SIGNALLED = """import os, shutil, sys
+import emulator  # noqa: F401 (its native threads)
+from npuemu_toolkit import cli
+target, function, signum, at, refused = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4], sys.argv[5]
+assert len(os.listdir("/proc/self/task")) > 1  # a thread besides this one
+module = {"copyfile": shutil, "replace": os}[function]
+real = getattr(module, function)
+calls = [0]
+def call(*args, **kwargs):
+    calls[0] += 1
+    if str(calls[0]) == refused:
+        raise OSError(16, "Device or resource busy", args[0])
+    if str(calls[0]) in at.split(","):
+        os.kill(os.getpid(), signum)
+    return real(*args, **kwargs)
+setattr(module, function, call)
+sys.exit(cli.main(["install", target]))
+"""
+
+
+def signalled_install(target: str, function: str, signum: int, at: Sequence[int], refused: int = 0):
+    return run([sys.executable, "-c", INSTALL_SIGNALLED, target, function, str(int(signum)),
+                ",".join(map(str, at)), str(refused)])
+
+
+def widely_changed_earlier_copy(target: str) -> dict:
+    """changed_earlier_copy, with every library changed too: the switch renames a dozen files."""
+    changed_earlier_copy(target)
+    for name in os.listdir(os.path.join(target, "lib64")):
+        path = os.path.join(target, "lib64", name)
+        if os.path.isfile(path) and not os.path.islink(path):
+            with open(path, "ab") as library:
+                library.write(b"earlier")
+    return contents(target)
+
+
+def new_copy(root: str) -> dict:
+    later = contents(root)
+    later[INTERPRETER] = (sys.executable + "\n").encode()
+    return later
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP], ids=lambda signum: signum.name)
+@pytest.mark.parametrize("phase", ["copy", "switch"])
+def test_a_signal_stops_the_copy_and_waits_for_the_switch(tmp_path, root, signum, phase):
+    """The switch blocked SIGINT, SIGTERM and SIGHUP in its own thread only: the OS gave them to one of the
+    runtime's threads, so a SIGTERM killed the install with the earlier copy and the new one mixed in DIR,
+    and a Ctrl-C stopped the switch with a traceback. Now a signal during the copy stops it (the new copy's
+    hidden directory removed, the earlier copy as it was), and one during the switch waits until the new
+    copy is in place; either way the install exits with the signal's status (128 + its number), saying so,
+    without a traceback."""
+    target = str(tmp_path / "cann")
+    earlier = widely_changed_earlier_copy(target)
+    function, at = ("copyfile", 5) if phase == "copy" else ("replace", 3)
+    done = signalled_install(target, function, signum, [at])
+    outcome = "its earlier contents are as they were" if phase == "copy" else "the new copy was put in place first"
+    assert (done.returncode, done.stdout, done.stderr) == (128 + signum, "", "npuemu: stopped by %s while installing "
+                                                           "the toolkit to %s: %s\n" % (signum.name, target, outcome))
+    assert contents(target) == (earlier if phase == "copy" else new_copy(root))
+    assert not {".npuemu-new", ".npuemu-old"} & set(os.listdir(target))
+
+
+@pytest.mark.parametrize("refused", [0, 8])
+def test_a_second_ctrl_c_does_not_stop_the_switch_or_its_undo_halfway(tmp_path, root, refused):
+    """Two Ctrl-C during the switch: the second stopped the undo the first started, and the cleanup then removed
+    the earlier files it had not put back yet (hard-linked in .npuemu-old): DIR was left mixed, the earlier
+    versions lost. Now both wait: the switch ends (exit status 130, the new copy in place), or, when one of its
+    renames is refused, its undo ends (the earlier copy as it was, every byte, the failure named)."""
+    target = str(tmp_path / "cann")
+    earlier = widely_changed_earlier_copy(target)
+    done = signalled_install(target, "replace", signal.SIGINT, [2, 6] if not refused else [9, 11], refused)
+    assert done.returncode == 130 and "Traceback" not in done.stderr, done.stdout + done.stderr
+    if refused:
+        assert "Device or resource busy" in done.stderr, done.stderr
+        assert contents(target) == earlier
+    else:
+        assert contents(target) == new_copy(root)
+
+
+@pytest.mark.parametrize("function, at", [("copyfile", 5), ("replace", 1), ("replace", 2), ("replace", 40)])
+def test_the_next_install_takes_up_a_first_install_killed_outright(tmp_path, root, function, at):
+    """A first install into DIR killed (SIGKILL) during its switch left some of the new copy's files in DIR but
+    not its npuemu.info: the next install refused DIR ("not a copy of npuemu's toolkit"), though the
+    documentation says it repairs it. Now the marker is the first file the switch puts in place: the next
+    install after one killed anywhere (in the copy, before the switch's first rename, after it, midway)
+    makes the copy whole."""
+    target = str(tmp_path / "cann")
+    done = signalled_install(target, function, signal.SIGKILL, [at])
+    assert done.returncode == -signal.SIGKILL, done.stdout + done.stderr
+    done = run(ctoolkit.npuemu_command() + ["toolkit", "install", target])
+    assert (done.returncode, done.stdout.strip(), done.stderr) == (0, target, "")
+    assert contents(target) == new_copy(root)
+
+
 def waiting_install(target: str) -> subprocess.Popen:
     """An install into `target`, started while the test holds its lock (as another install copying into
     it would): returned once it says it waits."""

@@ -13,6 +13,7 @@ import shutil
 import signal
 import stat
 import sys
+import threading
 from typing import Iterator, Optional
 
 from emulator.report import reason
@@ -63,6 +64,7 @@ def refusal(source: str, target: str, contents: bool = True) -> Optional[str]:
 
 
 def install_copy(source: str, target: str) -> int:
+    signals = Signals()
     try:
         problem = refusal(source, target, contents=False)
         if problem:
@@ -75,12 +77,17 @@ def install_copy(source: str, target: str) -> int:
                   file=sys.stderr)
             return 130
         try:
-            return replace(source, target, made)
+            with signals.handled():
+                return replace(source, target, made, signals)
         finally:
             os.close(lock)  # the lock goes with it
+    except Interrupted as stop:
+        print("npuemu: stopped by %s while installing the toolkit to %s: %s" % (
+            signal.Signals(stop.signum).name, target, signals.outcome), file=sys.stderr)
+        return 128 + stop.signum
     except OSError as error:
         print("npuemu: cannot install the toolkit to %s: %s" % (target, failure(error, target)), file=sys.stderr)
-        return 1
+        return 128 + signals.received if signals.received else 1
 
 
 def locked(target: str) -> tuple:
@@ -116,28 +123,30 @@ def outermost_missing(target: str) -> Optional[str]:
     return missing
 
 
-def replace(source: str, target: str, made: Optional[str]) -> int:
+def replace(source: str, target: str, made: Optional[str], signals: "Signals") -> int:
     """Replace the copy in `target` (locked) with a copy of `source`; `made`: the outermost directory made
-    for it, removed again if the copy fails."""
+    for it, removed again if the copy fails. A signal stops the copy (Interrupted: its start undone) and
+    waits for the switch (acted on once it is done or undone)."""
     problem = refusal(source, target)  # what DIR holds, now that no other install is copying into it
     if problem:
         print("npuemu: %s" % problem, file=sys.stderr)
         return 1
     staged, aside = os.path.join(target, STAGED), os.path.join(target, ASIDE)
-    remove_tree(staged)  # what an install killed midway left
-    remove_tree(aside)
     try:
-        os.mkdir(staged)
+        with signals.deferred():
+            remove_tree(staged)  # what an install killed midway left
+            remove_tree(aside)
+            os.mkdir(staged)
         fill(source, staged)
-        switch(staged, target, aside)
-    except BaseException:  # a full disk, or Ctrl-C: the earlier copy stays whole, or nothing is left
-        with signals_held():
+        with signals.deferred():
+            switch(staged, target, aside)
+            signals.outcome = INSTALLED
+    finally:  # a full disk, or a signal: the earlier copy stays whole, or nothing is left
+        with signals.deferred():
             remove_tree(staged)
             remove_tree(aside)
-            remove_made(target, made)
-        raise
-    remove_tree(staged)
-    remove_tree(aside)
+            remove_made(target, made)  # (none when it holds a copy)
+    signals.act()
     print(target)
     return 0
 
@@ -164,17 +173,17 @@ def fill(source: str, target: str) -> None:
 def switch(staged: str, target: str, aside: str) -> None:
     """Put the copy in `staged` in the place of the one in `target`: files that differ are renamed onto
     theirs, identical ones left as they are, and the entries the new copy lacks removed last. A failure
-    (a rename refused, a Ctrl-C, which waits until it is undone) undoes every step: the earlier copy is whole."""
+    (a rename refused) undoes every step: the earlier copy is whole. (Run with signals deferred: neither
+    the switch nor its undo may stop halfway.)"""
     os.mkdir(aside)
     wanted = relative_paths(staged)  # (taken now: placing moves the files out of `staged`)
     undo: list = []
-    with signals_held():
-        try:
-            place(staged, target, aside, undo)
-            set_aside_stale(target, "", wanted, aside, undo)
-        except BaseException:
-            undo_all(undo)
-            raise
+    try:
+        place(staged, target, aside, undo)
+        set_aside_stale(target, "", wanted, aside, undo)
+    except BaseException:
+        undo_all(undo)
+        raise
 
 
 def undo_all(undo: list) -> None:
@@ -187,8 +196,10 @@ def undo_all(undo: list) -> None:
 
 
 def place(staged: str, installed: str, aside: str, undo: list) -> None:
-    """Put each entry of the directory `staged` in the directory `installed`, recording how to undo it."""
-    for name in sorted(os.listdir(staged)):
+    """Put each entry of the directory `staged` in the directory `installed`, recording how to undo it.
+    The marker first (and, undone, last): DIR holds none of the new copy's files without it, so that the
+    next install takes up an install killed outright (SIGKILL) in its switch, not refuse its DIR."""
+    for name in sorted(os.listdir(staged), key=lambda name: (name != MARKER, name)):
         new, old = os.path.join(staged, name), os.path.join(installed, name)
         if is_directory(new):
             if not is_directory(old):
@@ -269,15 +280,68 @@ def remove_tree(path: str) -> None:
     shutil.rmtree(path, ignore_errors=True)
 
 
-@contextlib.contextmanager
-def signals_held() -> Iterator[None]:
-    """Ctrl-C, SIGTERM and SIGHUP wait (and then act) until the block ends: it must not stop halfway."""
-    held = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
-    before = signal.pthread_sigmask(signal.SIG_BLOCK, held)
-    try:
-        yield
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, before)
+UNCHANGED = "its earlier contents are as they were"  # what DIR holds when an install stops (Signals.outcome)
+INSTALLED = "the new copy was put in place first"
+
+
+class Interrupted(BaseException):
+    """SIGINT, SIGTERM or SIGHUP stopped the install (a BaseException, as KeyboardInterrupt: no `except
+    Exception` of the copy catches it)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+class Signals:
+    """SIGINT, SIGTERM and SIGHUP during an install: they stop the copy at once (Interrupted) and wait for
+    the switch and its undo (deferred()), which must not stop halfway. Python-level handlers: the OS may
+    give a signal to any thread (the runtime's native threads among them, whose mask a pthread_sigmask of
+    this one does not change), and CPython runs its handler in the main thread. A signal the process
+    ignores (nohup's SIGHUP) stays ignored. `outcome`: what DIR holds if it stops now."""
+
+    CAUGHT = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+    def __init__(self) -> None:
+        self.received: Optional[int] = None  # the first signal received
+        self.deferring = False
+        self.outcome = UNCHANGED
+
+    def _receive(self, signum: int, frame: object) -> None:
+        if self.received is None:
+            self.received = signum
+        if not self.deferring:
+            raise Interrupted(self.received)
+
+    @contextlib.contextmanager
+    def handled(self) -> Iterator[None]:
+        """The handlers in force for the block (only the main thread can set them: elsewhere, none)."""
+        if threading.current_thread() is not threading.main_thread():
+            yield
+            return
+        before = {signum: signal.getsignal(signum) for signum in self.CAUGHT}
+        for signum, handler in before.items():
+            if handler != signal.SIG_IGN:
+                signal.signal(signum, self._receive)
+        try:
+            yield
+        finally:
+            for signum, handler in before.items():
+                signal.signal(signum, signal.SIG_DFL if handler is None else handler)
+
+    @contextlib.contextmanager
+    def deferred(self) -> Iterator[None]:
+        """Signals received in the block wait (act() acts on them): it ends as it would without them."""
+        was, self.deferring = self.deferring, True
+        try:
+            yield
+        finally:
+            self.deferring = was
+
+    def act(self) -> None:
+        """Stop now (Interrupted) if a signal was received while it waited."""
+        if self.received is not None:
+            raise Interrupted(self.received)
 
 
 def failure(error: OSError, target: str) -> str:
