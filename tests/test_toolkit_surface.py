@@ -786,7 +786,7 @@ renamed = [0]
 real_replace = os.replace
 def replace(source, destination):
     renamed[0] += 1
-    if renamed[0] == int(sys.argv[2]):
+    if str(renamed[0]) in sys.argv[2].split(","):
         raise OSError(16, "Device or resource busy", source)
     real_replace(source, destination)
 cli.os.replace = replace
@@ -804,6 +804,23 @@ def test_an_earlier_copy_that_cannot_be_replaced_is_kept_whole(tmp_path, failing
     done = run([sys.executable, "-c", INSTALL_NOT_SWITCHED, target, str(failing)])
     assert done.returncode == 1 and "Device or resource busy" in done.stderr, done.stdout + done.stderr
     assert contents(target) == before
+
+
+def test_earlier_files_a_failed_switch_cannot_put_back_are_kept_and_named(tmp_path):
+    """The third rename fails (the stale library set aside) and so does the first undo (npuemu.python put
+    back): the undo went on, then the install removed DIR/.npuemu-old, the only earlier npuemu.python left,
+    and said only "Device or resource busy". Now the file stays there and the message says where."""
+    target = str(tmp_path / "cann")
+    before = changed_earlier_copy(target)
+    done = run([sys.executable, "-c", INSTALL_NOT_SWITCHED, target, "3,4"])
+    aside = os.path.join(target, ".npuemu-old")
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "putting the earlier copy back failed too" in done.stderr and aside in done.stderr, done.stderr
+    kept = contents(aside)
+    assert before[INTERPRETER] in kept.values(), "the earlier npuemu.python is gone"
+    now = contents(target)
+    assert now["lib64/libascendcl.so"] == before["lib64/libascendcl.so"], "the other undo did not run"
+    assert not os.path.exists(os.path.join(target, ".npuemu-new"))
 
 
 # Each time the install copies or renames a file, what a program starting from DIR would find: each file

@@ -132,6 +132,7 @@ def replace(source: str, target: str, made: Optional[str], signals: "Signals") -
         print("npuemu: %s" % problem, file=sys.stderr)
         return 1
     staged, aside = os.path.join(target, STAGED), os.path.join(target, ASIDE)
+    kept = False  # earlier files an undo could not put back are in `aside`: it stays
     try:
         with signals.deferred():
             remove_tree(staged)  # what an install killed midway left
@@ -141,11 +142,15 @@ def replace(source: str, target: str, made: Optional[str], signals: "Signals") -
         with signals.deferred():
             switch(staged, target, aside)
             signals.outcome = INSTALLED
+    except EarlierFilesKept:
+        kept = True
+        raise
     finally:  # a full disk, or a signal: the earlier copy stays whole, or nothing is left
         with signals.deferred():
             remove_tree(staged)
-            remove_tree(aside)
-            remove_made(target, made)  # (none when it holds a copy)
+            if not kept:
+                remove_tree(aside)
+                remove_made(target, made)  # (none when it holds a copy)
     signals.act()
     print(target)
     return 0
@@ -181,18 +186,31 @@ def switch(staged: str, target: str, aside: str) -> None:
     try:
         place(staged, target, aside, undo)
         set_aside_stale(target, "", wanted, aside, undo)
-    except BaseException:
-        undo_all(undo)
+    except BaseException as error:
+        failed = undo_all(undo)
+        if failed:  # the files not put back are in `aside`: it must outlive this install
+            raise EarlierFilesKept("%s; and putting the earlier copy back failed too: %s; the earlier files are in %s"
+                                   % (failure(error, target) if isinstance(error, OSError) else type(error).__name__,
+                                      "; ".join(failed), aside)) from error
         raise
 
 
-def undo_all(undo: list) -> None:
-    """Undo the steps taken, last first; one that cannot be undone does not stop the others."""
+class EarlierFilesKept(OSError):
+    """A switch failed and its undo did not put every earlier file back: they stay in DIR/.npuemu-old."""
+
+
+def undo_all(undo: list) -> list:
+    """Undo the steps taken, last first; one that cannot be undone does not stop the others. Returns what
+    those that could not leave where (`path (kept as kept: why)`, for the message)."""
+    failed = []
     for step in reversed(undo):
         try:
             step()
-        except OSError:
-            pass
+        except OSError as error:
+            where = step.args[::-1] if step.func is os.replace else (step.args[0], "")
+            failed.append("%s (kept as %s: %s)" % (where[0], where[1], error.strerror) if where[1]
+                          else "%s (%s)" % (where[0], error.strerror))
+    return failed
 
 
 def place(staged: str, installed: str, aside: str, undo: list) -> None:
