@@ -154,12 +154,9 @@ def test_every_kernel_stops_at_the_task_timeout_with_a_timeout_error(case, threa
     assert "0.1 s" in message and "NPUEMU_TASK_TIMEOUT" in message, message
 
 
-def test_the_pool_computes_right_after_a_stopped_kernel(kernel_settings):
-    _kernels.set_threads(2)
-    _kernels.set_task_timeout(0.05)
-    with pytest.raises(TimeoutError):
-        endless_calls()["log_sigmoid_backward"]()
-    _kernels.set_task_timeout(0)
+def compute_a_short_kernel_and_check_it() -> None:
+    """A LogSigmoidBackward kernel of 200000 elements: milliseconds of work, in several blocks (each
+    but the first a checkpoint), its output checked against float64."""
     rng = np.random.default_rng(3)
     grad, x = rng.normal(size=200_000).astype(np.float32), rng.normal(size=200_000).astype(np.float32)
     out = np.empty_like(x)
@@ -167,6 +164,55 @@ def test_the_pool_computes_right_after_a_stopped_kernel(kernel_settings):
     _kernels.log_sigmoid_backward(view(grad), view(x), view(out))
     expected = grad.astype(np.float64) / (1.0 + np.exp(x.astype(np.float64)))
     np.testing.assert_allclose(out, expected, rtol=1e-6, atol=1e-7)
+
+
+def test_the_pool_computes_right_after_a_stopped_kernel(kernel_settings):
+    _kernels.set_threads(2)
+    _kernels.set_task_timeout(0.05)
+    with pytest.raises(TimeoutError):
+        endless_calls()["log_sigmoid_backward"]()
+    _kernels.set_task_timeout(0)
+    compute_a_short_kernel_and_check_it()
+
+
+def hold_the_pool(seconds: float):
+    """Starts a host thread whose kernel holds the pool (2 threads or more) for `seconds`: an endless
+    kernel stopped by a task timeout of `seconds` set for it alone (a call takes the timeout set when
+    it starts), so the limit, not the machine's speed, says how long. Returns once that kernel has
+    taken the pool, with a function that joins the thread and returns when its kernel ended
+    (time.monotonic())."""
+    _kernels.set_task_timeout(seconds)
+    endless, ended = endless_calls()["log_sigmoid_backward"], []
+
+    def hold():
+        try:
+            endless()
+        except TimeoutError:
+            ended.append(time.monotonic())
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    time.sleep(0.3)  # the thread's call has started (with its timeout) and holds the pool
+
+    def join() -> float:
+        holder.join()
+        assert ended, "the kernel holding the pool did not end at its task timeout"
+        return ended[0]
+
+    return join
+
+
+def test_the_wait_for_another_threads_kernel_does_not_count_against_the_task_timeout(kernel_settings):
+    """On the card both kernels would run: a short kernel queued behind another host thread's long
+    one must not time out for the time it waited for the pool."""
+    _kernels.set_threads(2)
+    join_holder = hold_the_pool(1.2)
+    _kernels.set_task_timeout(0.3)  # the short kernel's: it waits about 0.9 s, then computes for ms
+    start = time.monotonic()
+    compute_a_short_kernel_and_check_it()
+    finished = time.monotonic()
+    held_until = join_holder()
+    assert finished - start > 0.3 and finished >= held_until, "the short kernel did not wait for the pool"
 
 
 def test_set_task_timeout_rejects_what_is_no_duration():
@@ -233,6 +279,37 @@ def test_npuemu_task_timeout_and_ctrl_c_stop_kernels_in_a_real_process(threads):
         if child.poll() is None:
             child.kill()
             child.wait()
+
+
+CTRL_C_IN_THE_QUEUE = r"""
+import signal, sys, threading, time
+signal.signal(signal.SIGINT, signal.default_int_handler)  # a shell may start us with SIGINT ignored
+sys.path.insert(0, sys.argv[1])
+from test_kernel_stops import compute_a_short_kernel_and_check_it, hold_the_pool
+from aclnn_api import _kernels
+_kernels.set_threads(2)
+join_holder = hold_the_pool(3.0)
+_kernels.set_task_timeout(0)
+threading.Timer(0.3, signal.pthread_kill, (threading.main_thread().ident, signal.SIGINT)).start()
+start = time.monotonic()
+try:
+    compute_a_short_kernel_and_check_it()
+    stopped = "finished"
+except KeyboardInterrupt:
+    stopped = "interrupted"
+print(stopped, time.monotonic() - start, join_holder() - start, flush=True)
+"""
+
+
+def test_ctrl_c_stops_a_kernel_of_the_main_thread_waiting_for_another_threads_kernel():
+    """The main thread's kernel queued behind another host thread's long one still watches for
+    signals: Ctrl-C stops it as it waits, not once the other kernel has ended."""
+    done = subprocess.run([sys.executable, "-c", CTRL_C_IN_THE_QUEUE, os.path.dirname(__file__)],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    outcome, stopped_after, other_ended_after = done.stdout.split()
+    assert outcome == "interrupted", done.stdout
+    assert float(stopped_after) < 0.5 * float(other_ended_after), done.stdout
 
 
 # ---- through the public API: the largest view the first phase accepts, a task timeout ----

@@ -62,6 +62,11 @@ bool KernelCall::must_stop() {
   return reason_.load(std::memory_order_relaxed) != kRunning;
 }
 
+bool KernelCall::waited_for_the_pool(Clock::duration waited) {
+  deadline_ += waited;
+  return must_stop();
+}
+
 void KernelCall::stop(Reason reason) {
   int running = kRunning;
   reason_.compare_exchange_strong(running, reason);

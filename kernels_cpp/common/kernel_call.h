@@ -92,6 +92,12 @@ class KernelCall {
   // Never throws: the pool's caller uses it while it waits for the workers.
   bool must_stop();
 
+  // The calling thread waited `waited` for the pool, which another host thread's kernel held: on the
+  // card both kernels would run, so the wait does not count against the task timeout (the deadline
+  // moves by it; none of the call's workers reads it meanwhile: the call has no job on the pool).
+  // Returns must_stop(): Ctrl-C still stops the call while it waits.
+  bool waited_for_the_pool(std::chrono::steady_clock::duration waited);
+
   // The call this thread works for (null outside kernels); pool workers adopt their job's call.
   static KernelCall* current() { return current_; }
 

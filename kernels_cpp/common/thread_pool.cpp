@@ -32,7 +32,7 @@ class Pool {
   // start (RLIMIT_NPROC, memory for their stacks): the caller computes too, and the results do not
   // depend on the number of threads, so fewer only run slower. why_short() says what stopped it.
   void resize(int workers) {
-    std::lock_guard<std::mutex> run_guard(run_mutex_);
+    std::lock_guard<std::timed_mutex> run_guard(run_mutex_);
     {
       std::lock_guard<std::mutex> lock(mutex_);
       stop_ = true;
@@ -71,7 +71,7 @@ class Pool {
     const int workers = static_cast<int>(threads_.size());
     new std::vector<std::thread>(std::move(threads_));  // deliberately leaked: see above
     threads_.clear();
-    new (&run_mutex_) std::mutex();
+    new (&run_mutex_) std::timed_mutex();
     new (&mutex_) std::mutex();
     new (&wake_) std::condition_variable();
     new (&done_) std::condition_variable();
@@ -93,9 +93,10 @@ class Pool {
   // whoever is free next. The caller does not wait for workers that have not woken up by the time
   // the parts run out (waking a sleeping thread can take longer than a small job): those skip the
   // job. An exception in any part is rethrown here, in the calling thread, once every part that
-  // started has finished.
+  // started has finished; Stopped, before the job starts, if the call stops while it waits for its turn.
   void run(int parts, const std::function<void(int)>& job) {
-    std::lock_guard<std::mutex> run_guard(run_mutex_);
+    take_turn(KernelCall::current());
+    std::lock_guard<std::timed_mutex> run_guard(run_mutex_, std::adopt_lock);
     error_ = nullptr;
     if (parts <= 1 || threads_.empty()) {
       for (int p = 0; p < parts; ++p) job(p);
@@ -127,6 +128,31 @@ class Pool {
   }
 
  private:
+  // Takes run_mutex_ for `call` (null: outside a kernel), at once when it is free. Otherwise another
+  // host thread's job holds the pool, possibly for seconds: the caller waits in slices of
+  // kSignalPeriod, after each of which the time waited moves the call's deadline (the wait is no
+  // compute of this kernel; on the card both would run) and a signal handler that raised, on the
+  // main thread, stops the call as a checkpoint does. The deadline moves by each wait rather than
+  // starting when the pool is taken: a kernel may run several jobs, and compute between them or on
+  // the caller alone, all of which its task timeout counts.
+  void take_turn(KernelCall* call) {
+    if (run_mutex_.try_lock()) return;
+    auto since = std::chrono::steady_clock::now();
+    for (;;) {
+      const bool taken = run_mutex_.try_lock_for(kSignalPeriod);
+      if (call) {
+        const auto now = std::chrono::steady_clock::now();
+        const bool stop = call->waited_for_the_pool(now - since);
+        since = now;
+        if (stop) {
+          if (taken) run_mutex_.unlock();
+          throw Stopped{};
+        }
+      }
+      if (taken) return;
+    }
+  }
+
   // The caller computes too, so a worker woken on the caller's CPU only waits for it: observed on
   // virtual machines, where the scheduler kept waking a worker next to its busy waker (halving the
   // speed of two threads, until it moved on its own after many calls). Workers may run on any CPU
@@ -220,7 +246,7 @@ class Pool {
     }
   }
 
-  std::mutex run_mutex_;  // one job at a time, whichever host thread submits it
+  std::timed_mutex run_mutex_;  // one job at a time, whichever host thread submits it (take_turn)
   std::exception_ptr error_;
   std::mutex mutex_;
   std::condition_variable wake_, done_;

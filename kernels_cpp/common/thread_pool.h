@@ -5,7 +5,8 @@
 // kernels of several host threads, which compute at once (the runtime releases its lock meanwhile),
 // take turns at the pool job by job, so they do not oversubscribe the cores, and a job's parts, its
 // call and its error are one kernel's. No job keeps state for the next (thread_scratch is per thread
-// and used within a part), so the turns change no result.
+// and used within a part), so the turns change no result. A kernel waiting for its turn still stops
+// on Ctrl-C, and the wait does not count against its task timeout (KernelCall::waited_for_the_pool).
 #pragma once
 #include <algorithm>
 #include <atomic>
