@@ -192,14 +192,6 @@ def _ready(task: Task) -> bool:
     return ready is None or ready()
 
 
-def _span(run: Callable[[], None], begin: float) -> tuple[float, float]:
-    """When a task whose run began at `begin` (and has just ended) held its stream: from `begin` to now,
-    but a blocking callback's, from when the stream reached it until it returned (HandOver.span: its
-    thread may have run it before, or across synchronisations that timed out)."""
-    span = getattr(run, "span", None)
-    return (begin, _clock()) if span is None else span(begin, _clock())
-
-
 class Stream(Resource):
     """A stream of a context; the default stream of each context comes with it and goes with it."""
 
@@ -345,7 +337,13 @@ class Stream(Resource):
                     self.released = None
                 elif getattr(run, "resumable", False):  # a blocking callback: the same
                     wake_waiters(run.lock)
-            begin, end = _span(run, begin)
+            # When the task held its stream: from `begin` to now, but a blocking callback's, from when the
+            # stream reached it until it returned (HandOver.span: its thread may have run it before, or
+            # across synchronisations that timed out). Inline: a function here is a cost of every task.
+            end = _clock()
+            span = getattr(run, "span", None)
+            if span is not None:
+                begin, end = span(begin, end)
             start += end - begin
         elif isinstance(task, WaitTask):
             task.record = task.standing()  # the record it waited for: the trace draws its arrow from it
