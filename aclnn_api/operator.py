@@ -662,7 +662,7 @@ def _execute(op: str, launch: KernelLaunch, device_id: int, workspace: Optional[
     # (the task timeout), KeyboardInterrupt and any other error (a broken contract of npuemu's
     # own: internal) go to the stream as they are. The compute runs with the runtime lock released.
     try:
-        interface.compute(functools.partial(launch.kernel, *args), touched)
+        interface.compute(launch.kernel, args, touched)
     except _kernels.KernelDataError as error:
         raise DeviceFault("%s: %s" % (op, error)) from None
 

@@ -8,7 +8,7 @@ the runtime. They never touch the process state or its lock; everything they nee
     launch(stream, name, run, ...)  queue work on it, recording the user's launch site
     resolve(address, nbytes, ...)   the host pointer backing a device range, or DeviceFault
     resolver()                      resolve, bound once for a launch of several tensors
-    compute(work, touched)          a running kernel's native compute, with the runtime lock released
+    compute(kernel, args, touched)  a running kernel's native compute, with the runtime lock released
     is_device_address(address)      whether an address is in the emulated device address space
     host_problem(a, n, write)       what keeps the host from reading (writing) there, or None
     host_read(call, a, n)           a call reads host memory now: synccheck's missing synchronisation
@@ -127,12 +127,12 @@ def resolver() -> Callable[..., int]:
     return (_P.space or _P.address_space()).pointer
 
 
-def compute(work: Callable[[], None], touched: Sequence[tuple]) -> None:
-    """From a task's `run`: `work()`, its native compute, which touches the host memory `touched`
+def compute(kernel: Callable[..., None], args: Sequence, touched: Sequence[tuple]) -> None:
+    """From a task's `run`: `kernel(*args)`, its native compute, which touches the host memory `touched`
     ((address, nbytes) pairs that `resolve` gave) and nothing of the runtime, runs with the runtime lock
     released, so that other host threads' calls (a query, a timed synchronisation, an allocation) go on
     meanwhile; the memory stays mapped until it ends, whoever frees it (emulator.stream.compute_unlocked)."""
-    compute_unlocked(_P.lock, work, touched)
+    compute_unlocked(_P.lock, kernel, args, touched)
 
 
 def host_problem(address: int, nbytes: int, write: bool = False) -> Optional[str]:

@@ -96,24 +96,30 @@ _in_use: list = []                        # per kernel running: its (address, nb
 _unmap_after: list[tuple[int, int]] = []   # (backing, size) freed while in use
 
 
-def in_use(ranges: list) -> None:
-    """Keep the host `ranges`, a list of (address, nbytes) pairs, mapped until `no_longer_in_use(ranges)`
-    with the same list: a free meanwhile unmaps the backing only then."""
-    _in_use.append(ranges)
+# in_use(ranges): keep the host `ranges`, a list of (address, nbytes) pairs, mapped until
+# `no_longer_in_use(ranges)` with the same list: a free meanwhile unmaps the backing only then. The list's
+# own append, not a function around it: it runs for every kernel, where a Python call costs as much as
+# the rest of the bookkeeping.
+in_use: Callable[[list], None] = _in_use.append
 
 
 def no_longer_in_use(ranges: list) -> None:
     """The `ranges` given to `in_use` are no longer touched: the backings freed meanwhile are unmapped,
     unless another kernel still touches them."""
-    for index, held in enumerate(_in_use):
-        if held is ranges:
-            del _in_use[index]
-            break
+    try:  # (the first equal list: this one, or another kernel's of the same ranges, which leaves the same held)
+        _in_use.remove(ranges)
+    except ValueError:  # forgotten meanwhile: this is a child made by fork (_forked)
+        pass
     if _unmap_after:
-        waiting = _unmap_after[:]
-        _unmap_after.clear()
-        for address, size in waiting:
-            _release_backing(address, size)
+        _unmap_freed_meanwhile()
+
+
+def _unmap_freed_meanwhile() -> None:
+    """Unmap the backings freed while a kernel touched them, but those another kernel still touches."""
+    waiting = _unmap_after[:]
+    _unmap_after.clear()
+    for address, size in waiting:
+        _release_backing(address, size)
 
 
 def _release_backing(address: int, size: int) -> None:
@@ -129,7 +135,7 @@ def _forked() -> None:
     """In a child made by fork only the forking thread lives on: the kernels of other threads that touched
     memory never end there, so what they kept mapped is unmapped now."""
     _in_use.clear()
-    no_longer_in_use(None)
+    _unmap_freed_meanwhile()
 
 
 os.register_at_fork(after_in_child=_forked)

@@ -156,18 +156,20 @@ def wake_waiters(lock) -> None:
         waiting.notify_all()
 
 
-def compute_unlocked(lock, work: Callable[[], None], touched: Sequence[tuple]) -> None:
-    """Run `work`, the native compute of the task this thread is running (a kernel's: it touches the host
+def compute_unlocked(lock, kernel: Callable[..., None], args: Sequence, touched: Sequence[tuple]) -> None:
+    """Run `kernel(*args)`, the native compute of the task this thread is running (a kernel's: it touches the host
     memory `touched`, (address, nbytes) pairs resolved before, and no runtime state), with the runtime
     `lock` released however deeply this thread holds it, so that the other threads' calls go on meanwhile
     (docs/runtime.md, "Host threads"). The task's stream stays busy: another drain of it waits for the task,
     a query stops before it (Stream._wait_while_busy). A free of the memory meanwhile unmaps it only once
-    the work has ended (memory.in_use). The running task's sanitizer state is set aside (another thread's
-    task may run meanwhile) and put back with the lock taken back; all but `work` runs under the lock."""
+    the kernel has ended (memory.in_use). The running task's sanitizer state is set aside (another thread's
+    task may run meanwhile) and put back with the lock taken back; all but the kernel runs under the lock.
+    (The kernel and its arguments come apart, not as one functools.partial: this runs for every kernel,
+    and each object made here is a cost of every launch.)"""
     task = TRACKER.running
     stream = task.stream if task is not None else None
     if stream is None or stream.busy is not task or not lock._is_owned():
-        work()  # not a stream's task (nothing else waits for it)
+        kernel(*args)  # not a stream's task (nothing else waits for it)
         return
     memory.in_use(touched)
     written = TRACKER.written_by_running
@@ -175,7 +177,7 @@ def compute_unlocked(lock, work: Callable[[], None], touched: Sequence[tuple]) -
     stream.released = lock
     state = lock._release_save()
     try:
-        work()
+        kernel(*args)
     finally:
         lock._acquire_restore(state)
         TRACKER.running, TRACKER.written_by_running = task, written
@@ -188,14 +190,6 @@ def _ready(task: Task) -> bool:
     waits for at most a synchronisation's deadline with `wait_until(deadline)`."""
     ready = getattr(task.run, "ready", None)
     return ready is None or ready()
-
-
-def _span(run: Callable[[], None], begin: float) -> tuple[float, float]:
-    """When a task whose run began at `begin` (and has just ended) held its stream: from `begin` to now,
-    but a blocking callback's, from when the stream reached it until it returned (HandOver.span: its
-    thread may have run it before, or across synchronisations that timed out)."""
-    span = getattr(run, "span", None)
-    return (begin, _clock()) if span is None else span(begin, _clock())
 
 
 class Stream(Resource):
@@ -343,7 +337,13 @@ class Stream(Resource):
                     self.released = None
                 elif getattr(run, "resumable", False):  # a blocking callback: the same
                     wake_waiters(run.lock)
-            begin, end = _span(run, begin)
+            # When the task held its stream: from `begin` to now, but a blocking callback's, from when the
+            # stream reached it until it returned (HandOver.span: its thread may have run it before, or
+            # across synchronisations that timed out). Inline: a function here is a cost of every task.
+            end = _clock()
+            span = getattr(run, "span", None)
+            if span is not None:
+                begin, end = span(begin, end)
             start += end - begin
         elif isinstance(task, WaitTask):
             task.record = task.standing()  # the record it waited for: the trace draws its arrow from it
