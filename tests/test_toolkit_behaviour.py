@@ -2752,6 +2752,90 @@ def test_a_c_download_into_a_stack_buffer_whose_function_returned_fails_its_sync
                      done.stderr), done.stderr
 
 
+LENT_FRAME_PROGRAM = r"""
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+#include <ucontext.h>
+#include "acl/acl.h"
+static void *device;
+static aclrtStream stream;
+static ucontext_t caller_context, coroutine_context;
+static char *lent;  // a live buffer of the function that switched stacks, below the stack switched to
+static int results[3];
+
+static void download_into_lent_buffer() {
+  std::memset(lent, 0, 64);
+  results[0] = aclrtMemcpy(lent, 64, device, 64, ACL_MEMCPY_DEVICE_TO_HOST);
+  std::memset(lent, 0, 64);
+  results[1] = aclrtMemcpyAsync(lent, 64, device, 64, ACL_MEMCPY_DEVICE_TO_HOST, stream);
+  results[2] = aclrtSynchronizeStream(stream);
+}
+static void on_signal(int) { download_into_lent_buffer(); }
+
+static void report(const char *step) {
+  std::printf("%s %d %d %d %d\n", step, results[0], results[1], results[2], static_cast<unsigned char>(lent[63]));
+  if (results[0] != 0 || results[1] != 0 || results[2] != 0) std::printf("%s\n", aclGetRecentErrMsg());
+}
+__attribute__((noinline)) void lend_to_coroutine() {
+  char out[64];
+  lent = out;
+  swapcontext(&caller_context, &coroutine_context);  // the coroutine runs to its end (uc_link returns here)
+  report("coroutine");
+}
+__attribute__((noinline)) void lend_to_signal_handler() {
+  char out[64];
+  lent = out;
+  std::raise(SIGUSR1);  // the handler runs on the alternate stack
+  report("sigaltstack");
+}
+
+int main() {
+  char coroutine_stack[256 * 1024], signal_stack[256 * 1024];  // stacks of main's frame, above the lenders'
+  aclInit(nullptr);
+  aclrtSetDevice(0);
+  aclrtCreateStream(&stream);
+  aclrtMalloc(&device, 64, ACL_MEM_MALLOC_HUGE_FIRST);
+  aclrtMemset(device, 64, 0xAB, 64);
+  getcontext(&coroutine_context);
+  coroutine_context.uc_stack.ss_sp = coroutine_stack;
+  coroutine_context.uc_stack.ss_size = sizeof coroutine_stack;
+  coroutine_context.uc_link = &caller_context;
+  makecontext(&coroutine_context, download_into_lent_buffer, 0);
+  lend_to_coroutine();
+  stack_t alternate = {};
+  alternate.ss_sp = signal_stack;
+  alternate.ss_size = sizeof signal_stack;
+  sigaltstack(&alternate, nullptr);
+  struct sigaction action = {};
+  action.sa_handler = on_signal;
+  action.sa_flags = SA_ONSTACK;
+  sigaction(SIGUSR1, &action, nullptr);
+  lend_to_signal_handler();
+  aclrtFree(device);
+  aclrtDestroyStream(stream);
+  aclrtResetDevice(0);
+  aclFinalize();
+  std::printf("@@done\n");
+  return 0;
+}
+"""
+
+
+def test_a_c_download_from_a_stack_in_a_frame_into_a_live_buffer_below_it_is_written(tmp_path):
+    """A program switches to a stack that is an array of main's frame (a ucontext coroutine's, a
+    sigaltstack's) from a function that lends it a buffer of its own frame, below that stack: a synchronous
+    and a queued download into the buffer are written (the buffer is alive; the toolkit's frames lie between
+    the program's frame on the switched-to stack and the deepest frame, not below it), with no report."""
+    executable = ctoolkit.compile_program(LENT_FRAME_PROGRAM, tmp_path, flags=("-g",), libraries=("ascendcl",))
+    done = run(executable, NPUEMU_SANITIZE="full")
+    assert done.returncode == 0 and "@@done" in done.stdout, "exit %d\n%s\n%s" % (done.returncode, done.stdout,
+                                                                                  done.stderr)
+    lines = without_prefix(done.stdout).splitlines()
+    assert lines[:2] == ["coroutine 0 0 0 171", "sigaltstack 0 0 0 171"], lines
+    assert "npuemu:" not in done.stderr, done.stderr
+
+
 def test_c_null_storage_dims_with_a_count_are_refused_as_null_view_dims_are(tmp_path):
     """RUNTIME.md: aclCreateTensor returns NULL when dims are NULL with a count above 0, storage as view
     (Python's None storage dims mean the view dims; C's NULL does not); aclInitTensor gives 161001 and

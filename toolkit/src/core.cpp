@@ -397,13 +397,23 @@ struct PublicCall {
 };
 thread_local PublicCall *innermost_call = nullptr;
 
-// The public call in progress on this thread whose own frames [start, end) meets, or null. Only the
-// thread's own stack counts: a program that runs on a stack of its own (a coroutine's) is not told apart.
-const PublicCall *call_whose_frames_meet(uintptr_t start, uintptr_t end) {
+// The public call in progress on this thread whose own frames [start, end) meets, or null. A call's frames
+// run from its `top` down to the deepest frame now (this one's), or to where a callback of the program
+// runs under it: memory far below the deepest frame is no call's, and may be the program's live memory
+// when the program calls from a stack of its own lying above it (a coroutine's stack, or a sigaltstack,
+// that is an array in one of its frames: the frames of the function that switched to it lie below). The
+// copy that follows the check runs a little deeper than the check (ctypes' call of memmove, NumPy's
+// copy: a few KiB at most): kFramesBelowCheck more are the call's. Only the thread's own stack counts: a
+// call made on a stack elsewhere (a coroutine's on the heap) is not told apart.
+const uintptr_t kFramesBelowCheck = 16 * 1024;
+
+__attribute__((noinline)) const PublicCall *call_whose_frames_meet(uintptr_t start, uintptr_t end) {
   const StackRange &stack = this_thread_stack();
+  const uintptr_t here = reinterpret_cast<uintptr_t>(__builtin_frame_address(0));
+  const uintptr_t deepest = here > kFramesBelowCheck ? here - kFramesBelowCheck : 0;
   for (const PublicCall *call = innermost_call; call != nullptr; call = call->outer) {
     if (call->top <= stack.low || call->top > stack.high) continue;
-    const uintptr_t low = std::max(call->program_below, stack.low);
+    const uintptr_t low = std::max({call->program_below, stack.low, deepest});
     if (start < call->top && end > low) return call;
   }
   return nullptr;
