@@ -388,12 +388,14 @@ bool on_live_stack(const void *address, size_t size) {
 // Each public call in progress keeps where its frames start (`top`: the program's stack pointer at the
 // call); a callback of the program that runs under it (aclrtProcessReport's) marks where the program's
 // frames start again (`program_below`), so that the callback's own buffers stay the program's. The
-// records live in npuemu_core_call's frames (and `enter`/`leave` cost a store each).
+// records live in npuemu_core_call's frames (and `enter`/`leave` cost a store each), or, for a call of
+// the Python API in a Python program that loaded the toolkit (PythonCall), on the heap.
 struct PublicCall {
-  int number;                  // the function, for messages
+  const char *name;            // the function, for messages
   uintptr_t top;
   uintptr_t program_below;     // 0: no callback of the program runs under this call
   PublicCall *outer;
+  bool python;                 // a PythonCall
 };
 thread_local PublicCall *innermost_call = nullptr;
 
@@ -870,7 +872,89 @@ PyObject *frames_in_use(PyObject *, PyObject *args) {
   const uintptr_t start = static_cast<uintptr_t>(address);
   const PublicCall *call = call_whose_frames_meet(start, start + std::max<uintptr_t>(size, 1));
   if (call == nullptr) Py_RETURN_NONE;
-  return PyUnicode_FromString(signatures[call->number].name);
+  return PyUnicode_FromString(call->name);
+}
+
+// A Python program that loaded the toolkit (ctypes) runs its C functions on the interpreter's stack: a
+// download one of them queues into its own stack buffer, run when the program synchronises through the
+// Python API (acl.rt), would write over the interpreter's frames of that call as it would over a C
+// call's. So in such a process (only there: a plain Python program has no C buffers, and the per-call
+// cost stays its own) each call of the Python API keeps a record too, from a call observer
+// (npuemu_toolkit.adapters): python_call_starts(name) as it starts, python_call_ends(record, status) as
+// it ends.
+struct PythonCall : PublicCall {
+  std::string own_name;
+};
+
+void end_python_call() {
+  PythonCall *ended = static_cast<PythonCall *>(innermost_call);
+  innermost_call = ended->outer;
+  delete ended;
+}
+
+// The Python calls an exception left without their end (KeyboardInterrupt, which passes the observers'
+// ends by): those whose frames start at or below `top`, where a call starts now, and under which no
+// callback of the program runs, are over. A Python call made inside one in progress comes from a
+// callback of the program (marked), or from a finalizer that the garbage collector runs, through C
+// frames, deeper; a C call, from a callback only (the runtime calls none): at a C call, all are over.
+void end_python_calls_left_at(uintptr_t top) {
+  while (innermost_call != nullptr && innermost_call->python && innermost_call->program_below == 0 &&
+         innermost_call->top <= top)
+    end_python_call();
+}
+
+// python_call_starts(name): the record made (its address), or None for the Python call of a C call in
+// progress (the bridge's: that call has its record, whose frames hold this one's).
+PyObject *python_call_starts(PyObject *, PyObject *argument) {
+  const uintptr_t top = reinterpret_cast<uintptr_t>(__builtin_frame_address(0));
+  end_python_calls_left_at(top);
+  const PublicCall *outer = innermost_call;
+  const char *name = PyUnicode_AsUTF8(argument);
+  if (name == nullptr) return nullptr;
+  if (outer != nullptr && !outer->python && outer->program_below == 0) Py_RETURN_NONE;
+  PythonCall *call = new PythonCall();
+  call->own_name = name;
+  call->name = call->own_name.c_str();
+  call->top = top;
+  call->program_below = 0;
+  call->outer = innermost_call;
+  call->python = true;
+  innermost_call = call;
+  return PyLong_FromVoidPtr(call);
+}
+
+// python_call_ends(record, status): the record ends, with those an exception left inside it; nothing if a
+// later start found it left (end_python_calls_left_at).
+PyObject *python_call_ends(PyObject *, PyObject *args) {
+  PyObject *record, *status;
+  if (!PyArg_UnpackTuple(args, "python_call_ends", 2, 2, &record, &status)) return nullptr;
+  const void *ending = PyLong_AsVoidPtr(record);
+  if (PyErr_Occurred()) return nullptr;
+  bool open = false;
+  for (const PublicCall *call = innermost_call; call != nullptr && call->python && !open; call = call->outer)
+    open = call == ending;
+  while (open && innermost_call != ending) end_python_call();
+  if (open) end_python_call();
+  Py_RETURN_NONE;
+}
+
+// program_code_starts(): the program's Python callback starts under the call in progress (the
+// runtime's, as run_program_callback for a C one): the C functions it calls have their frames below.
+// Returns what program_code_ends(mark) restores.
+PyObject *program_code_starts(PyObject *, PyObject *) {
+  PublicCall *under = innermost_call;
+  if (under == nullptr) Py_RETURN_NONE;
+  const uintptr_t previous = under->program_below;
+  under->program_below = reinterpret_cast<uintptr_t>(__builtin_frame_address(0));
+  return PyLong_FromUnsignedLongLong(previous);
+}
+
+PyObject *program_code_ends(PyObject *, PyObject *mark) {
+  if (mark == Py_None || innermost_call == nullptr) Py_RETURN_NONE;
+  const unsigned long long previous = PyLong_AsUnsignedLongLong(mark);
+  if (PyErr_Occurred()) return nullptr;
+  innermost_call->program_below = static_cast<uintptr_t>(previous);
+  Py_RETURN_NONE;
 }
 
 // symbol(address): the name of the function that starts at `address` (a C callback), as the program
@@ -954,6 +1038,13 @@ PyMethodDef methods[] = {
     {"frames_in_use", frames_in_use, METH_VARARGS,
      "frames_in_use(address, size): the public C call in progress whose own frames hold a byte of the range, or None."},
     {"symbol", symbol, METH_O, "symbol(address): the name of the C function at address, or None."},
+    {"python_call_starts", python_call_starts, METH_O,
+     "python_call_starts(name): a call of the Python API starts (its frames are the toolkit's): its record, or None."},
+    {"python_call_ends", python_call_ends, METH_VARARGS,
+     "python_call_ends(record, status): the recorded call of the Python API ends."},
+    {"program_code_starts", program_code_starts, METH_NOARGS,
+     "program_code_starts(): the program's Python callback starts; returns the mark program_code_ends takes."},
+    {"program_code_ends", program_code_ends, METH_O, "program_code_ends(mark): the program's Python callback ended."},
     {nullptr, nullptr, 0, nullptr}};
 PyModuleDef module_definition = {PyModuleDef_HEAD_INIT, "_npuemu_c", "npuemu's C toolkit, seen from Python.", -1,
                                  methods, nullptr, nullptr, nullptr, nullptr};
@@ -1147,7 +1238,10 @@ std::string import_targets(const npuemu_boot *boot) {
   const int count = boot->signature_count;
   PyObject *module = PyModule_Create(&module_definition);
   PyObject *modules = PyImport_GetModuleDict();
-  if (module == nullptr || !add_library_directory(module) || PyDict_SetItemString(modules, "_npuemu_c", module) != 0)
+  // python_host: the process ran Python before the toolkit started (a Python program that loaded it)
+  if (module == nullptr || !add_library_directory(module) ||
+      PyModule_AddIntConstant(module, "python_host", boot->embedded ? 0 : 1) != 0 ||
+      PyDict_SetItemString(modules, "_npuemu_c", module) != 0)
     return python_error();
   Py_DECREF(module);
   PyObject *errors = PyImport_ImportModule("emulator.errors");
@@ -1253,7 +1347,8 @@ extern "C" __attribute__((visibility("default"))) int npuemu_core_boot(const npu
 
 extern "C" __attribute__((visibility("default"))) npuemu_value npuemu_core_call(int number, const npuemu_value *args,
                                                                                  const void *caller, const void *frame) {
-  PublicCall in_progress = {number, reinterpret_cast<uintptr_t>(frame), 0, innermost_call};
+  end_python_calls_left_at(UINTPTR_MAX);
+  PublicCall in_progress = {signatures[number].name, reinterpret_cast<uintptr_t>(frame), 0, innermost_call, false};
   innermost_call = &in_progress;
   void *outer[kCallerFrames];  // a call from a callback of this thread's own call nests
   const int outer_frames = caller_frames;
