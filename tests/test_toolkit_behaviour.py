@@ -2234,6 +2234,85 @@ def test_a_c_callback_that_points_at_no_code_is_refused_at_the_launch(tmp_path):
     assert results["ran"].result == "1"
 
 
+JIT_CALLBACK_COST_PROGRAM = c_program(r"""#include <chrono>
+#include <dlfcn.h>
+#include <pthread.h>
+#include <sys/mman.h>
+
+static void on_done(void *) {}
+
+// Microseconds per launch of `fn`, over `count` launches; the callbacks run before it returns.
+static double microseconds_per_launch(aclrtCallback fn, aclrtStream stream, int count) {
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < count; ++i) check(aclrtLaunchCallback(fn, nullptr, ACL_CALLBACK_NO_BLOCK, stream), "launch");
+  const auto end = std::chrono::steady_clock::now();
+  while (aclrtProcessReport(100) == ACL_SUCCESS) {}
+  return std::chrono::duration<double, std::micro>(end - start).count() / count;
+}
+
+int main(int argc, char **argv) {
+  check(aclInit(nullptr), "aclInit");
+  check(aclrtSetDevice(0), "aclrtSetDevice");
+  aclrtStream stream = nullptr;
+  check(aclrtCreateStream(&stream), "aclrtCreateStream");
+  check(aclrtSubscribeReport(static_cast<uint64_t>(pthread_self()), stream), "aclrtSubscribeReport");
+#if defined(__aarch64__)
+  const unsigned char code[] = {0xc0, 0x03, 0x5f, 0xd6};  // ret
+#else
+  const unsigned char code[] = {0xc3};  // ret (x86-64)
+#endif
+  void *page = mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (page == MAP_FAILED) check(1, "mmap");
+  std::memcpy(page, code, sizeof(code));
+  if (mprotect(page, 4096, PROT_READ | PROT_EXEC) != 0) check(1, "mprotect");
+  const aclrtCallback jit = reinterpret_cast<aclrtCallback>(page);
+  double module = 1e9, outside = 1e9;  // the best of three rounds each
+  for (int round = 0; round < 3; ++round) {
+    module = std::min(module, microseconds_per_launch(on_done, stream, 200));
+    outside = std::min(outside, microseconds_per_launch(jit, stream, 200));
+  }
+  std::printf("@@cost %.2f %.2f\n@@address jit %p\n", module, outside, page);
+  // The page made writable, no longer executable, at the same address: still taken (kept) ...
+  if (mprotect(page, 4096, PROT_READ | PROT_WRITE) != 0) check(1, "mprotect");
+  report_status("kept", aclrtLaunchCallback(jit, nullptr, ACL_CALLBACK_NO_BLOCK, stream));
+  // ... until a module is loaded: then looked up again
+  if (dlopen(argv[1], RTLD_NOW) == nullptr) check(1, "dlopen");
+  report_status("after-dlopen", aclrtLaunchCallback(jit, nullptr, ACL_CALLBACK_NO_BLOCK, stream));
+  if (mprotect(page, 4096, PROT_READ | PROT_EXEC) != 0) check(1, "mprotect");  // for the callback queued
+  while (aclrtProcessReport(100) == ACL_SUCCESS) {}
+  report_status("sync", aclrtSynchronizeStream(stream));
+  aclrtUnSubscribeReport(static_cast<uint64_t>(pthread_self()), stream);
+  aclrtDestroyStream(stream);
+  munmap(page, 4096);
+  aclrtResetDevice(0);
+  aclFinalize();
+  std::printf("@@done\n");
+  return 0;
+}
+""")
+
+
+def test_a_c_callback_outside_every_module_costs_a_read_of_the_maps_once_per_page(tmp_path):
+    """A callback outside every module (a JIT's page, a ctypes callback's libffi closure) was looked up
+    in /proc/self/maps at every launch (0.4 to 0.7 ms each, where a module's function costs a few µs).
+    The pages found executable are kept until a module is loaded or unloaded: a launch costs about what
+    a module function's does. The limit (docs/toolkit.md): a kept page made non-executable is still taken
+    until then; after a dlopen it is refused."""
+    library = ctoolkit.compile_program("int nothing_here;\n", tmp_path, name="libempty.so", language="c",
+                                       flags=("-shared", "-fPIC"), libraries=())
+    executable = ctoolkit.compile_program(JIT_CALLBACK_COST_PROGRAM, tmp_path, flags=("-g", "-pthread", "-ldl"))
+    done = run(executable, library, NPUEMU_LEAK_CHECK="0", NPUEMU_SANITIZE="off")
+    results = finished(done)
+    module, outside = map(float, re.search(r"^@@cost (\S+) (\S+)$", done.stdout, re.M).groups())
+    assert outside < 3 * module + 20, (module, outside)  # (without the kept pages: 50 to 100 times)
+    assert results["kept"].result == "0", results["kept"].message
+    address = re.search(r"^@@address jit (0x[0-9a-f]+)$", done.stdout, re.M).group(1)
+    assert (results["after-dlopen"].result, without_prefix(results["after-dlopen"].message)) == (
+        "100000", "ACL_ERROR_INVALID_PARAM(100000): aclrtLaunchCallback: fn: expected a function, found %s "
+                  "(not executable memory)" % address)
+    assert results["sync"].result == "0", results["sync"].message
+
+
 CALLBACK_NAMES_PROGRAM = c_program(r"""#include <pthread.h>
 #include <unistd.h>
 

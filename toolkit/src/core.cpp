@@ -440,15 +440,27 @@ bool writable_memory(const void *address, size_t size) {
 // one that points anywhere but code (a stray integer, data) would crash the process there, far from the
 // call that passed it. So it is refused at the call, as a wild out-parameter is. Nearly every function
 // lies in an executable segment of a loaded module (the program, a library), which dl_iterate_phdr lists
-// without a system call; only an address outside them, legal for code made at run time (a JIT's), costs
-// a read of /proc/self/maps. Nothing is cached: a library may be unloaded between two calls.
+// without a system call: nothing of it is cached, a library may be unloaded between two calls. An
+// address outside them, legal for code made at run time (a JIT's, a ctypes callback's libffi closure),
+// costs a read of /proc/self/maps, once per page: the last pages found executable are kept
+// (ExecutablePages) until a module is loaded or unloaded.
 struct CodeSearch {
   uintptr_t address;
   bool found;
+  unsigned long long generation;  // the modules' (load_generation)
 };
 
-int find_in_executable_segment(dl_phdr_info *info, size_t, void *data) {
+// How many modules were loaded and unloaded so far (glibc's counters, which dl_iterate_phdr gives in
+// every entry: the first is enough); 0 without them (not glibc). emulator.sites pins return addresses to
+// the modules at them; a change means an address may now be another library's (one loaded where an
+// unloaded one was).
+unsigned long long load_generation(const dl_phdr_info *info, size_t size) {
+  return size >= offsetof(dl_phdr_info, dlpi_subs) + sizeof info->dlpi_subs ? info->dlpi_adds + info->dlpi_subs : 0;
+}
+
+int find_in_executable_segment(dl_phdr_info *info, size_t size, void *data) {
   CodeSearch *search = static_cast<CodeSearch *>(data);
+  search->generation = load_generation(info, size);
   for (int i = 0; i < info->dlpi_phnum; ++i) {
     const ElfW(Phdr) &segment = info->dlpi_phdr[i];
     if (segment.p_type != PT_LOAD || !(segment.p_flags & PF_X)) continue;
@@ -461,20 +473,36 @@ int find_in_executable_segment(dl_phdr_info *info, size_t, void *data) {
   return 0;
 }
 
+// The hexadecimal number at `text` (lower-case digits, as /proc/self/maps writes them); `text` is left
+// at the first character after it.
+uintptr_t hexadecimal_at(const char *&text) {
+  uintptr_t value = 0;
+  for (;; ++text) {
+    const char digit = *text;
+    if (digit >= '0' && digit <= '9') value = value << 4 | static_cast<uintptr_t>(digit - '0');
+    else if (digit >= 'a' && digit <= 'f') value = value << 4 | static_cast<uintptr_t>(digit - 'a' + 10);
+    else return value;
+  }
+}
+
 // Whether /proc/self/maps marks the page at `address` executable; true where it cannot be read (a
-// sandbox, no free file descriptor): the caller is trusted, as for the other checks.
+// sandbox, no free file descriptor): the caller is trusted, as for the other checks. Its lines
+// ("start-end perms ...") come in the order of the addresses: the read stops at the first past `address`.
 bool mapped_executable(uintptr_t address) {
   std::FILE *maps = std::fopen("/proc/self/maps", "re");
   if (maps == nullptr) return true;
   bool executable = false, line_start = true;
   char line[512];
   while (std::fgets(line, sizeof(line), maps) != nullptr) {
-    unsigned long start = 0, end = 0;
-    char permissions[5] = "";
-    if (line_start && std::sscanf(line, "%lx-%lx %4s", &start, &end, permissions) == 3 && address >= start &&
-        address < end) {
-      executable = permissions[2] == 'x';
-      break;
+    if (line_start) {
+      const char *at = line;
+      const uintptr_t start = hexadecimal_at(at);
+      if (start > address) break;
+      const uintptr_t end = *at == '-' ? hexadecimal_at(++at) : 0;
+      if (address < end && at[0] == ' ' && at[1] != '\0' && at[2] != '\0') {
+        executable = at[3] == 'x';  // " rwxp"
+        break;
+      }
     }
     line_start = std::strchr(line, '\n') != nullptr;  // the rest of a line longer than the buffer (a long path) is no line
   }
@@ -482,10 +510,31 @@ bool mapped_executable(uintptr_t address) {
   return executable;
 }
 
+// The pages outside the modules last found executable on this thread, while the modules stay as they
+// were (`generation`). A page the program unmaps and maps again, not executable, at the same address is
+// still taken for code: such a pointer is as dangling as on the card, which never checks.
+const int kExecutablePagesKept = 16;
+struct ExecutablePages {
+  unsigned long long generation = 0;
+  uintptr_t pages[kExecutablePagesKept] = {};
+  int count = 0, next = 0;  // pages kept; where the next goes (the oldest is replaced)
+};
+thread_local ExecutablePages executable_pages;
+
 bool executable_memory(const void *function) {
-  CodeSearch search = {reinterpret_cast<uintptr_t>(function), false};
+  CodeSearch search = {reinterpret_cast<uintptr_t>(function), false, 0};
   dl_iterate_phdr(find_in_executable_segment, &search);
-  return search.found || mapped_executable(search.address);
+  if (search.found) return true;
+  static const uintptr_t page_size = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  const uintptr_t page = search.address & ~(page_size - 1);
+  ExecutablePages &kept = executable_pages;
+  if (kept.generation != search.generation) kept = ExecutablePages{search.generation};
+  if (std::find(kept.pages, kept.pages + kept.count, page) != kept.pages + kept.count) return true;
+  if (!mapped_executable(search.address)) return false;
+  kept.pages[kept.next] = page;
+  kept.next = (kept.next + 1) % kExecutablePagesKept;
+  kept.count = std::min(kept.count + 1, kExecutablePagesKept);
+  return true;
 }
 
 // The bytes the out-parameter of `kind` points to.
@@ -825,15 +874,12 @@ PyObject *caller(PyObject *, PyObject *) {
   return addresses;
 }
 
-// How many modules were loaded and unloaded so far (glibc's counters, which dl_iterate_phdr gives in
-// every entry: the first is enough). emulator.sites pins return addresses to the modules at them; a
-// change means an address may now be another library's (one loaded where an unloaded one was).
 int read_load_counters(dl_phdr_info *info, size_t size, void *counted) {
-  if (size >= offsetof(dl_phdr_info, dlpi_subs) + sizeof info->dlpi_subs)
-    *static_cast<unsigned long long *>(counted) = info->dlpi_adds + info->dlpi_subs;
+  *static_cast<unsigned long long *>(counted) = load_generation(info, size);
   return 1;
 }
 
+// modules_generation(): load_generation's number, which changes whenever a module is loaded or unloaded.
 PyObject *modules_generation(PyObject *, PyObject *) {
   unsigned long long counted = 0;  // without the counters (not glibc): never changes
   dl_iterate_phdr(read_load_counters, &counted);
