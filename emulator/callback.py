@@ -23,6 +23,19 @@ from .sanitizer import TRACKER
 from .sites import Site
 from .stream import Stream, Task, wait_unlocked, wake_waiters
 
+# Where a callback of the program, in Python, starts and ends: the C toolkit that a Python program loaded
+# keeps the frames of the calls in progress (toolkit/npuemu_toolkit/adapters.py), and the C functions
+# such a callback calls have theirs below the call that runs it. Nothing elsewhere.
+_program_code_starts: Callable[[], Any] = lambda: None
+_program_code_ends: Callable[[Any], Any] = lambda mark: None
+
+
+def watch_program_code(starts: Callable[[], Any], ends: Callable[[Any], Any]) -> None:
+    """`starts()` as a callback starts, `ends(what it returned)` as it ends."""
+    global _program_code_starts, _program_code_ends
+    _program_code_starts, _program_code_ends = starts, ends
+
+
 DRIVE_EVERY = 0.01  # seconds between two runs of a waiting aclrtProcessReport's streams up to their callbacks
 UNSUBSCRIBED, DROPPED = "unsubscribed", "dropped"  # why a handed-over callback was taken back (Call.taken_back)
 
@@ -66,6 +79,7 @@ class Call:
                     TRACKER.hold(self.holds, self.seen[self.holds])
                     TRACKER.callback_starts(self.holds, self.seen[self.holds])
         outer = calls_in_progress_set_aside()  # the program's code: its calls are no signal handler's
+        mark = _program_code_starts()
         try:
             self.fn(self.user_data)
         except Exception as error:  # the program's own code: report it as Python reports a failing thread
@@ -73,6 +87,7 @@ class Call:
                 raise  # the program stops itself (a signal handler's time limit), as with Ctrl-C
             sys.stderr.write("npuemu: the callback %r raised:\n%s" % (self.fn, traceback.format_exc()))
         finally:
+            _program_code_ends(mark)
             calls_in_progress_restored(outer)
             if self.holds is not None and self.seen is not None:
                 TRACKER.hold(None)

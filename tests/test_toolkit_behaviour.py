@@ -2234,6 +2234,85 @@ def test_a_c_callback_that_points_at_no_code_is_refused_at_the_launch(tmp_path):
     assert results["ran"].result == "1"
 
 
+JIT_CALLBACK_COST_PROGRAM = c_program(r"""#include <chrono>
+#include <dlfcn.h>
+#include <pthread.h>
+#include <sys/mman.h>
+
+static void on_done(void *) {}
+
+// Microseconds per launch of `fn`, over `count` launches; the callbacks run before it returns.
+static double microseconds_per_launch(aclrtCallback fn, aclrtStream stream, int count) {
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < count; ++i) check(aclrtLaunchCallback(fn, nullptr, ACL_CALLBACK_NO_BLOCK, stream), "launch");
+  const auto end = std::chrono::steady_clock::now();
+  while (aclrtProcessReport(100) == ACL_SUCCESS) {}
+  return std::chrono::duration<double, std::micro>(end - start).count() / count;
+}
+
+int main(int argc, char **argv) {
+  check(aclInit(nullptr), "aclInit");
+  check(aclrtSetDevice(0), "aclrtSetDevice");
+  aclrtStream stream = nullptr;
+  check(aclrtCreateStream(&stream), "aclrtCreateStream");
+  check(aclrtSubscribeReport(static_cast<uint64_t>(pthread_self()), stream), "aclrtSubscribeReport");
+#if defined(__aarch64__)
+  const unsigned char code[] = {0xc0, 0x03, 0x5f, 0xd6};  // ret
+#else
+  const unsigned char code[] = {0xc3};  // ret (x86-64)
+#endif
+  void *page = mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (page == MAP_FAILED) check(1, "mmap");
+  std::memcpy(page, code, sizeof(code));
+  if (mprotect(page, 4096, PROT_READ | PROT_EXEC) != 0) check(1, "mprotect");
+  const aclrtCallback jit = reinterpret_cast<aclrtCallback>(page);
+  double module = 1e9, outside = 1e9;  // the best of three rounds each
+  for (int round = 0; round < 3; ++round) {
+    module = std::min(module, microseconds_per_launch(on_done, stream, 200));
+    outside = std::min(outside, microseconds_per_launch(jit, stream, 200));
+  }
+  std::printf("@@cost %.2f %.2f\n@@address jit %p\n", module, outside, page);
+  // The page made writable, no longer executable, at the same address: still taken (kept) ...
+  if (mprotect(page, 4096, PROT_READ | PROT_WRITE) != 0) check(1, "mprotect");
+  report_status("kept", aclrtLaunchCallback(jit, nullptr, ACL_CALLBACK_NO_BLOCK, stream));
+  // ... until a module is loaded: then looked up again
+  if (dlopen(argv[1], RTLD_NOW) == nullptr) check(1, "dlopen");
+  report_status("after-dlopen", aclrtLaunchCallback(jit, nullptr, ACL_CALLBACK_NO_BLOCK, stream));
+  if (mprotect(page, 4096, PROT_READ | PROT_EXEC) != 0) check(1, "mprotect");  // for the callback queued
+  while (aclrtProcessReport(100) == ACL_SUCCESS) {}
+  report_status("sync", aclrtSynchronizeStream(stream));
+  aclrtUnSubscribeReport(static_cast<uint64_t>(pthread_self()), stream);
+  aclrtDestroyStream(stream);
+  munmap(page, 4096);
+  aclrtResetDevice(0);
+  aclFinalize();
+  std::printf("@@done\n");
+  return 0;
+}
+""")
+
+
+def test_a_c_callback_outside_every_module_costs_a_read_of_the_maps_once_per_page(tmp_path):
+    """A callback outside every module (a JIT's page, a ctypes callback's libffi closure) was looked up
+    in /proc/self/maps at every launch (0.4 to 0.7 ms each, where a module's function costs a few µs).
+    The pages found executable are kept until a module is loaded or unloaded: a launch costs about what
+    a module function's does. The limit (docs/toolkit.md): a kept page made non-executable is still taken
+    until then; after a dlopen it is refused."""
+    library = ctoolkit.compile_program("int nothing_here;\n", tmp_path, name="libempty.so", language="c",
+                                       flags=("-shared", "-fPIC"), libraries=())
+    executable = ctoolkit.compile_program(JIT_CALLBACK_COST_PROGRAM, tmp_path, flags=("-g", "-pthread", "-ldl"))
+    done = run(executable, library, NPUEMU_LEAK_CHECK="0", NPUEMU_SANITIZE="off")
+    results = finished(done)
+    module, outside = map(float, re.search(r"^@@cost (\S+) (\S+)$", done.stdout, re.M).groups())
+    assert outside < 3 * module + 20, (module, outside)  # (without the kept pages: 50 to 100 times)
+    assert results["kept"].result == "0", results["kept"].message
+    address = re.search(r"^@@address jit (0x[0-9a-f]+)$", done.stdout, re.M).group(1)
+    assert (results["after-dlopen"].result, without_prefix(results["after-dlopen"].message)) == (
+        "100000", "ACL_ERROR_INVALID_PARAM(100000): aclrtLaunchCallback: fn: expected a function, found %s "
+                  "(not executable memory)" % address)
+    assert results["sync"].result == "0", results["sync"].message
+
+
 CALLBACK_NAMES_PROGRAM = c_program(r"""#include <pthread.h>
 #include <unistd.h>
 
@@ -2750,6 +2829,90 @@ def test_a_c_download_into_a_stack_buffer_whose_function_returned_fails_its_sync
                      r".*aclrtMemcpyAsync\(4096 bytes\), launched at %s:\d+ in download_into_own_buffer\(.*\n"
                      r".*found changed when the copy ran, in the call at %s:\d+ in synchronise" % (program, program),
                      done.stderr), done.stderr
+
+
+LENT_FRAME_PROGRAM = r"""
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+#include <ucontext.h>
+#include "acl/acl.h"
+static void *device;
+static aclrtStream stream;
+static ucontext_t caller_context, coroutine_context;
+static char *lent;  // a live buffer of the function that switched stacks, below the stack switched to
+static int results[3];
+
+static void download_into_lent_buffer() {
+  std::memset(lent, 0, 64);
+  results[0] = aclrtMemcpy(lent, 64, device, 64, ACL_MEMCPY_DEVICE_TO_HOST);
+  std::memset(lent, 0, 64);
+  results[1] = aclrtMemcpyAsync(lent, 64, device, 64, ACL_MEMCPY_DEVICE_TO_HOST, stream);
+  results[2] = aclrtSynchronizeStream(stream);
+}
+static void on_signal(int) { download_into_lent_buffer(); }
+
+static void report(const char *step) {
+  std::printf("%s %d %d %d %d\n", step, results[0], results[1], results[2], static_cast<unsigned char>(lent[63]));
+  if (results[0] != 0 || results[1] != 0 || results[2] != 0) std::printf("%s\n", aclGetRecentErrMsg());
+}
+__attribute__((noinline)) void lend_to_coroutine() {
+  char out[64];
+  lent = out;
+  swapcontext(&caller_context, &coroutine_context);  // the coroutine runs to its end (uc_link returns here)
+  report("coroutine");
+}
+__attribute__((noinline)) void lend_to_signal_handler() {
+  char out[64];
+  lent = out;
+  std::raise(SIGUSR1);  // the handler runs on the alternate stack
+  report("sigaltstack");
+}
+
+int main() {
+  char coroutine_stack[256 * 1024], signal_stack[256 * 1024];  // stacks of main's frame, above the lenders'
+  aclInit(nullptr);
+  aclrtSetDevice(0);
+  aclrtCreateStream(&stream);
+  aclrtMalloc(&device, 64, ACL_MEM_MALLOC_HUGE_FIRST);
+  aclrtMemset(device, 64, 0xAB, 64);
+  getcontext(&coroutine_context);
+  coroutine_context.uc_stack.ss_sp = coroutine_stack;
+  coroutine_context.uc_stack.ss_size = sizeof coroutine_stack;
+  coroutine_context.uc_link = &caller_context;
+  makecontext(&coroutine_context, download_into_lent_buffer, 0);
+  lend_to_coroutine();
+  stack_t alternate = {};
+  alternate.ss_sp = signal_stack;
+  alternate.ss_size = sizeof signal_stack;
+  sigaltstack(&alternate, nullptr);
+  struct sigaction action = {};
+  action.sa_handler = on_signal;
+  action.sa_flags = SA_ONSTACK;
+  sigaction(SIGUSR1, &action, nullptr);
+  lend_to_signal_handler();
+  aclrtFree(device);
+  aclrtDestroyStream(stream);
+  aclrtResetDevice(0);
+  aclFinalize();
+  std::printf("@@done\n");
+  return 0;
+}
+"""
+
+
+def test_a_c_download_from_a_stack_in_a_frame_into_a_live_buffer_below_it_is_written(tmp_path):
+    """A program switches to a stack that is an array of main's frame (a ucontext coroutine's, a
+    sigaltstack's) from a function that lends it a buffer of its own frame, below that stack: a synchronous
+    and a queued download into the buffer are written (the buffer is alive; the toolkit's frames lie between
+    the program's frame on the switched-to stack and the deepest frame, not below it), with no report."""
+    executable = ctoolkit.compile_program(LENT_FRAME_PROGRAM, tmp_path, flags=("-g",), libraries=("ascendcl",))
+    done = run(executable, NPUEMU_SANITIZE="full")
+    assert done.returncode == 0 and "@@done" in done.stdout, "exit %d\n%s\n%s" % (done.returncode, done.stdout,
+                                                                                  done.stderr)
+    lines = without_prefix(done.stdout).splitlines()
+    assert lines[:2] == ["coroutine 0 0 0 171", "sigaltstack 0 0 0 171"], lines
+    assert "npuemu:" not in done.stderr, done.stderr
 
 
 def test_c_null_storage_dims_with_a_count_are_refused_as_null_view_dims_are(tmp_path):

@@ -16,6 +16,7 @@ that started Python first. The toolkit joins that interpreter; whatever order th
 Each program runs in a child process with the toolkit's environment."""
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import sysconfig
@@ -448,3 +449,79 @@ def test_ctrl_c_while_the_toolkit_starts_leaves_the_start_to_the_next_call(tmp_p
     assert (done.returncode, done.stdout, done.stderr) == (0, (
         "KeyboardInterrupt: npuemu: the start was stopped by KeyboardInterrupt (the program is interrupted or "
         "ending); the call did nothing, and the next call starts the toolkit again\nagain 0 0 0 0\n"), ""), shown(done)
+
+
+# ------------------------------------------------------------------------------------------------
+# 5. The frames of the Python API's calls
+
+# A C library of the Python program: one function queues a download into its own stack buffer and
+# returns before it runs (the program forgot to synchronise), another downloads into its own buffer,
+# alive until it returns.
+OWN_BUFFERS = r"""#include <string.h>
+#include "acl/acl.h"
+
+int queue_into_own_buffer(void *device, aclrtStream stream) {
+  char buffer[4096];
+  memset(buffer, 0, sizeof buffer);
+  return aclrtMemcpyAsync(buffer, sizeof buffer, device, sizeof buffer, ACL_MEMCPY_DEVICE_TO_HOST, stream);
+}
+
+/* The buffer's last byte, or minus the status of the copy. */
+int download_into_own_buffer(void *device) {
+  unsigned char buffer[64] = {0};
+  const int ret = aclrtMemcpy(buffer, sizeof buffer, device, sizeof buffer, ACL_MEMCPY_DEVICE_TO_HOST);
+  return ret != 0 ? -ret : buffer[63];
+}
+"""
+
+
+def test_a_python_synchronisation_of_a_copy_into_a_returned_c_functions_buffer_fails_not_the_process(tmp_path):
+    """A Python program loads the toolkit (ctypes) and a C library of its own, one of whose functions
+    queues a download into its own stack buffer and returns; the program synchronises through the Python
+    API. The interpreter's frames of that call are now where the buffer was: the copy wrote over them
+    (SIGSEGV). It fails now as from a C synchronisation, 507015 naming the copy and why. A Python callback
+    that runs under acl.rt.process_report and calls a C function downloading into its live buffer is the
+    program's code: the download is written (171)."""
+    library = ctoolkit.compile_program(OWN_BUFFERS, tmp_path, name="libownbuffers.so", language="c",
+                                       flags=("-shared", "-fPIC"), libraries=("ascendcl",))
+    done = run_python('''
+        import ctypes, sys, threading
+        runtime = ctypes.CDLL(sys.argv[1] + "/lib64/libascendcl.so")
+        library = ctypes.CDLL(sys.argv[2])
+        library.queue_into_own_buffer.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
+        library.download_into_own_buffer.argtypes = [ctypes.c_void_p]
+        runtime.aclInit(None)  # the toolkit starts in this process
+        import acl
+        acl.rt.set_device(0)
+        stream, _ = acl.rt.create_stream()
+        device, _ = acl.rt.malloc(4096, 0)
+        acl.rt.memset(device, 4096, 0xAB, 4096)
+        print("queued", library.queue_into_own_buffer(device, stream))
+        print("synchronised", acl.rt.synchronize_stream(stream), flush=True)
+        print(acl.get_recent_err_msg().split(" ", 2)[2])
+        results, stop = [], []
+        context, _ = acl.rt.get_context()
+        def reporter():
+            acl.rt.set_context(context)
+            while not stop:
+                acl.rt.process_report(100)
+        thread = threading.Thread(target=reporter)
+        thread.start()
+        acl.rt.subscribe_report(thread.ident, stream)
+        acl.rt.launch_callback(lambda data: results.append(library.download_into_own_buffer(device)), None, 1, stream)
+        print("callback", acl.rt.synchronize_stream(stream), results)
+        stop.append(True)
+        thread.join()
+        acl.rt.unsubscribe_report(thread.ident, stream)
+        acl.rt.free(device); acl.rt.destroy_stream(stream); acl.rt.reset_device(0); acl.finalize()
+    ''', tmp_path, library, NPUEMU_SANITIZE="off")
+    assert done.returncode == 0 and done.stderr == "", shown(done)
+    lines = done.stdout.splitlines()
+    assert lines[:2] == ["queued 0", "synchronised 507015"] and lines[3] == "callback 0 [171]", shown(done)
+    assert re.fullmatch(r"ACL_ERROR_RT_AICORE_EXCEPTION\(507015\): aclrtSynchronizeStream: the device raised an "
+                        r"exception while running queued work: AI Core exception in aclrtMemcpyAsync\(4096 bytes\) "
+                        r"on stream 0x[0-9a-f]+ of device 0 launched at \S+host.py:\d+ in <module>: dst: expected "
+                        r"4096 bytes of writable host memory at 0x[0-9a-f]+, found \[0x[0-9a-f]+, 0x[0-9a-f]+\) on "
+                        r"this thread's stack below the frame of the program's call to aclrtSynchronizeStream, which "
+                        r"is in progress and has its own frames there: a stack buffer whose function returned "
+                        r"before the copy ran \(keep the buffer alive until the copy has run\)", lines[2]), lines[2]

@@ -6,6 +6,7 @@ Importing this module (the bridge does, at start) also tells emulator.sites how 
 from __future__ import annotations
 
 import ctypes
+import functools
 import math
 import os
 import shlex
@@ -16,7 +17,7 @@ import numpy as np
 
 import _npuemu_c  # made by the bridge (toolkit/src/core.cpp) before it imports this module
 import aclnn_api
-from emulator import __version__, errors, memory, runtime, sites
+from emulator import __version__, callback, errors, hooks, memory, runtime, sites
 from emulator.cargs import C_NULL
 from emulator.dtypes import (ACL_BF16, ACL_COMPLEX32, ACL_DT_UNDEFINED, ACL_FLOAT4_E2M1, ACL_FLOAT6_E2M3,
                              ACL_FLOAT6_E3M2, ACL_FLOAT8_E4M3FN, ACL_FLOAT8_E5M2, ACL_FLOAT8_E8M0, ACL_INT4,
@@ -51,6 +52,24 @@ sites.register_package_dir(__file__)
 sites.set_native_caller(_npuemu_c.caller, _npuemu_c.modules_generation)
 sites.register_native_dir(_npuemu_c.library_directory)
 memory.watch_call_frames(_npuemu_c.frames_in_use)
+
+
+class _PythonCallFrames:
+    """In a Python program that loaded the toolkit (ctypes), the calls of the Python API keep where their
+    frames are, as the C calls do (toolkit/src/core.cpp, PythonCall): a copy a C function of the program
+    queued into its own stack buffer then fails at the Python synchronisation instead of writing over the
+    interpreter's frames. An observer of the calls, attached only there: a plain Python program's calls
+    cost what they did."""
+
+    @staticmethod
+    def before(name: str, args: tuple, kwargs: dict) -> Optional[Any]:
+        record = _npuemu_c.python_call_starts(name)
+        return None if record is None else functools.partial(_npuemu_c.python_call_ends, record)
+
+
+if _npuemu_c.python_host:
+    hooks.attach("CALLS", _PythonCallFrames(), first=True)
+    callback.watch_program_code(_npuemu_c.program_code_starts, _npuemu_c.program_code_ends)
 
 
 def _command_line() -> list:

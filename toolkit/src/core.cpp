@@ -393,22 +393,34 @@ bool on_live_stack(const void *address, size_t size) {
 // Each public call in progress keeps where its frames start (`top`: the program's stack pointer at the
 // call); a callback of the program that runs under it (aclrtProcessReport's) marks where the program's
 // frames start again (`program_below`), so that the callback's own buffers stay the program's. The
-// records live in npuemu_core_call's frames (and `enter`/`leave` cost a store each).
+// records live in npuemu_core_call's frames (and `enter`/`leave` cost a store each), or, for a call of
+// the Python API in a Python program that loaded the toolkit (PythonCall), on the heap.
 struct PublicCall {
-  int number;                  // the function, for messages
+  const char *name;            // the function, for messages
   uintptr_t top;
   uintptr_t program_below;     // 0: no callback of the program runs under this call
   PublicCall *outer;
+  bool python;                 // a PythonCall
 };
 thread_local PublicCall *innermost_call = nullptr;
 
-// The public call in progress on this thread whose own frames [start, end) meets, or null. Only the
-// thread's own stack counts: a program that runs on a stack of its own (a coroutine's) is not told apart.
-const PublicCall *call_whose_frames_meet(uintptr_t start, uintptr_t end) {
+// The public call in progress on this thread whose own frames [start, end) meets, or null. A call's frames
+// run from its `top` down to the deepest frame now (this one's), or to where a callback of the program
+// runs under it: memory far below the deepest frame is no call's, and may be the program's live memory
+// when the program calls from a stack of its own lying above it (a coroutine's stack, or a sigaltstack,
+// that is an array in one of its frames: the frames of the function that switched to it lie below). The
+// copy that follows the check runs a little deeper than the check (ctypes' call of memmove, NumPy's
+// copy: a few KiB at most): kFramesBelowCheck more are the call's. Only the thread's own stack counts: a
+// call made on a stack elsewhere (a coroutine's on the heap) is not told apart.
+const uintptr_t kFramesBelowCheck = 16 * 1024;
+
+__attribute__((noinline)) const PublicCall *call_whose_frames_meet(uintptr_t start, uintptr_t end) {
   const StackRange &stack = this_thread_stack();
+  const uintptr_t here = reinterpret_cast<uintptr_t>(__builtin_frame_address(0));
+  const uintptr_t deepest = here > kFramesBelowCheck ? here - kFramesBelowCheck : 0;
   for (const PublicCall *call = innermost_call; call != nullptr; call = call->outer) {
     if (call->top <= stack.low || call->top > stack.high) continue;
-    const uintptr_t low = std::max(call->program_below, stack.low);
+    const uintptr_t low = std::max({call->program_below, stack.low, deepest});
     if (start < call->top && end > low) return call;
   }
   return nullptr;
@@ -433,15 +445,27 @@ bool writable_memory(const void *address, size_t size) {
 // one that points anywhere but code (a stray integer, data) would crash the process there, far from the
 // call that passed it. So it is refused at the call, as a wild out-parameter is. Nearly every function
 // lies in an executable segment of a loaded module (the program, a library), which dl_iterate_phdr lists
-// without a system call; only an address outside them, legal for code made at run time (a JIT's), costs
-// a read of /proc/self/maps. Nothing is cached: a library may be unloaded between two calls.
+// without a system call: nothing of it is cached, a library may be unloaded between two calls. An
+// address outside them, legal for code made at run time (a JIT's, a ctypes callback's libffi closure),
+// costs a read of /proc/self/maps, once per page: the last pages found executable are kept
+// (ExecutablePages) until a module is loaded or unloaded.
 struct CodeSearch {
   uintptr_t address;
   bool found;
+  unsigned long long generation;  // the modules' (load_generation)
 };
 
-int find_in_executable_segment(dl_phdr_info *info, size_t, void *data) {
+// How many modules were loaded and unloaded so far (glibc's counters, which dl_iterate_phdr gives in
+// every entry: the first is enough); 0 without them (not glibc). emulator.sites pins return addresses to
+// the modules at them; a change means an address may now be another library's (one loaded where an
+// unloaded one was).
+unsigned long long load_generation(const dl_phdr_info *info, size_t size) {
+  return size >= offsetof(dl_phdr_info, dlpi_subs) + sizeof info->dlpi_subs ? info->dlpi_adds + info->dlpi_subs : 0;
+}
+
+int find_in_executable_segment(dl_phdr_info *info, size_t size, void *data) {
   CodeSearch *search = static_cast<CodeSearch *>(data);
+  search->generation = load_generation(info, size);
   for (int i = 0; i < info->dlpi_phnum; ++i) {
     const ElfW(Phdr) &segment = info->dlpi_phdr[i];
     if (segment.p_type != PT_LOAD || !(segment.p_flags & PF_X)) continue;
@@ -454,20 +478,36 @@ int find_in_executable_segment(dl_phdr_info *info, size_t, void *data) {
   return 0;
 }
 
+// The hexadecimal number at `text` (lower-case digits, as /proc/self/maps writes them); `text` is left
+// at the first character after it.
+uintptr_t hexadecimal_at(const char *&text) {
+  uintptr_t value = 0;
+  for (;; ++text) {
+    const char digit = *text;
+    if (digit >= '0' && digit <= '9') value = value << 4 | static_cast<uintptr_t>(digit - '0');
+    else if (digit >= 'a' && digit <= 'f') value = value << 4 | static_cast<uintptr_t>(digit - 'a' + 10);
+    else return value;
+  }
+}
+
 // Whether /proc/self/maps marks the page at `address` executable; true where it cannot be read (a
-// sandbox, no free file descriptor): the caller is trusted, as for the other checks.
+// sandbox, no free file descriptor): the caller is trusted, as for the other checks. Its lines
+// ("start-end perms ...") come in the order of the addresses: the read stops at the first past `address`.
 bool mapped_executable(uintptr_t address) {
   std::FILE *maps = std::fopen("/proc/self/maps", "re");
   if (maps == nullptr) return true;
   bool executable = false, line_start = true;
   char line[512];
   while (std::fgets(line, sizeof(line), maps) != nullptr) {
-    unsigned long start = 0, end = 0;
-    char permissions[5] = "";
-    if (line_start && std::sscanf(line, "%lx-%lx %4s", &start, &end, permissions) == 3 && address >= start &&
-        address < end) {
-      executable = permissions[2] == 'x';
-      break;
+    if (line_start) {
+      const char *at = line;
+      const uintptr_t start = hexadecimal_at(at);
+      if (start > address) break;
+      const uintptr_t end = *at == '-' ? hexadecimal_at(++at) : 0;
+      if (address < end && at[0] == ' ' && at[1] != '\0' && at[2] != '\0') {
+        executable = at[3] == 'x';  // " rwxp"
+        break;
+      }
     }
     line_start = std::strchr(line, '\n') != nullptr;  // the rest of a line longer than the buffer (a long path) is no line
   }
@@ -475,10 +515,31 @@ bool mapped_executable(uintptr_t address) {
   return executable;
 }
 
+// The pages outside the modules last found executable on this thread, while the modules stay as they
+// were (`generation`). A page the program unmaps and maps again, not executable, at the same address is
+// still taken for code: such a pointer is as dangling as on the card, which never checks.
+const int kExecutablePagesKept = 16;
+struct ExecutablePages {
+  unsigned long long generation = 0;
+  uintptr_t pages[kExecutablePagesKept] = {};
+  int count = 0, next = 0;  // pages kept; where the next goes (the oldest is replaced)
+};
+thread_local ExecutablePages executable_pages;
+
 bool executable_memory(const void *function) {
-  CodeSearch search = {reinterpret_cast<uintptr_t>(function), false};
+  CodeSearch search = {reinterpret_cast<uintptr_t>(function), false, 0};
   dl_iterate_phdr(find_in_executable_segment, &search);
-  return search.found || mapped_executable(search.address);
+  if (search.found) return true;
+  static const uintptr_t page_size = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  const uintptr_t page = search.address & ~(page_size - 1);
+  ExecutablePages &kept = executable_pages;
+  if (kept.generation != search.generation) kept = ExecutablePages{search.generation};
+  if (std::find(kept.pages, kept.pages + kept.count, page) != kept.pages + kept.count) return true;
+  if (!mapped_executable(search.address)) return false;
+  kept.pages[kept.next] = page;
+  kept.next = (kept.next + 1) % kExecutablePagesKept;
+  kept.count = std::min(kept.count + 1, kExecutablePagesKept);
+  return true;
 }
 
 // The bytes the out-parameter of `kind` points to.
@@ -818,15 +879,12 @@ PyObject *caller(PyObject *, PyObject *) {
   return addresses;
 }
 
-// How many modules were loaded and unloaded so far (glibc's counters, which dl_iterate_phdr gives in
-// every entry: the first is enough). emulator.sites pins return addresses to the modules at them; a
-// change means an address may now be another library's (one loaded where an unloaded one was).
 int read_load_counters(dl_phdr_info *info, size_t size, void *counted) {
-  if (size >= offsetof(dl_phdr_info, dlpi_subs) + sizeof info->dlpi_subs)
-    *static_cast<unsigned long long *>(counted) = info->dlpi_adds + info->dlpi_subs;
+  *static_cast<unsigned long long *>(counted) = load_generation(info, size);
   return 1;
 }
 
+// modules_generation(): load_generation's number, which changes whenever a module is loaded or unloaded.
 PyObject *modules_generation(PyObject *, PyObject *) {
   unsigned long long counted = 0;  // without the counters (not glibc): never changes
   dl_iterate_phdr(read_load_counters, &counted);
@@ -865,7 +923,89 @@ PyObject *frames_in_use(PyObject *, PyObject *args) {
   const uintptr_t start = static_cast<uintptr_t>(address);
   const PublicCall *call = call_whose_frames_meet(start, start + std::max<uintptr_t>(size, 1));
   if (call == nullptr) Py_RETURN_NONE;
-  return PyUnicode_FromString(signatures[call->number].name);
+  return PyUnicode_FromString(call->name);
+}
+
+// A Python program that loaded the toolkit (ctypes) runs its C functions on the interpreter's stack: a
+// download one of them queues into its own stack buffer, run when the program synchronises through the
+// Python API (acl.rt), would write over the interpreter's frames of that call as it would over a C
+// call's. So in such a process (only there: a plain Python program has no C buffers, and the per-call
+// cost stays its own) each call of the Python API keeps a record too, from a call observer
+// (npuemu_toolkit.adapters): python_call_starts(name) as it starts, python_call_ends(record, status) as
+// it ends.
+struct PythonCall : PublicCall {
+  std::string own_name;
+};
+
+void end_python_call() {
+  PythonCall *ended = static_cast<PythonCall *>(innermost_call);
+  innermost_call = ended->outer;
+  delete ended;
+}
+
+// The Python calls an exception left without their end (KeyboardInterrupt, which passes the observers'
+// ends by): those whose frames start at or below `top`, where a call starts now, and under which no
+// callback of the program runs, are over. A Python call made inside one in progress comes from a
+// callback of the program (marked), or from a finalizer that the garbage collector runs, through C
+// frames, deeper; a C call, from a callback only (the runtime calls none): at a C call, all are over.
+void end_python_calls_left_at(uintptr_t top) {
+  while (innermost_call != nullptr && innermost_call->python && innermost_call->program_below == 0 &&
+         innermost_call->top <= top)
+    end_python_call();
+}
+
+// python_call_starts(name): the record made (its address), or None for the Python call of a C call in
+// progress (the bridge's: that call has its record, whose frames hold this one's).
+PyObject *python_call_starts(PyObject *, PyObject *argument) {
+  const uintptr_t top = reinterpret_cast<uintptr_t>(__builtin_frame_address(0));
+  end_python_calls_left_at(top);
+  const PublicCall *outer = innermost_call;
+  const char *name = PyUnicode_AsUTF8(argument);
+  if (name == nullptr) return nullptr;
+  if (outer != nullptr && !outer->python && outer->program_below == 0) Py_RETURN_NONE;
+  PythonCall *call = new PythonCall();
+  call->own_name = name;
+  call->name = call->own_name.c_str();
+  call->top = top;
+  call->program_below = 0;
+  call->outer = innermost_call;
+  call->python = true;
+  innermost_call = call;
+  return PyLong_FromVoidPtr(call);
+}
+
+// python_call_ends(record, status): the record ends, with those an exception left inside it; nothing if a
+// later start found it left (end_python_calls_left_at).
+PyObject *python_call_ends(PyObject *, PyObject *args) {
+  PyObject *record, *status;
+  if (!PyArg_UnpackTuple(args, "python_call_ends", 2, 2, &record, &status)) return nullptr;
+  const void *ending = PyLong_AsVoidPtr(record);
+  if (PyErr_Occurred()) return nullptr;
+  bool open = false;
+  for (const PublicCall *call = innermost_call; call != nullptr && call->python && !open; call = call->outer)
+    open = call == ending;
+  while (open && innermost_call != ending) end_python_call();
+  if (open) end_python_call();
+  Py_RETURN_NONE;
+}
+
+// program_code_starts(): the program's Python callback starts under the call in progress (the
+// runtime's, as run_program_callback for a C one): the C functions it calls have their frames below.
+// Returns what program_code_ends(mark) restores.
+PyObject *program_code_starts(PyObject *, PyObject *) {
+  PublicCall *under = innermost_call;
+  if (under == nullptr) Py_RETURN_NONE;
+  const uintptr_t previous = under->program_below;
+  under->program_below = reinterpret_cast<uintptr_t>(__builtin_frame_address(0));
+  return PyLong_FromUnsignedLongLong(previous);
+}
+
+PyObject *program_code_ends(PyObject *, PyObject *mark) {
+  if (mark == Py_None || innermost_call == nullptr) Py_RETURN_NONE;
+  const unsigned long long previous = PyLong_AsUnsignedLongLong(mark);
+  if (PyErr_Occurred()) return nullptr;
+  innermost_call->program_below = static_cast<uintptr_t>(previous);
+  Py_RETURN_NONE;
 }
 
 // symbol(address): the name of the function that starts at `address` (a C callback), as the program
@@ -949,6 +1089,13 @@ PyMethodDef methods[] = {
     {"frames_in_use", frames_in_use, METH_VARARGS,
      "frames_in_use(address, size): the public C call in progress whose own frames hold a byte of the range, or None."},
     {"symbol", symbol, METH_O, "symbol(address): the name of the C function at address, or None."},
+    {"python_call_starts", python_call_starts, METH_O,
+     "python_call_starts(name): a call of the Python API starts (its frames are the toolkit's): its record, or None."},
+    {"python_call_ends", python_call_ends, METH_VARARGS,
+     "python_call_ends(record, status): the recorded call of the Python API ends."},
+    {"program_code_starts", program_code_starts, METH_NOARGS,
+     "program_code_starts(): the program's Python callback starts; returns the mark program_code_ends takes."},
+    {"program_code_ends", program_code_ends, METH_O, "program_code_ends(mark): the program's Python callback ended."},
     {nullptr, nullptr, 0, nullptr}};
 PyModuleDef module_definition = {PyModuleDef_HEAD_INIT, "_npuemu_c", "npuemu's C toolkit, seen from Python.", -1,
                                  methods, nullptr, nullptr, nullptr, nullptr};
@@ -1225,7 +1372,9 @@ std::string import_targets(const npuemu_boot *boot) {
   const int count = boot->signature_count;
   PyObject *module = PyModule_Create(&module_definition);
   PyObject *modules = PyImport_GetModuleDict();
+  // python_host: the process ran Python before the toolkit started (a Python program that loaded it)
   if (module == nullptr || !add_library_directory(module) || !add_interface_fingerprint(module) ||
+      PyModule_AddIntConstant(module, "python_host", boot->embedded ? 0 : 1) != 0 ||
       PyDict_SetItemString(modules, "_npuemu_c", module) != 0)
     return python_error();
   Py_DECREF(module);
@@ -1337,7 +1486,8 @@ extern "C" __attribute__((visibility("default"))) int npuemu_core_boot(const npu
 
 extern "C" __attribute__((visibility("default"))) npuemu_value npuemu_core_call(int number, const npuemu_value *args,
                                                                                  const void *caller, const void *frame) {
-  PublicCall in_progress = {number, reinterpret_cast<uintptr_t>(frame), 0, innermost_call};
+  end_python_calls_left_at(UINTPTR_MAX);
+  PublicCall in_progress = {signatures[number].name, reinterpret_cast<uintptr_t>(frame), 0, innermost_call, false};
   innermost_call = &in_progress;
   void *outer[kCallerFrames];  // a call from a callback of this thread's own call nests
   const int outer_frames = caller_frames;
