@@ -179,9 +179,11 @@ def compute_unlocked(lock, kernel: Callable[..., None], args: Sequence, touched:
     try:
         kernel(*args)
     finally:
-        lock._acquire_restore(state)
-        TRACKER.running, TRACKER.written_by_running = task, written
-        memory.no_longer_in_use(touched)
+        try:
+            lock._acquire_restore(state)
+        finally:  # a Ctrl-C that came while this waited for the lock is raised as it returns: still done
+            TRACKER.running, TRACKER.written_by_running = task, written
+            memory.no_longer_in_use(touched)
 
 
 def _ready(task: Task) -> bool:

@@ -418,3 +418,52 @@ def test_releasing_what_another_threads_kernel_uses_while_it_runs_is_no_crash(re
             for tensor in work.tensors:
                 nn.aclDestroyTensor(tensor)
             leaks.forget()  # the stream and memory the forced reset released: released on purpose
+
+
+CTRL_C_WHILE_TAKING_THE_LOCK_BACK = """
+import os, signal, threading, time
+import acl, aclnn_api as nn
+from emulator import memory
+from emulator.state import PROCESS
+signal.signal(signal.SIGINT, signal.default_int_handler)  # a shell may start us with SIGINT ignored
+assert acl.init() == 0 and acl.rt.set_device(0) == 0
+stream, _ = acl.rt.create_stream()
+N = 1 << 23
+def tensor():
+    address, ret = acl.rt.malloc(N * 4, 0)
+    assert ret == 0
+    return address, nn.aclCreateTensor([N], nn.ACL_FLOAT, [1], 0, nn.ACL_FORMAT_ND, [N], address)
+x_address, x = tensor()
+_, out = tensor()
+_, executor, ret = nn.aclnnLogSigmoidGetWorkspaceSize(x, out)
+assert ret == 0
+
+def another_threads_call():  # holds the runtime lock while the kernel ends, then Ctrl-C comes
+    while not memory._in_use:
+        time.sleep(0.0005)
+    with PROCESS.lock:
+        time.sleep(1.0)
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(0.2)
+
+threading.Thread(target=another_threads_call).start()
+assert nn.aclnnLogSigmoid(None, 0, executor, stream) == 0
+try:
+    acl.rt.synchronize_stream(stream)
+    print("not interrupted")
+except KeyboardInterrupt:
+    print("interrupted")
+print("in use", len(memory._in_use))
+assert acl.rt.free(x_address) == 0
+print("waiting to be unmapped", len(memory._unmap_after))
+"""
+
+
+def test_ctrl_c_as_a_kernel_takes_the_runtime_lock_back_leaves_no_memory_held(tmp_path):
+    """The kernel had ended and its thread waited for the runtime lock another thread held; the Ctrl-C
+    that came meanwhile was raised as the lock came back, before the kernel's ranges were given up: they
+    stayed in use for good, and every later free of that memory (32 MB here) was never unmapped."""
+    done = subprocess.run([sys.executable, "-c", CTRL_C_WHILE_TAKING_THE_LOCK_BACK], capture_output=True,
+                          text=True, cwd=tmp_path, env={**os.environ, "NPUEMU_LEAK_CHECK": "0"}, timeout=120)
+    assert done.returncode == 0, (done.returncode, done.stderr[-2000:])
+    assert done.stdout.split("\n")[:3] == ["interrupted", "in use 0", "waiting to be unmapped 0"], done.stdout
