@@ -1493,3 +1493,28 @@ def test_a_python_host_shares_its_interpreter_with_the_toolkit(tmp_path):
     assert done.stdout.splitlines() == [
         "device (0, 0)", "bad 107001 aclrtSetDevice: deviceId: expected a device id in [0, 8), found 99", "malloc 0"]
     assert "leak: device memory" in done.stderr and "host.py:10 in <module>" in done.stderr, done.stderr
+
+
+# A C host's own handler of SIGTERM (set with libc's signal(), unknown to Python), then an install run in
+# its Python, then a SIGTERM: the handler must still be the program's.
+INSTALL_UNDER_A_C_HANDLER = """import ctypes, os, signal, sys, time
+libc = ctypes.CDLL(None)
+HANDLER = ctypes.CFUNCTYPE(None, ctypes.c_int)
+got = []
+on_term = HANDLER(got.append)
+libc.signal.restype = ctypes.c_void_p
+libc.signal.argtypes = [ctypes.c_int, HANDLER]
+libc.signal(signal.SIGTERM, on_term)
+from npuemu_toolkit import cli
+assert cli.main(["install", sys.argv[1]]) == 0
+os.kill(os.getpid(), signal.SIGTERM)
+time.sleep(0.2)
+print("handled", got)
+"""
+
+
+def test_an_install_leaves_a_handler_the_program_set_outside_python_as_it_was(tmp_path):
+    """Python does not know a handler set in C (getsignal() says SIG_DFL): the install "restored" SIG_DFL
+    over it, and the program's next SIGTERM killed it. Such a signal is now left alone."""
+    done = run([sys.executable, "-c", INSTALL_UNDER_A_C_HANDLER, str(tmp_path / "cann")])
+    assert done.returncode == 0 and "handled [15]" in done.stdout, (done.returncode, done.stdout, done.stderr)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import ctypes
 import fcntl
 import filecmp
 import functools
@@ -337,7 +338,8 @@ class Signals:
         if threading.current_thread() is not threading.main_thread():
             yield
             return
-        before = {signum: signal.getsignal(signum) for signum in self.CAUGHT}
+        before = {signum: signal.getsignal(signum) for signum in self.CAUGHT
+                  if not _handled_outside_python(signum, signal.getsignal(signum))}
         for signum, handler in before.items():
             if handler != signal.SIG_IGN:
                 signal.signal(signum, self._receive)
@@ -360,6 +362,22 @@ class Signals:
         """Stop now (Interrupted) if a signal was received while it waited."""
         if self.received is not None:
             raise Interrupted(self.received)
+
+
+def _handled_outside_python(signum: int, handler: object) -> bool:
+    """Whether the process's program (a C host running the install in its Python) handles `signum` with a
+    handler of its own, which Python does not know (getsignal() says SIG_DFL or None): replaced and then
+    "restored" by Python, it would be lost. Such a signal is left as it is. Read with sigaction(2), whose
+    struct begins with the handler on Linux."""
+    if handler not in (signal.SIG_DFL, None):
+        return False  # Python's own handler (or SIG_IGN): the C-level handler is Python's
+    try:
+        action = ctypes.create_string_buffer(512)  # larger than any struct sigaction
+        if ctypes.CDLL(None).sigaction(signum, None, action) != 0:
+            return False
+    except (OSError, AttributeError):
+        return False
+    return ctypes.c_void_p.from_buffer(action).value not in (None, signal.SIG_DFL.value, signal.SIG_IGN.value)
 
 
 def failure(error: OSError, target: str) -> str:
