@@ -43,8 +43,9 @@ def read_json_object(path: str) -> tuple[str, dict[str, Any]]:
     """The text of the file at `path` and the JSON object it holds; a file with nothing but white space
     holds no settings ({}). Raises ConfigFileError, or OSError EMFILE/ENFILE (no descriptor left: the
     host's resources, not the file, which emulator.errors reports as such)."""
-    text = _read_text(path)
+    data = _read_bytes(path)
     try:
+        text = data.decode("utf-8")  # (UnicodeDecodeError is a ValueError: a file that is not text is no JSON)
         settings = json.loads(text, parse_constant=_not_json) if text.strip() else {}
     except (ValueError, RecursionError) as error:  # RecursionError: arrays or objects nested too deep
         raise ConfigFileError(BAD_CONTENT, "expected a JSON object, found invalid content in %r (%s)"
@@ -64,15 +65,6 @@ def _reason(error: BaseException) -> str:
     if isinstance(error, RecursionError):
         return "nested too deeply"
     return str(error)
-
-
-def _read_text(path: str) -> str:
-    data = _read_bytes(path)
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as error:  # a file that is not text is no JSON either
-        raise ConfigFileError(BAD_CONTENT, "expected a JSON object, found invalid content in %r (%s)"
-                              % (path, error)) from None
 
 
 def _read_bytes(path: str) -> bytes:

@@ -226,14 +226,11 @@ def _default_device_id(value: Any) -> int:
                        "defaultDevice.default_device: expected a device id (a JSON integer or a string of decimal "
                        "digits), found %s" % _json_shown(value))
     count = _P.config.device_count
-    if digits and len(value.lstrip("0")) > 9:  # beyond any device count (and beyond what int() converts)
+    too_long = digits and len(value.lstrip("0")) > 9  # beyond any device count (and beyond what int() converts)
+    if too_long or not 0 <= int(value) < count:
         raise AclError(status.ACL_ERROR_RT_INVALID_DEVICEID, "defaultDevice.default_device: expected a device "
-                       "id in [0, %d), found %s" % (count, _json_shown(value)))
-    device_id = int(value)
-    if not 0 <= device_id < count:
-        raise AclError(status.ACL_ERROR_RT_INVALID_DEVICEID, "defaultDevice.default_device: expected a device "
-                       "id in [0, %d), found %s" % (count, _json_shown(device_id)))
-    return device_id
+                       "id in [0, %d), found %s" % (count, _json_shown(value if too_long else int(value))))
+    return int(value)
 
 
 def _json_shown(value: Any) -> str:

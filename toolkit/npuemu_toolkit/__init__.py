@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import os
 
+INTERPRETER = "npuemu.python"  # in a copied tree: the interpreter it runs npuemu in (toolkit/src/bridge.cpp)
+
 
 class ToolkitMissing(RuntimeError):
     """The package was installed without its C toolkit (a build that skipped it)."""

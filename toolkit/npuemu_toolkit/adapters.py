@@ -24,7 +24,7 @@ from emulator.dtypes import (ACL_BF16, ACL_COMPLEX32, ACL_DT_UNDEFINED, ACL_FLOA
                              ACL_STRING, ACL_UINT1, DTYPE_NAMES, NUMPY_TYPES, aclDataTypeSize, dtype_name)
 from emulator.interface import host_problem
 
-from . import _interface
+from . import INTERPRETER, _interface
 
 
 def _older_tree_refusal() -> str:
@@ -32,7 +32,7 @@ def _older_tree_refusal() -> str:
     check (toolkit/src/core.cpp, interface_mismatch), which compared nothing, and may pass its arguments by
     another convention; with the advice the core gives (reinstall_advice there)."""
     root = os.path.dirname(getattr(_npuemu_c, "library_directory", "?"))
-    if os.path.isfile(os.path.join(root, "npuemu.python")):
+    if os.path.isfile(os.path.join(root, INTERPRETER)):
         advice = ("this toolkit is a copy made by `npuemu toolkit install`: install the package's toolkit over it "
                   "again with the npuemu of %s (`%s -m emulator toolkit install %s`)"
                   % (sys.executable, shlex.quote(sys.executable), shlex.quote(root)))

@@ -19,10 +19,9 @@ from typing import Iterator, Optional
 
 from emulator.report import reason
 
-from . import ToolkitMissing, root
+from . import INTERPRETER, ToolkitMissing, root
 
 MARKER = "npuemu.info"  # in every tree of npuemu's (toolkit/CMakeLists.txt): an install replaces only those
-INTERPRETER = "npuemu.python"  # the interpreter a copied tree runs npuemu in (toolkit/src/bridge.cpp)
 STAGED = ".npuemu-new"  # in DIR: the new copy, made whole before any file of the earlier one changes
 ASIDE = ".npuemu-old"   # in DIR: what the new copy replaced, kept until it is whole, to undo a failure
 
@@ -168,7 +167,7 @@ def fill(source: str, target: str) -> None:
     interpreter that installed it."""
     for name in os.listdir(source):
         path = os.path.join(source, name)
-        if os.path.isdir(path) and not os.path.islink(path):
+        if is_directory(path):
             shutil.copytree(path, os.path.join(target, name), symlinks=True)
         else:
             shutil.copy2(path, os.path.join(target, name), follow_symlinks=False)

@@ -426,9 +426,22 @@ __attribute__((noinline)) const PublicCall *call_whose_frames_meet(uintptr_t sta
   return nullptr;
 }
 
+// The host's page size.
+uintptr_t page_size() {
+  static const uintptr_t size = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  return size;
+}
+
+// A pointer as messages show it (%p).
+std::string address_text(const void *address) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%p", address);
+  return text;
+}
+
 bool writable_memory(const void *address, size_t size) {
   if (on_live_stack(address, size)) return true;
-  static const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  const uintptr_t page = page_size();
   const uintptr_t first = reinterpret_cast<uintptr_t>(address), last = first + size - 1;
   int writable = npuemu::page_writable(first);
   if (writable == 1 && first / page != last / page) writable = npuemu::page_writable(last);  // it straddles two pages
@@ -530,8 +543,7 @@ bool executable_memory(const void *function) {
   CodeSearch search = {reinterpret_cast<uintptr_t>(function), false, 0};
   dl_iterate_phdr(find_in_executable_segment, &search);
   if (search.found) return true;
-  static const uintptr_t page_size = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
-  const uintptr_t page = search.address & ~(page_size - 1);
+  const uintptr_t page = search.address & ~(page_size() - 1);
   ExecutablePages &kept = executable_pages;
   if (kept.generation != search.generation) kept = ExecutablePages{search.generation};
   if (std::find(kept.pages, kept.pages + kept.count, page) != kept.pages + kept.count) return true;
@@ -593,10 +605,8 @@ PyObject *array_argument(const npuemu_signature &sig, int slot, const npuemu_val
   }
   std::vector<unsigned char> bytes(count * item);
   if (!read_memory(bytes.data(), address, bytes.size())) {
-    char where[32];
-    std::snprintf(where, sizeof(where), "%p", address);
     *failure = {invalid_code(sig), std::string(sig.names[slot]) + ": expected " + std::to_string(count) +
-                                       " readable values at " + where + ", found memory the process cannot read"};
+                                       " readable values at " + address_text(address) + ", found memory the process cannot read"};
     return nullptr;
   }
   switch (param.kind) {
@@ -626,7 +636,7 @@ PyObject *object_argument(const void *handle, uint8_t class_number) {
 // the NUL is looked for: a wild pointer, or a string that runs into an unmapped page, is false where a
 // strlen would fault.
 bool readable_string(const char *text, size_t *length) {
-  static const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  const uintptr_t page = page_size();
   uintptr_t at = reinterpret_cast<uintptr_t>(text);
   while (true) {
     const int readable = npuemu::page_readable(at);
@@ -651,9 +661,8 @@ PyObject *string_argument(const npuemu_signature &sig, int slot, const char *tex
   if (text == nullptr) Py_RETURN_NONE;
   size_t length = 0;
   if (!readable_string(text, &length)) {
-    char where[32];
-    std::snprintf(where, sizeof(where), "%p", static_cast<const void *>(text));
-    *failure = {invalid_code(sig), std::string(sig.names[slot]) + ": expected a NUL-terminated string at " + where +
+    *failure = {invalid_code(sig), std::string(sig.names[slot]) + ": expected a NUL-terminated string at " +
+                                       address_text(text) +
                                        ", found memory the process cannot read"};
     return nullptr;
   }
@@ -673,9 +682,8 @@ bool arguments(const npuemu_signature &sig, const npuemu_value *args, PyObject *
       case NK_PTR: value = from_pointer(args[slot].p); break;
       case NK_FUNCTION:
         if (args[slot].p != nullptr && !executable_memory(args[slot].p)) {  // null: the Python layer names it
-          char found[32];
-          std::snprintf(found, sizeof(found), "%p", args[slot].p);
-          *failure = {invalid_code(sig), std::string(sig.names[slot]) + ": expected a function, found " + found +
+          *failure = {invalid_code(sig), std::string(sig.names[slot]) + ": expected a function, found " +
+                                             address_text(args[slot].p) +
                                              " (not executable memory)"};
           return false;
         }
@@ -701,11 +709,9 @@ bool arguments(const npuemu_signature &sig, const npuemu_value *args, PyObject *
           return false;
         }
         if (!writable_memory(args[slot].p, output_size(sig.params[slot].kind))) {  // as an unreadable array
-          char where[32];
-          std::snprintf(where, sizeof(where), "%p", args[slot].p);
           *failure = {invalid_code(sig), std::string(sig.names[slot]) + ": expected " +
                                              std::to_string(output_size(sig.params[slot].kind)) +
-                                             " writable bytes at " + where + ", found memory the process cannot write"};
+                                             " writable bytes at " + address_text(args[slot].p) + ", found memory the process cannot write"};
           return false;
         }
         continue;
@@ -1295,15 +1301,26 @@ std::string shell_word(const std::string &text) {
   return quoted + "'";
 }
 
-// module.attribute as text ("?" if it cannot be had).
-std::string attribute_text(const char *module_name, const char *attribute) {
+// module.attribute, a str, as text; false if it cannot be had, with `error` (python_error(): a stop is kept
+// for the start to report) and `absent` (the module itself cannot be imported) set.
+bool read_attribute(const char *module_name, const char *attribute, std::string *text, std::string *error,
+                    bool *absent) {
   PyObject *module = PyImport_ImportModule(module_name);
   PyObject *value = module != nullptr ? PyObject_GetAttrString(module, attribute) : nullptr;
   const char *utf8 = value != nullptr && PyUnicode_Check(value) ? PyUnicode_AsUTF8(value) : nullptr;
-  const std::string text = utf8 != nullptr ? utf8 : "?";
+  if (utf8 != nullptr) *text = utf8;
+  *absent = module == nullptr && PyErr_ExceptionMatches(PyExc_ImportError);
   Py_XDECREF(value);
   Py_XDECREF(module);
-  if (utf8 == nullptr) python_error();  // (a stop is kept for the start to report)
+  if (utf8 == nullptr) *error = python_error();
+  return utf8 != nullptr;
+}
+
+// module.attribute as text ("?" if it cannot be had).
+std::string attribute_text(const char *module_name, const char *attribute) {
+  std::string text = "?", error;
+  bool absent = false;
+  read_attribute(module_name, attribute, &text, &error, &absent);
   return text;
 }
 
@@ -1335,17 +1352,10 @@ std::string reinstall_advice(const npuemu_boot *boot) {
 // The interface fingerprint of the package's Python side, which its build wrote beside its own tree
 // (npuemu_toolkit/_interface.py), or why there is none.
 std::string package_fingerprint() {
-  PyObject *module = PyImport_ImportModule("npuemu_toolkit._interface");
-  PyObject *value = module != nullptr ? PyObject_GetAttrString(module, "FINGERPRINT") : nullptr;
-  const char *utf8 = value != nullptr && PyUnicode_Check(value) ? PyUnicode_AsUTF8(value) : nullptr;
-  std::string fingerprint = utf8 != nullptr ? utf8 : "";
-  const bool absent = module == nullptr && PyErr_ExceptionMatches(PyExc_ImportError);
-  Py_XDECREF(value);
-  Py_XDECREF(module);
-  if (utf8 == nullptr) {
-    const std::string error = python_error();  // (a stop is kept for the start to report)
+  std::string fingerprint, error;
+  bool absent = false;
+  if (!read_attribute("npuemu_toolkit._interface", "FINGERPRINT", &fingerprint, &error, &absent))
     fingerprint = absent ? "none: a build older than this check" : "unreadable (" + error + ")";
-  }
   return fingerprint;
 }
 
