@@ -389,30 +389,41 @@ def test_releasing_what_another_threads_kernel_uses_while_it_runs_is_no_crash(re
 CTRL_C_WHILE_TAKING_THE_LOCK_BACK = """
 import os, signal, threading, time
 import acl, aclnn_api as nn
+from aclnn_api import operator
 from emulator import memory
 from emulator.state import PROCESS
 signal.signal(signal.SIGINT, signal.default_int_handler)  # a shell may start us with SIGINT ignored
 assert acl.init() == 0 and acl.rt.set_device(0) == 0
 stream, _ = acl.rt.create_stream()
-N = 1 << 23
+N = 1024
 def tensor():
     address, ret = acl.rt.malloc(N * 4, 0)
-    assert ret == 0
+    assert ret == 0 and acl.rt.memset(address, N * 4, 0, N * 4) == 0
     return address, nn.aclCreateTensor([N], nn.ACL_FLOAT, [1], 0, nn.ACL_FORMAT_ND, [N], address)
 x_address, x = tensor()
 _, out = tensor()
 _, executor, ret = nn.aclnnLogSigmoidGetWorkspaceSize(x, out)
 assert ret == 0
 
+computing, lock_taken = threading.Event(), threading.Event()
+real_compute = operator.interface.compute
+def compute(kernel, args, touched):  # the kernel computes only once the other thread holds the lock
+    def held_up_kernel(*args):
+        computing.set()
+        lock_taken.wait(30)
+        kernel(*args)
+    real_compute(held_up_kernel, args, touched)
+operator.interface.compute = compute
+
 def another_threads_call():  # holds the runtime lock while the kernel ends, then Ctrl-C comes
-    while not memory._in_use:
-        time.sleep(0.0005)
+    computing.wait(30)
     with PROCESS.lock:
-        time.sleep(1.0)
+        lock_taken.set()
+        time.sleep(0.5)  # the kernel ends meanwhile, and its thread waits to take the lock back
         os.kill(os.getpid(), signal.SIGINT)
         time.sleep(0.2)
 
-threading.Thread(target=another_threads_call).start()
+threading.Thread(target=another_threads_call, daemon=True).start()
 assert nn.aclnnLogSigmoid(None, 0, executor, stream) == 0
 try:
     acl.rt.synchronize_stream(stream)
