@@ -88,25 +88,26 @@ def _unmap(address: int, size: int) -> None:
             _unmap_refused()
 
 
-# The host memory that kernels read and write while the runtime lock is released (emulator.stream.
-# compute_unlocked), and the backings freed meanwhile that lie there: those stay mapped until no kernel
-# touches them any more, as the card's kernel goes on writing memory being freed (its writes land there,
-# harmlessly). Both under the runtime lock.
-_in_use: list = []                        # per kernel running: its (address, nbytes) host ranges (a list)
+# The host memory that kernels and queued copies read and write while the runtime lock is released
+# (emulator.stream.compute_unlocked), and the backings freed meanwhile that lie there (device memory, or
+# aclrtMallocHost's): those stay mapped until nothing running touches them any more, as the card's kernel
+# or copy engine goes on writing memory being freed (its writes land there, harmlessly). Both under the
+# runtime lock.
+_in_use: list = []                        # per task running: its (address, nbytes) host ranges (a list)
 _unmap_after: list[tuple[int, int]] = []   # (backing, size) freed while in use
 
 
 # in_use(ranges): keep the host `ranges`, a list of (address, nbytes) pairs, mapped until
 # `no_longer_in_use(ranges)` with the same list: a free meanwhile unmaps the backing only then. The list's
-# own append, not a function around it: it runs for every kernel, where a Python call costs as much as
+# own append, not a function around it: it runs for every kernel and copy, where a Python call costs as much as
 # the rest of the bookkeeping.
 in_use: Callable[[list], None] = _in_use.append
 
 
 def no_longer_in_use(ranges: list) -> None:
     """The `ranges` given to `in_use` are no longer touched: the backings freed meanwhile are unmapped,
-    unless another kernel still touches them."""
-    try:  # (the first equal list: this one, or another kernel's of the same ranges, which leaves the same held)
+    unless another running task still touches them."""
+    try:  # (the first equal list: this one, or another task's of the same ranges, which leaves the same held)
         _in_use.remove(ranges)
     except ValueError:  # forgotten meanwhile: this is a child made by fork (_forked)
         pass
@@ -115,7 +116,7 @@ def no_longer_in_use(ranges: list) -> None:
 
 
 def _unmap_freed_meanwhile() -> None:
-    """Unmap the backings freed while a kernel touched them, but those another kernel still touches."""
+    """Unmap the backings freed while a task touched them, but those another running task still touches."""
     waiting = _unmap_after[:]
     _unmap_after.clear()
     for address, size in waiting:
@@ -123,7 +124,7 @@ def _unmap_freed_meanwhile() -> None:
 
 
 def _release_backing(address: int, size: int) -> None:
-    """Unmap a freed allocation's backing, or, while a kernel touches it, once none does."""
+    """Unmap a freed allocation's backing, or, while a running task touches it, once none does."""
     if _in_use and any(start < address + size and address < start + nbytes
                        for ranges in _in_use for start, nbytes in ranges):
         _unmap_after.append((address, size))
@@ -585,7 +586,7 @@ class AddressSpace:
                            "hostPtr: expected an address returned by aclrtMallocHost, found 0x%x" % address)
         del self.host_starts[bisect.bisect_left(self.host_starts, address)]
         self.pinned -= host.mapped
-        _unmap(host.address, host.mapped)
+        _release_backing(host.address, host.mapped)  # a queued copy moving its bytes may still touch it
 
     def resolve(self, address: int, nbytes: int, device_id: int, what: Union[str, Callable[[], str]],
                 base: Optional[int] = None, access: bool = True) -> tuple[Allocation, int]:
@@ -780,9 +781,12 @@ class Copy:
             if span.on_device:
                 span.pointer(space, device_id)
 
-    def run(self, space: "AddressSpace", device_id: int) -> None:
-        """Queued work: checked when it runs (DeviceFault), then copied."""
-        self.move(self.dst.pointer(space, device_id), self.src.pointer(space, device_id))
+    def run(self, space: "AddressSpace", device_id: int, compute: Callable[..., None]) -> None:
+        """Queued work: checked when it runs (DeviceFault), then copied by `compute(move, args, touched)`,
+        with the runtime lock released (emulator.stream.compute_unlocked): the host memory it touches is
+        the two ranges' backings."""
+        target, source = self.dst.pointer(space, device_id), self.src.pointer(space, device_id)
+        compute(self.move, (target, source), [(target, self.dst.nbytes), (source, self.src.nbytes)])
 
     def move(self, target: int, source: int) -> None:
         """The copy itself, between host pointers backing the two ranges."""
@@ -808,9 +812,11 @@ class Fill:
         span = self.span
         return [(span.address, span.nbytes, span.name)] if span.on_device else []
 
-    def run(self, space: "AddressSpace", device_id: int) -> None:
-        """Queued work: checked when it runs (DeviceFault), then set."""
-        self.set_at(self.span.pointer(space, device_id))
+    def run(self, space: "AddressSpace", device_id: int, compute: Callable[..., None]) -> None:
+        """Queued work: checked when it runs (DeviceFault), then set by `compute(set_at, args, touched)`, as
+        a queued copy is moved (Copy.run)."""
+        target = self.span.pointer(space, device_id)
+        compute(self.set_at, (target,), [(target, self.span.nbytes)])
 
     def set_at(self, target: int) -> None:
         ctypes.memset(target, self.byte, self.span.nbytes)

@@ -34,7 +34,7 @@ from .resource import HANDLES, live, optional
 from .sites import user_site
 from .state import PROCESS
 from .sanitizer import TRACKER
-from .stream import Stream, Task
+from .stream import Stream, Task, compute_unlocked
 
 _P = PROCESS
 _HBM_ATTRS = {1, 4, 5, 8, 9, 10, 11}
@@ -537,7 +537,7 @@ def aclrtStreamQuery(stream: Optional[int] = None) -> int:
     callback reaches its thread, which runs it in aclrtProcessReport (it may be the polling thread)."""
     with _P.lock:
         target = stream_of(stream)
-        if not target.queue:
+        if not target.queue and target.busy is None:  # (a task another thread is inside has left the queue)
             if TRACKER.hazards:
                 TRACKER.host_saw_stream(target)
             return status.ACL_STREAM_STATUS_COMPLETE
@@ -828,8 +828,15 @@ def _enqueue_copy(copy: Copy, device_id: int, stream: Stream, name: str) -> None
     _check_overlap(name, copy)
     nbytes = copy.width * copy.height
     task = Task("%s(%d bytes)" % (name, nbytes), None, reads=copy.device_reads(), writes=copy.device_writes())
-    _set_run(task, lambda: copy.run(space, device_id), _sides(copy))
+    _set_run(task, lambda: copy.run(space, device_id, _move_unlocked), _sides(copy))
     enqueue(stream, task)
+
+
+def _move_unlocked(move: Callable[..., None], args: Sequence, touched: list) -> None:
+    """A queued copy's or memset's bytes, moved with the runtime lock released as a kernel computes
+    (emulator.stream.compute_unlocked): a copy of a GB run by one thread's synchronisation does not hold
+    up the other threads' calls, and memory freed meanwhile stays mapped until it ends."""
+    compute_unlocked(_P.lock, move, args, touched)
 
 
 def _check_overlap(call: str, copy: Copy) -> None:
@@ -988,7 +995,7 @@ def aclrtMemsetAsync(devPtr: int, maxCount: int, value: int, count: int, stream:
         space = _P.address_space()
         fill.span.pointer_now(space, device_id, access=False)
         task = Task("aclrtMemsetAsync(%d bytes)" % fill.span.nbytes, None, writes=fill.device_writes())
-        _set_run(task, lambda: fill.run(space, device_id), [(fill.span, "writes")])
+        _set_run(task, lambda: fill.run(space, device_id, _move_unlocked), [(fill.span, "writes")])
         enqueue(target, task)
 
 

@@ -275,6 +275,120 @@ def test_a_long_synchronisation_in_one_thread_holds_up_no_call_of_another():
     assert acl.rt.reset_device(0) == 0
 
 
+@pytest.mark.parametrize("queued", ["aclrtMemcpyAsync", "aclrtMemsetAsync", "aclnnLogSigmoid"])
+def test_the_last_queued_task_runs_with_the_runtime_lock_released_and_its_stream_not_ready(queued, monkeypatch):
+    """A stream's last queued task, a copy's or memset's bytes as a kernel's computation, runs with the
+    runtime lock released: while thread A's synchronisation runs it, this thread's calls return with their
+    codes (a query of A's stream NOT_READY, the device's timed synchronisation 507046, an allocation), and
+    the bytes arrive. A copy of a GB used to hold up every other thread's call for its whole duration, and
+    a query of a stream whose last kernel was computing answered COMPLETE (the task had left the queue)."""
+    from aclnn_api import operator
+    from emulator import memory
+    from emulator.state import PROCESS
+    assert acl.rt.set_device(0) == 0
+    stream, _ = acl.rt.create_stream()
+    n = 1 << 20
+    (target, _), (source, _) = acl.rt.malloc(n, 0), acl.rt.malloc(n, 0)
+    assert acl.rt.memset(source, n, 0, n) == 0
+    x = nn.aclCreateTensor([n // 4], nn.ACL_FLOAT, [1], 0, nn.ACL_FORMAT_ND, [n // 4], source)
+    out = nn.aclCreateTensor([n // 4], nn.ACL_FLOAT, [1], 0, nn.ACL_FORMAT_ND, [n // 4], target)
+    running, go_on, locked = threading.Event(), threading.Event(), []
+
+    def held_up(work):  # runs once this thread's calls are done (waiting at most 30 s)
+        def run(*args):
+            locked.append(PROCESS.lock._is_owned())
+            running.set()
+            go_on.wait(30)
+            work(*args)
+        return run
+    if queued == "aclnnLogSigmoid":
+        compute = operator.interface.compute
+        monkeypatch.setattr(operator.interface, "compute",
+                            lambda kernel, args, touched: compute(held_up(kernel), args, touched))
+        size, executor, ret = nn.aclnnLogSigmoidGetWorkspaceSize(x, out)
+        assert ret == 0 and nn.aclnnLogSigmoid(None, size, executor, stream) == 0
+    else:
+        monkeypatch.setattr(memory.Copy, "move", held_up(memory.Copy.move))
+        monkeypatch.setattr(memory.Fill, "set_at", held_up(memory.Fill.set_at))
+        if queued == "aclrtMemcpyAsync":
+            assert acl.rt.memcpy_async(target, n, source, n, acl.ACL_MEMCPY_DEVICE_TO_DEVICE, stream) == 0
+        else:
+            assert acl.rt.memset_async(target, n, 0, n, stream) == 0
+    context, _ = acl.rt.get_context()
+    results = []
+
+    def synchronise():
+        acl.rt.set_context(context)
+        results.append(acl.rt.synchronize_stream(stream))
+    thread = threading.Thread(target=synchronise)
+    thread.start()
+    try:
+        assert running.wait(30), "the queued work never ran"
+        assert acl.rt.stream_query(stream) == (acl.ACL_STREAM_STATUS_NOT_READY, 0), last_error()
+        assert acl.rt.synchronize_device_with_timeout(10) == acl.ACL_ERROR_RT_STREAM_SYNC_TIMEOUT, last_error()
+        address, ret = acl.rt.malloc(64, 0)
+        assert ret == 0 and acl.rt.free(address) == 0
+        still_running = not go_on.is_set()
+    finally:
+        go_on.set()
+        thread.join()
+    assert still_running and locked == [False], "the task ran holding the runtime lock"
+    assert results == [0], last_error()
+    assert acl.rt.stream_query(stream) == (acl.ACL_STREAM_STATUS_COMPLETE, 0)
+    host = np.ones(n // 4, np.float32)
+    assert acl.rt.memcpy(acl.util.numpy_to_ptr(host), n, target, n, acl.ACL_MEMCPY_DEVICE_TO_HOST) == 0
+    expected = np.float32(-np.log(2.0)) if queued == "aclnnLogSigmoid" else 0  # log sigmoid(0) = -log 2
+    assert (host == expected).all()
+    for tensor in (x, out):
+        nn.aclDestroyTensor(tensor)
+    assert acl.rt.free(target) == 0 and acl.rt.free(source) == 0
+    assert acl.rt.destroy_stream(stream) == 0 and acl.rt.reset_device(0) == 0
+
+
+@pytest.mark.sanitizer_reports("host memory in flight")
+def test_pinned_memory_freed_while_a_queued_copy_moves_into_it_stays_mapped_until_the_copy_ends(monkeypatch):
+    """Thread A's synchronisation moves a queued download into aclrtMallocHost memory, the runtime lock
+    released; this thread frees that memory meanwhile (the program's error, reported): no crash, the
+    copy's writes land in memory still mapped, which is unmapped once the copy ends."""
+    from emulator import memory
+    assert acl.rt.set_device(0) == 0
+    stream, _ = acl.rt.create_stream()
+    n = 1 << 20
+    device, _ = acl.rt.malloc(n, 0)
+    assert acl.rt.memset(device, n, 5, n) == 0
+    pinned, ret = acl.rt.malloc_host(n)
+    assert ret == 0
+    moving, go_on = threading.Event(), threading.Event()
+    move = memory.Copy.move
+
+    def held_up(self, *args):
+        moving.set()
+        go_on.wait(30)
+        move(self, *args)
+    monkeypatch.setattr(memory.Copy, "move", held_up)
+    assert acl.rt.memcpy_async(pinned, n, device, n, acl.ACL_MEMCPY_DEVICE_TO_HOST, stream) == 0
+    context, _ = acl.rt.get_context()
+    results = []
+
+    def synchronise():
+        acl.rt.set_context(context)
+        results.append(acl.rt.synchronize_stream(stream))
+    thread = threading.Thread(target=synchronise)
+    thread.start()
+    try:
+        assert moving.wait(30), "the copy never ran"
+        assert acl.rt.free_host(pinned) == 0
+        mapped_while_moving = memory.host_range_readable(pinned, n)
+    finally:
+        go_on.set()
+        thread.join()
+    assert results == [0], last_error()
+    assert mapped_while_moving, "unmapped while the copy moves into it"
+    assert not memory.host_range_readable(pinned, n), "still mapped after the copy"
+    assert acl.rt.free(device) == 0
+    assert acl.rt.destroy_stream(stream) == 0 and acl.rt.reset_device(0) == 0
+
+
 def test_kernels_of_two_threads_at_once_give_the_bits_of_one_thread():
     """Two host threads synchronise their own streams of kernels at once, their computations overlapping
     (the runtime lock released): each output is what the kernel gives alone."""
