@@ -275,6 +275,38 @@ def test_a_long_synchronisation_in_one_thread_holds_up_no_call_of_another():
     assert acl.rt.reset_device(0) == 0
 
 
+class HeldUp:
+    """`held(work)`: `work` that runs only once the test sets `go_on` (or after 30 s); `running` is set as it
+    starts, and `locked` gets whether the runtime lock was held then."""
+
+    def __init__(self):
+        self.running, self.go_on, self.locked = threading.Event(), threading.Event(), []
+
+    def __call__(self, work):
+        from emulator.state import PROCESS
+
+        def run(*args):
+            self.locked.append(PROCESS.lock._is_owned())
+            self.running.set()
+            self.go_on.wait(30)
+            work(*args)
+        return run
+
+
+def synchronising_thread(stream) -> tuple[threading.Thread, list]:
+    """A started host thread that synchronises `stream` in this thread's context, and the list that gets
+    its status."""
+    context, _ = acl.rt.get_context()
+    results: list = []
+
+    def synchronise():
+        acl.rt.set_context(context)
+        results.append(acl.rt.synchronize_stream(stream))
+    thread = threading.Thread(target=synchronise)
+    thread.start()
+    return thread, results
+
+
 @pytest.mark.parametrize("queued", ["aclrtMemcpyAsync", "aclrtMemsetAsync", "aclnnLogSigmoid"])
 def test_the_last_queued_task_runs_with_the_runtime_lock_released_and_its_stream_not_ready(queued, monkeypatch):
     """A stream's last queued task, a copy's or memset's bytes as a kernel's computation, runs with the
@@ -284,7 +316,6 @@ def test_the_last_queued_task_runs_with_the_runtime_lock_released_and_its_stream
     a query of a stream whose last kernel was computing answered COMPLETE (the task had left the queue)."""
     from aclnn_api import operator
     from emulator import memory
-    from emulator.state import PROCESS
     assert acl.rt.set_device(0) == 0
     stream, _ = acl.rt.create_stream()
     n = 1 << 20
@@ -292,15 +323,7 @@ def test_the_last_queued_task_runs_with_the_runtime_lock_released_and_its_stream
     assert acl.rt.memset(source, n, 0, n) == 0
     x = nn.aclCreateTensor([n // 4], nn.ACL_FLOAT, [1], 0, nn.ACL_FORMAT_ND, [n // 4], source)
     out = nn.aclCreateTensor([n // 4], nn.ACL_FLOAT, [1], 0, nn.ACL_FORMAT_ND, [n // 4], target)
-    running, go_on, locked = threading.Event(), threading.Event(), []
-
-    def held_up(work):  # runs once this thread's calls are done (waiting at most 30 s)
-        def run(*args):
-            locked.append(PROCESS.lock._is_owned())
-            running.set()
-            go_on.wait(30)
-            work(*args)
-        return run
+    held_up = HeldUp()  # the task runs once this thread's calls are done
     if queued == "aclnnLogSigmoid":
         compute = operator.interface.compute
         monkeypatch.setattr(operator.interface, "compute",
@@ -314,25 +337,18 @@ def test_the_last_queued_task_runs_with_the_runtime_lock_released_and_its_stream
             assert acl.rt.memcpy_async(target, n, source, n, acl.ACL_MEMCPY_DEVICE_TO_DEVICE, stream) == 0
         else:
             assert acl.rt.memset_async(target, n, 0, n, stream) == 0
-    context, _ = acl.rt.get_context()
-    results = []
-
-    def synchronise():
-        acl.rt.set_context(context)
-        results.append(acl.rt.synchronize_stream(stream))
-    thread = threading.Thread(target=synchronise)
-    thread.start()
+    thread, results = synchronising_thread(stream)
     try:
-        assert running.wait(30), "the queued work never ran"
+        assert held_up.running.wait(30), "the queued work never ran"
         assert acl.rt.stream_query(stream) == (acl.ACL_STREAM_STATUS_NOT_READY, 0), last_error()
         assert acl.rt.synchronize_device_with_timeout(10) == acl.ACL_ERROR_RT_STREAM_SYNC_TIMEOUT, last_error()
         address, ret = acl.rt.malloc(64, 0)
         assert ret == 0 and acl.rt.free(address) == 0
-        still_running = not go_on.is_set()
+        still_running = not held_up.go_on.is_set()
     finally:
-        go_on.set()
+        held_up.go_on.set()
         thread.join()
-    assert still_running and locked == [False], "the task ran holding the runtime lock"
+    assert still_running and held_up.locked == [False], "the task ran holding the runtime lock"
     assert results == [0], last_error()
     assert acl.rt.stream_query(stream) == (acl.ACL_STREAM_STATUS_COMPLETE, 0)
     host = np.ones(n // 4, np.float32)
@@ -358,29 +374,16 @@ def test_pinned_memory_freed_while_a_queued_copy_moves_into_it_stays_mapped_unti
     assert acl.rt.memset(device, n, 5, n) == 0
     pinned, ret = acl.rt.malloc_host(n)
     assert ret == 0
-    moving, go_on = threading.Event(), threading.Event()
-    move = memory.Copy.move
-
-    def held_up(self, *args):
-        moving.set()
-        go_on.wait(30)
-        move(self, *args)
-    monkeypatch.setattr(memory.Copy, "move", held_up)
+    held_up = HeldUp()
+    monkeypatch.setattr(memory.Copy, "move", held_up(memory.Copy.move))
     assert acl.rt.memcpy_async(pinned, n, device, n, acl.ACL_MEMCPY_DEVICE_TO_HOST, stream) == 0
-    context, _ = acl.rt.get_context()
-    results = []
-
-    def synchronise():
-        acl.rt.set_context(context)
-        results.append(acl.rt.synchronize_stream(stream))
-    thread = threading.Thread(target=synchronise)
-    thread.start()
+    thread, results = synchronising_thread(stream)
     try:
-        assert moving.wait(30), "the copy never ran"
+        assert held_up.running.wait(30), "the copy never ran"
         assert acl.rt.free_host(pinned) == 0
         mapped_while_moving = memory.host_range_readable(pinned, n)
     finally:
-        go_on.set()
+        held_up.go_on.set()
         thread.join()
     assert results == [0], last_error()
     assert mapped_while_moving, "unmapped while the copy moves into it"
