@@ -99,8 +99,8 @@ _unmap_after: list[tuple[int, int]] = []   # (backing, size) freed while in use
 
 # in_use(ranges): keep the host `ranges`, a list of (address, nbytes) pairs, mapped until
 # `no_longer_in_use(ranges)` with the same list: a free meanwhile unmaps the backing only then. The list's
-# own append, not a function around it: it runs for every kernel and copy, where a Python call costs as much as
-# the rest of the bookkeeping.
+# own append, not a function around it: it runs for every kernel and queued copy, where a Python call
+# costs as much as the rest of the bookkeeping.
 in_use: Callable[[list], None] = _in_use.append
 
 

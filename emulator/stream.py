@@ -157,12 +157,13 @@ def wake_waiters(lock) -> None:
 
 
 def compute_unlocked(lock, kernel: Callable[..., None], args: Sequence, touched: Sequence[tuple]) -> None:
-    """Run `kernel(*args)`, the native compute of the task this thread is running (a kernel's: it touches the host
-    memory `touched`, (address, nbytes) pairs resolved before, and no runtime state), with the runtime
-    `lock` released however deeply this thread holds it, so that the other threads' calls go on meanwhile
-    (docs/runtime.md, "Host threads"). The task's stream stays busy: another drain of it waits for the task,
-    a query stops before it (Stream._wait_while_busy). A free of the memory meanwhile unmaps it only once
-    the kernel has ended (memory.in_use). The running task's sanitizer state is set aside (another thread's
+    """Run `kernel(*args)`, the native compute of the task this thread is running (a kernel's, or the moving
+    of a queued copy's or memset's bytes: it touches the host memory `touched`, (address, nbytes) pairs
+    resolved before, and no runtime state), with the runtime `lock` released however deeply this thread
+    holds it, so that the other threads' calls go on meanwhile (docs/runtime.md, "Host threads"). The
+    task's stream stays busy: another drain of it waits for the task, a query stops before it
+    (Stream._wait_while_busy). A free of the memory meanwhile unmaps it only once the task has ended
+    (memory.in_use). The running task's sanitizer state is set aside (another thread's
     task may run meanwhile) and put back with the lock taken back; all but the kernel runs under the lock.
     (The kernel and its arguments come apart, not as one functools.partial: this runs for every kernel,
     and each object made here is a cost of every launch.)"""
@@ -294,10 +295,11 @@ class Stream(Resource):
 
     def _wait_while_busy(self, deadline: Optional[float], wait: bool) -> bool:
         """Whether the stream is free: another thread is inside one of its tasks with the runtime lock
-        released (a kernel's native compute, or a blocking callback's wait), and nothing behind that task may run
-        before it ends (another thread's query or synchronisation ran them early). A query does not wait;
-        a synchronisation waits, the lock released, until the task ends or the deadline passes. The
-        callback's own thread waiting here would wait for itself: an error, as the card would hang."""
+        released (a kernel's native compute, a queued copy's bytes, or a blocking callback's wait), and
+        nothing behind that task may run before it ends (another thread's query or synchronisation ran
+        them early). A query does not wait; a synchronisation waits, the lock released, until the task
+        ends or the deadline passes. The callback's own thread waiting here would wait for itself: an
+        error, as the card would hang."""
         busy = self.busy
         if not wait:
             return False
@@ -333,7 +335,7 @@ class Stream(Resource):
             finally:
                 TRACKER.running = None
                 self.busy = None
-                if self.released is not None:  # a kernel that let the lock go: another thread may wait for it
+                if self.released is not None:  # a task that let the lock go: another thread may wait for it
                     if self.waiting:
                         wake_waiters(self.released)
                     self.released = None
