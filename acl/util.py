@@ -64,11 +64,25 @@ def ptr_to_bytes(ptr: int, size: int) -> Optional[bytes]:
 
 
 @errors.value_call("acl.util.numpy_to_ptr", 0, keywords={"arr": "array"})
+def _plain_array(api_name: str, array: Any) -> bool:
+    """Whether `array` is a NumPy array of plain values, whose bytes a copy may write (with a message if
+    not). **Choice** (pyACL would hand out the address): an array holding Python objects (dtype object, or
+    a structured dtype with such a field) is refused, as device bytes written over its object pointers
+    would crash the program later, outside any call."""
+    if not isinstance(array, np.ndarray):
+        _reject(api_name, "array: expected a numpy.ndarray, found %s" % type(array).__name__)
+        return False
+    if array.dtype.hasobject:
+        _reject(api_name, "array: expected an array of plain values (numbers, bytes), found dtype %s, whose "
+                "elements are Python objects that bytes copied there would corrupt" % array.dtype)
+        return False
+    return True
+
+
 def numpy_to_ptr(array: np.ndarray) -> int:
     """The address of the array's data (0, with a message, for a non-array). The address does not keep
     the array alive: hold the array in a variable for as long as the address is in use."""
-    if not isinstance(array, np.ndarray):
-        _reject("acl.util.numpy_to_ptr", "array: expected a numpy.ndarray, found %s" % type(array).__name__)
+    if not _plain_array("acl.util.numpy_to_ptr", array):
         return 0
     if not array.flags.c_contiguous:
         sys.stderr.write("acl.util.numpy_to_ptr: the array is not C-contiguous; "
@@ -79,8 +93,7 @@ def numpy_to_ptr(array: np.ndarray) -> int:
 @errors.value_call("acl.util.numpy_contiguous_to_ptr", (0, None))
 def numpy_contiguous_to_ptr(array: np.ndarray) -> tuple:
     """(address, C-contiguous array): the caller keeps the array alive while the address is in use."""
-    if not isinstance(array, np.ndarray):
-        _reject("acl.util.numpy_contiguous_to_ptr", "array: expected a numpy.ndarray, found %s" % type(array).__name__)
+    if not _plain_array("acl.util.numpy_contiguous_to_ptr", array):
         return 0, None
     contiguous = np.ascontiguousarray(array)
     return contiguous.ctypes.data, contiguous

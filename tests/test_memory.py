@@ -713,6 +713,18 @@ def test_util_rejections_leave_messages():
     assert "ndarray" in last_error()
 
 
+@pytest.mark.parametrize("dtype", [object, [("name", object), ("value", np.float32)]])
+def test_an_array_of_python_objects_has_no_pointer_to_copy_into(dtype):
+    """acl.util.numpy_to_ptr and numpy_contiguous_to_ptr refuse an array holding Python objects (0 and a
+    message): device bytes downloaded over its object pointers crashed the program later, outside any call."""
+    array = np.zeros(4, dtype=dtype)
+    assert acl.util.numpy_to_ptr(array) == 0
+    message = last_error()
+    assert "array: expected an array of plain values" in message and "Python objects" in message
+    assert acl.util.numpy_contiguous_to_ptr(array) == (0, None)
+    assert "numpy_contiguous_to_ptr" in last_error()
+
+
 def test_a_pointer_kept_across_a_reset_is_stale_and_never_aliases_a_new_allocation():
     """DeviceHeap.release_all reset its cursor: after aclrtResetDevice the next aclrtMalloc returned the
     same address, so the stale pointer silently read and wrote the new allocation."""
