@@ -63,7 +63,6 @@ def ptr_to_bytes(ptr: int, size: int) -> Optional[bytes]:
     return ctypes.string_at(int(ptr), int(size))
 
 
-@errors.value_call("acl.util.numpy_to_ptr", 0, keywords={"arr": "array"})
 def _plain_array(api_name: str, array: Any) -> bool:
     """Whether `array` is a NumPy array of plain values, whose bytes a copy may write (with a message if
     not). **Choice** (pyACL would hand out the address): an array holding Python objects (dtype object, or
@@ -79,9 +78,11 @@ def _plain_array(api_name: str, array: Any) -> bool:
     return True
 
 
+@errors.value_call("acl.util.numpy_to_ptr", 0, keywords={"arr": "array"})
 def numpy_to_ptr(array: np.ndarray) -> int:
-    """The address of the array's data (0, with a message, for a non-array). The address does not keep
-    the array alive: hold the array in a variable for as long as the address is in use."""
+    """The address of the array's data (0, with a message, for a non-array or an array of Python objects:
+    _plain_array). The address does not keep the array alive: hold the array in a variable for as long
+    as the address is in use."""
     if not _plain_array("acl.util.numpy_to_ptr", array):
         return 0
     if not array.flags.c_contiguous:
