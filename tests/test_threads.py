@@ -276,8 +276,8 @@ def test_a_long_synchronisation_in_one_thread_holds_up_no_call_of_another():
 
 
 class HeldUp:
-    """`held(work)`: `work` that runs only once the test sets `go_on` (or after 30 s); `running` is set as it
-    starts, and `locked` gets whether the runtime lock was held then."""
+    """Called on `work`: that work, run only once the test sets `go_on` (or after 30 s); `running` is set as
+    it starts, and `locked` gets whether the runtime lock was held then."""
 
     def __init__(self):
         self.running, self.go_on, self.locked = threading.Event(), threading.Event(), []
