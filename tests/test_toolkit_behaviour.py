@@ -2172,7 +2172,7 @@ def test_a_null_c_callback_is_rejected_and_named_null(built):
 
 
 # A JIT's code for the callback programs below (after their #include <sys/mman.h>).
-JIT_RET_PAGE = r"""
+JIT_CALLBACKS = r"""
 // Code made at run time, as a JIT makes it: a page outside every module holding a bare `ret`.
 static void *jit_ret_page() {
 #if defined(__aarch64__)
@@ -2186,21 +2186,38 @@ static void *jit_ret_page() {
   if (mprotect(page, 4096, PROT_READ | PROT_EXEC) != 0) check(1, "mprotect");
   return page;
 }
-"""
 
-WILD_CALLBACK_PROGRAM = c_program(r"""#include <pthread.h>
-#include <sys/mman.h>
-""" + JIT_RET_PAGE + r"""
-static int data_word = 0;  // a module's data: mapped, not executable
-static int ran = 0;
-static void on_done(void *) { ran = 1; }
-
-int main() {
+// A new stream of device 0 whose callbacks this thread runs (aclrtProcessReport).
+static aclrtStream subscribed_stream() {
   check(aclInit(nullptr), "aclInit");
   check(aclrtSetDevice(0), "aclrtSetDevice");
   aclrtStream stream = nullptr;
   check(aclrtCreateStream(&stream), "aclrtCreateStream");
   check(aclrtSubscribeReport(static_cast<uint64_t>(pthread_self()), stream), "aclrtSubscribeReport");
+  return stream;
+}
+
+// The callbacks queued run, the stream synchronised (reported as "sync"), then all released, the page too.
+static void run_callbacks_and_finish(aclrtStream stream, void *page) {
+  while (aclrtProcessReport(100) == ACL_SUCCESS) {}
+  report_status("sync", aclrtSynchronizeStream(stream));
+  aclrtUnSubscribeReport(static_cast<uint64_t>(pthread_self()), stream);
+  aclrtDestroyStream(stream);
+  munmap(page, 4096);
+  aclrtResetDevice(0);
+  aclFinalize();
+}
+"""
+
+WILD_CALLBACK_PROGRAM = c_program(r"""#include <pthread.h>
+#include <sys/mman.h>
+""" + JIT_CALLBACKS + r"""
+static int data_word = 0;  // a module's data: mapped, not executable
+static int ran = 0;
+static void on_done(void *) { ran = 1; }
+
+int main() {
+  aclrtStream stream = subscribed_stream();
   report_status("unmapped", aclrtLaunchCallback(reinterpret_cast<aclrtCallback>(0x10), nullptr,
                                                 ACL_CALLBACK_NO_BLOCK, stream));
   report_status("data", aclrtLaunchCallback(reinterpret_cast<aclrtCallback>(&data_word), nullptr,
@@ -2211,14 +2228,8 @@ int main() {
   report_status("jit", aclrtLaunchCallback(reinterpret_cast<aclrtCallback>(page), nullptr,
                                                     ACL_CALLBACK_NO_BLOCK, stream));
   report_status("function", aclrtLaunchCallback(on_done, nullptr, ACL_CALLBACK_NO_BLOCK, stream));
-  while (aclrtProcessReport(100) == ACL_SUCCESS) {}
+  run_callbacks_and_finish(stream, page);
   report_status("ran", ran);
-  report_status("sync", aclrtSynchronizeStream(stream));
-  aclrtUnSubscribeReport(static_cast<uint64_t>(pthread_self()), stream);
-  aclrtDestroyStream(stream);
-  munmap(page, 4096);
-  aclrtResetDevice(0);
-  aclFinalize();
   std::printf("@@done\n");
   return 0;
 }
@@ -2246,14 +2257,10 @@ def test_a_c_callback_that_points_at_no_code_is_refused_at_the_launch(tmp_path):
 JIT_CALLBACK_KEPT_PROGRAM = c_program(r"""#include <dlfcn.h>
 #include <pthread.h>
 #include <sys/mman.h>
-""" + JIT_RET_PAGE + r"""
+""" + JIT_CALLBACKS + r"""
 
 int main(int argc, char **argv) {
-  check(aclInit(nullptr), "aclInit");
-  check(aclrtSetDevice(0), "aclrtSetDevice");
-  aclrtStream stream = nullptr;
-  check(aclrtCreateStream(&stream), "aclrtCreateStream");
-  check(aclrtSubscribeReport(static_cast<uint64_t>(pthread_self()), stream), "aclrtSubscribeReport");
+  aclrtStream stream = subscribed_stream();
   void *page = jit_ret_page();
   const aclrtCallback jit = reinterpret_cast<aclrtCallback>(page);
   report_status("first", aclrtLaunchCallback(jit, nullptr, ACL_CALLBACK_NO_BLOCK, stream));  // looked up, kept
@@ -2265,13 +2272,7 @@ int main(int argc, char **argv) {
   if (dlopen(argv[1], RTLD_NOW) == nullptr) check(1, "dlopen");
   report_status("after-dlopen", aclrtLaunchCallback(jit, nullptr, ACL_CALLBACK_NO_BLOCK, stream));
   if (mprotect(page, 4096, PROT_READ | PROT_EXEC) != 0) check(1, "mprotect");  // for the callback queued
-  while (aclrtProcessReport(100) == ACL_SUCCESS) {}
-  report_status("sync", aclrtSynchronizeStream(stream));
-  aclrtUnSubscribeReport(static_cast<uint64_t>(pthread_self()), stream);
-  aclrtDestroyStream(stream);
-  munmap(page, 4096);
-  aclrtResetDevice(0);
-  aclFinalize();
+  run_callbacks_and_finish(stream, page);
   std::printf("@@done\n");
   return 0;
 }
