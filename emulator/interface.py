@@ -34,7 +34,7 @@ from .memory import host_memory_problem
 from .sites import Site, user_site
 from .soc import SocProfile
 from .state import PROCESS as _P
-from .stream import Stream, Task, compute_unlocked
+from .stream import Stream, Task
 
 
 def settings() -> Config:
@@ -127,12 +127,11 @@ def resolver() -> Callable[..., int]:
     return (_P.space or _P.address_space()).pointer
 
 
-def compute(kernel: Callable[..., None], args: Sequence, touched: Sequence[tuple]) -> None:
-    """From a task's `run`: `kernel(*args)`, its native compute, which touches the host memory `touched`
-    ((address, nbytes) pairs that `resolve` gave) and nothing of the runtime, runs with the runtime lock
-    released, so that other host threads' calls (a query, a timed synchronisation, an allocation) go on
-    meanwhile; the memory stays mapped until it ends, whoever frees it (emulator.stream.compute_unlocked)."""
-    compute_unlocked(_P.lock, kernel, args, touched)
+# compute(kernel, args, touched), from a task's `run`: `kernel(*args)`, its native compute, which touches
+# the host memory `touched` ((address, nbytes) pairs that `resolve` gave) and nothing of the runtime, runs
+# with the runtime lock released, as the runtime runs its queued copies (emulator.runtime.run_unlocked
+# itself: no call of its own on every launch).
+compute: Callable[[Callable[..., None], Sequence, Sequence[tuple]], None] = _runtime.run_unlocked
 
 
 def host_problem(address: int, nbytes: int, write: bool = False) -> Optional[str]:

@@ -828,15 +828,17 @@ def _enqueue_copy(copy: Copy, device_id: int, stream: Stream, name: str) -> None
     _check_overlap(name, copy)
     nbytes = copy.width * copy.height
     task = Task("%s(%d bytes)" % (name, nbytes), None, reads=copy.device_reads(), writes=copy.device_writes())
-    _set_run(task, lambda: copy.run(space, device_id, _move_unlocked), _sides(copy))
+    _set_run(task, lambda: copy.run(space, device_id, run_unlocked), _sides(copy))
     enqueue(stream, task)
 
 
-def _move_unlocked(move: Callable[..., None], args: Sequence, touched: list) -> None:
-    """A queued copy's or memset's bytes, moved with the runtime lock released as a kernel computes
-    (emulator.stream.compute_unlocked): a copy of a GB run by one thread's synchronisation does not hold
-    up the other threads' calls, and memory freed meanwhile stays mapped until it ends."""
-    compute_unlocked(_P.lock, move, args, touched)
+def run_unlocked(work: Callable[..., None], args: Sequence, touched: Sequence[tuple]) -> None:
+    """From a task's `run`: `work(*args)`, a kernel's native compute or a queued copy's or memset's moving
+    of bytes, which touches the host memory `touched` ((address, nbytes) pairs resolved before) and
+    nothing of the runtime, runs with the runtime lock released, so that other host threads' calls (a
+    query, a timed synchronisation, an allocation) go on meanwhile; the memory stays mapped until it ends,
+    whoever frees it (emulator.stream.compute_unlocked). The layers above call it as interface.compute."""
+    compute_unlocked(_P.lock, work, args, touched)
 
 
 def _check_overlap(call: str, copy: Copy) -> None:
@@ -995,7 +997,7 @@ def aclrtMemsetAsync(devPtr: int, maxCount: int, value: int, count: int, stream:
         space = _P.address_space()
         fill.span.pointer_now(space, device_id, access=False)
         task = Task("aclrtMemsetAsync(%d bytes)" % fill.span.nbytes, None, writes=fill.device_writes())
-        _set_run(task, lambda: fill.run(space, device_id, _move_unlocked), [(fill.span, "writes")])
+        _set_run(task, lambda: fill.run(space, device_id, run_unlocked), [(fill.span, "writes")])
         enqueue(target, task)
 
 
