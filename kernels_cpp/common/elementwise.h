@@ -313,12 +313,24 @@ NPUEMU_INLINE void lanes(const Op& op, const Run<N>& r, int64_t begin, int64_t e
       }
     }
   }
-  if (!uniform) return lanes<V, ByDtype>(op, r, begin, end, streaming);
+  // Operands of several dtypes (rare: the first phases promote most mixes) take the loop with a step
+  // per input, which chooses each dtype at each load and store.
+  if (!uniform) return lanes_by_step<V, ByDtype>(op, r, begin, end, streaming);
   switch (r.dtype[0]) {
     case kFloat16: return lanes<V, AllOf<_Float16>>(op, r, begin, end, streaming);
     case kBFloat16: return lanes<V, AllOf<bfloat16>>(op, r, begin, end, streaming);
     default: return lanes<V, AllOf<float>>(op, r, begin, end, streaming);
   }
+}
+
+// Elements [begin, end) of a run one at a time, each operand by its dtype: a run's edges, fewer than
+// two vectors' worth. One loop serves every dtype: the edges had the loops of the whole vectors, one
+// per storage type and store kind, and were two thirds of the kernels' machine code and of their
+// build time. (Still inlined: compiled for the run's instruction set, as its hardware fused
+// multiply-adds and conversions; out of line, compiled for any x86-64, short rows were 2x slower.)
+template <class Op, int N>
+NPUEMU_INLINE void edge_lanes(const Op& op, const Run<N>& r, int64_t begin, int64_t end) {
+  lanes_by_step<simd::Scalar, ByDtype>(op, r, begin, end, false);
 }
 
 // A whole run: single lanes up to the first output address that streaming stores accept, whole
@@ -331,9 +343,9 @@ NPUEMU_INLINE void run_lanes(const Op& op, const Run<N>& r) {
   const bool streaming = V::kStreams && r.streaming && address % out_size == 0;
   const int64_t head = streaming ? std::min(r.n, static_cast<int64_t>((align - address % align) % align) / out_size) : 0;
   const int64_t body_end = head + (r.n - head) / V::kWidth * V::kWidth;
-  lanes<simd::Scalar>(op, r, 0, head, false);
+  if (head > 0) edge_lanes(op, r, 0, head);
   lanes<V>(op, r, head, body_end, streaming);
-  lanes<simd::Scalar>(op, r, body_end, r.n, false);
+  if (body_end < r.n) edge_lanes(op, r, body_end, r.n);
   if (streaming && r.fence) simd::store_fence();
 }
 
