@@ -355,8 +355,10 @@ template <class Op, int N>
 NPUEMU_TARGET_AVX512 void run_avx512(const Op& op, const Run<N>& r) { run_lanes<simd::Avx512>(op, r); }
 template <class Op, int N>
 NPUEMU_TARGET_AVX2 void run_avx2(const Op& op, const Run<N>& r) { run_lanes<simd::Avx2>(op, r); }
+// Plain x86-64 (no AVX2: machines from before 2013, or NPUEMU_VECTOR_ISA=baseline) takes the edges'
+// one loop for the whole run: the same bits, built once, slower.
 template <class Op, int N>
-void run_scalar(const Op& op, const Run<N>& r) { run_lanes<simd::Scalar>(op, r); }
+void run_scalar(const Op& op, const Run<N>& r) { edge_lanes(op, r, 0, r.n); }
 
 template <class Op, int N>
 void run(const Op& op, const Run<N>& r, simd::Isa isa = simd::isa()) {
