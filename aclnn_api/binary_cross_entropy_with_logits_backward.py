@@ -27,7 +27,7 @@ from .tensor import aclTensor
 OP = "aclnnBinaryCrossEntropyWithLogitsBackward"
 DTYPES = ChipDtypes((ACL_FLOAT16, ACL_FLOAT), (ACL_BF16,))  # A2, A3 and 950 add BFLOAT16
 REDUCTIONS = {0: "none", 1: "mean", 2: "sum"}
-MEAN = 1
+NONE, MEAN = 0, 1
 
 
 def _check_dtypes(inputs: list, out: aclTensor, target: aclTensor) -> None:
@@ -144,7 +144,11 @@ SHAPES = (  # label: self, gradOutput, weight, posWeight shapes
 def sample_inputs(rng: np.random.Generator) -> list:
     samples = [_sample(label, shapes, i % 3, rng) for i, (label, shapes) in enumerate(SHAPES)]
     samples.append(_sample("no weights", ((3, 5), (3, 5), (), ()), MEAN, rng, weights=False))
-    return samples + [samples[k].with_layout(layout) for k in (1, 5, 6) for layout in ("transposed", "strided", "offset")]
+    # rows of 5 (the kernel computes blocks of whole rows): gradOutput and posWeight gathered, the
+    # weight's one row repeated; transposed, every tensor gathered and out scattered
+    short_rows = _sample("short rows broadcast", ((4000, 5), (4000, 1), (5,), (4000, 1)), NONE, rng)
+    return (samples + [samples[k].with_layout(layout) for k in (1, 5, 6) for layout in ("transposed", "strided", "offset")]
+            + [short_rows, short_rows.with_layout("transposed")])
 
 
 F, H, B, D, I32, NCHW = ACL_FLOAT, ACL_FLOAT16, ACL_BF16, ACL_DOUBLE, ACL_INT32, ACL_FORMAT_NCHW

@@ -69,6 +69,11 @@ LAYOUTS = {  # name: (shape, layout): starts off a vector boundary, tails, rows,
     "offset-13": ((5, 1031), dict(offset=13)),
     "transposed": ((67, 45), dict(strides=(1, 67))),
     "sliced-rows": ((30, 70), dict(strides=(100, 1), offset=5)),
+    # rows shorter than kShortRow, computed in flat blocks of whole rows: BCE's posWeight [5]
+    # repeated row by row (a tile), the others in place; then every operand gathered, in two ways
+    "short-rows": ((4000, 5), {}),
+    "short-rows-transposed": ((4000, 5), dict(strides=(1, 4000))),
+    "short-rows-sliced": ((3000, 6), dict(strides=(8, 1), offset=3)),
 }
 
 

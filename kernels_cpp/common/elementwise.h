@@ -27,12 +27,14 @@
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
+#include <vector>
 
 #include "common/dispatch.h"
 #include "common/memory_plan.h"
 #include "common/simd.h"
 #include "common/tensor_arg.h"
 #include "common/thread_pool.h"
+#include "common/thread_scratch.h"
 #include "common/vector_io.h"  // gather_as_float, scatter_from_float
 
 namespace npuemu {
@@ -414,6 +416,109 @@ void for_rows(const Operands<N>& ops, int64_t begin, int64_t end, Row&& row) {
   }
 }
 
+// ---- short rows ----
+//
+// A row of a few elements is not worth a run of its own: with a weight of shape [C] broadcast to
+// (N, C), each row of C elements paid the run's set-up and its edges' one-lane loop
+// (aclnnBinaryCrossEntropyWithLogits, (20000, 5) FLOAT with a weight [5], one thread, Intel Xeon:
+// 3-4 ms, PyTorch 0.38 ms). Such rows are computed in blocks of whole rows, each block one flat run
+// of its elements, every operand read as it best can be:
+enum class Flat {
+  kDense,     // in place: dense across the rows (its own dtype)
+  kRepeated,  // in place: one element everywhere (a broadcast input)
+  kTiled,     // its one row repeated to a whole block, in fp32, once per call (the rows vary only along it)
+  kGathered,  // row by row into fp32 (any other layout; the output then is scattered back)
+};
+
+constexpr int64_t kShortRow = 64;     // rows shorter than this (elements) go in flat blocks
+constexpr int64_t kFlatBlock = 2048;  // elements of a flat block: a thread's fp32 buffers stay in L1/L2
+
+template <int N>
+std::array<Flat, N> flat_kinds(const Operands<N>& ops) {
+  const int rank = static_cast<int>(ops.shape.size());
+  std::array<Flat, N> kinds;
+  for (int k = 0; k < N; ++k) {
+    bool dense = true, repeated = true, tiled = true;
+    int64_t step = ops.itemsize[k];  // the stride of a dense layout along dim d
+    for (int d = rank - 1; d >= 0; --d) {
+      const int64_t stride = ops.strides[d][k];
+      dense &= stride == step;
+      repeated &= stride == 0;
+      if (d < rank - 1) tiled &= stride == 0;
+      step *= ops.shape[d];
+    }
+    const bool input = k > 0;  // the output is written in place or scattered
+    kinds[k] = dense ? Flat::kDense : input && repeated ? Flat::kRepeated : input && tiled ? Flat::kTiled : Flat::kGathered;
+  }
+  return kinds;
+}
+
+template <int N>
+struct FlatBlock {
+  alignas(64) float values[N][kFlatBlock];
+};
+
+// out = op(inputs...) over coalesced operands whose rows (the last dim) are shorter than kShortRow;
+// `base` carries the dtypes and the memory plan's settings.
+template <class Op, int N>
+void run_short_rows(const Op& op, const Operands<N>& ops, const Run<N>& base, int64_t participants) {
+  const int rank = static_cast<int>(ops.shape.size());
+  const int64_t inner = ops.shape[rank - 1];
+  int64_t rows = 1;
+  for (int d = 0; d < rank - 1; ++d) rows *= ops.shape[d];
+  const int64_t block_rows = kFlatBlock / inner, blocks = (rows + block_rows - 1) / block_rows;
+  const std::array<Flat, N> kinds = flat_kinds(ops);
+  const auto& inner_strides = ops.strides[rank - 1];
+  std::vector<float> tiles;  // every tiled input's row, repeated to a whole block (every block starts a row)
+  std::array<int64_t, N> tile_at{};
+  for (int k = 1; k < N; ++k) {
+    if (kinds[k] != Flat::kTiled) continue;
+    tile_at[k] = static_cast<int64_t>(tiles.size());
+    tiles.resize(tiles.size() + block_rows * inner);
+    gather_as_float(ops.dtype[k], ops.data[k], inner_strides[k], tiles.data() + tile_at[k], inner);
+    for (int64_t row = 1; row < block_rows; ++row)
+      std::memcpy(tiles.data() + tile_at[k] + row * inner, tiles.data() + tile_at[k], inner * sizeof(float));
+  }
+  bool gathers = false;
+  for (int k = 1; k < N; ++k) gathers |= kinds[k] == Flat::kGathered;
+  const bool streaming = base.streaming && kinds[0] == Flat::kDense;
+  share_block_runs(blocks, participants, [&](const auto& take) {
+    float(*buffer)[kFlatBlock] = thread_scratch<FlatBlock<N>>().values;
+    for (RunBlock taken = take(); taken.index >= 0; taken = take()) {
+      const int64_t first = taken.index * block_rows, count = std::min(block_rows, rows - first);
+      Run<N> r = base;
+      r.n = count * inner;
+      r.streaming = streaming;
+      r.fence = false;  // once, after the thread's last block
+      for (int k = 0; k < N; ++k) {
+        r.broadcast[k] = kinds[k] == Flat::kRepeated;
+        switch (kinds[k]) {
+          case Flat::kDense: r.data[k] = ops.data[k] + first * inner * ops.itemsize[k]; break;
+          case Flat::kRepeated: r.data[k] = ops.data[k]; break;
+          case Flat::kTiled: r.data[k] = reinterpret_cast<char*>(tiles.data() + tile_at[k]), r.dtype[k] = kFloat; break;
+          case Flat::kGathered: r.data[k] = reinterpret_cast<char*>(buffer[k]), r.dtype[k] = kFloat; break;
+        }
+      }
+      int64_t row = 0;
+      if (gathers) {
+        for_rows(ops, first, first + count, [&](const std::array<char*, N>& p) {
+          for (int k = 1; k < N; ++k)
+            if (kinds[k] == Flat::kGathered) gather_as_float(ops.dtype[k], p[k], inner_strides[k], buffer[k] + row * inner, inner);
+          ++row;
+        });
+      }
+      run(op, r);  // every gathered input is read before the output is written: in place is safe
+      if (kinds[0] == Flat::kGathered) {
+        row = 0;
+        for_rows(ops, first, first + count, [&](const std::array<char*, N>& p) {
+          scatter_from_float(ops.dtype[0], buffer[0] + row++ * inner, p[0], inner_strides[0], inner);
+        });
+      }
+    }
+    if (streaming) simd::store_fence();
+  });
+}
+
 }  // namespace elementwise_detail
 
 // out = op(inputs...) over n dense elements of every operand (output first), each in its dtype.
@@ -480,6 +585,7 @@ void run_elementwise(const Op& op, const std::array<const TensorArg*, Op::kInput
 
   // Blocks of about block_size elements, rows kept whole, handed out to the threads as they come.
   const int64_t participants = std::min<int64_t>(threads(), (total + kGrain - 1) / kGrain);
+  if (rank > 1 && inner < kShortRow) return run_short_rows(op, ops, run_template, participants);
   const int64_t block_size = block_elements(total, participants, plan.block);
   const int64_t rows = total / inner;
   const int64_t block_rows = std::max<int64_t>(1, block_size / inner);
