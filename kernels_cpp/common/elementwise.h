@@ -325,18 +325,34 @@ NPUEMU_INLINE void lanes(const Op& op, const Run<N>& r, int64_t begin, int64_t e
   }
 }
 
-// Elements [begin, end) of a run one at a time, each operand by its dtype: a run's edges, fewer than
-// two vectors' worth. One loop serves every dtype: the edges had the loops of the whole vectors, one
-// per storage type and store kind, and were two thirds of the kernels' machine code and of their
-// build time. (Still inlined: compiled for the run's instruction set, as its hardware fused
-// multiply-adds and conversions; out of line, compiled for any x86-64, short rows were 2x slower.)
-template <class Op, int N>
-NPUEMU_INLINE void edge_lanes(const Op& op, const Run<N>& r, int64_t begin, int64_t end) {
-  lanes_by_step<simd::Scalar, ByDtype>(op, r, begin, end, false);
+// Elements [begin, end) of a run, fewer than V::kWidth (its edges): each input's elements copied
+// into a vector's worth of local storage in their own dtype (zeros after them, computed and never
+// stored), or its repeated element; one vector computed; its first lanes copied out. One loop for
+// every dtype, and one vector where the edges were up to 2 (V::kWidth - 1) single lanes, each with
+// the loops of the whole vectors: those loops were two thirds of the kernels' machine code and of
+// their build time, and rows of 316 elements spent most of their time in their 12 single lanes.
+// Every lane is computed alike: same bits. In place is safe: the inputs are copied first.
+template <class V, class Op, int N>
+NPUEMU_INLINE void edge_vector(const Op& op, const Run<N>& r, int64_t begin, int64_t end) {
+  using F = typename V::F;
+  alignas(64) char lanes_in[N][V::kWidth * sizeof(float)] = {};
+  F values[N - 1];
+  for (int k = 1; k < N; ++k) {
+    const int64_t size = dtype_size(r.dtype[k]);
+    if (r.broadcast[k]) {
+      for (int j = 0; j < V::kWidth; ++j) std::memcpy(lanes_in[k] + j * size, r.data[k], size);
+    } else {
+      std::memcpy(lanes_in[k], r.data[k] + begin * size, (end - begin) * size);
+    }
+    values[k - 1] = ByDtype::load<V>(r.dtype[k], lanes_in[k]);
+  }
+  ByDtype::store<V>(r.dtype[0], lanes_in[0], op.template apply<V>(values), false);
+  const int64_t out_size = dtype_size(r.dtype[0]);
+  std::memcpy(r.data[0] + begin * out_size, lanes_in[0], (end - begin) * out_size);
 }
 
-// A whole run: single lanes up to the first output address that streaming stores accept, whole
-// vectors, then single lanes for the rest.
+// A whole run: the elements up to the first output address that streaming stores accept, whole
+// vectors, then the rest.
 template <class V, class Op, int N>
 NPUEMU_INLINE void run_lanes(const Op& op, const Run<N>& r) {
   const int64_t out_size = dtype_size(r.dtype[0]);
@@ -345,9 +361,9 @@ NPUEMU_INLINE void run_lanes(const Op& op, const Run<N>& r) {
   const bool streaming = V::kStreams && r.streaming && address % out_size == 0;
   const int64_t head = streaming ? std::min(r.n, static_cast<int64_t>((align - address % align) % align) / out_size) : 0;
   const int64_t body_end = head + (r.n - head) / V::kWidth * V::kWidth;
-  if (head > 0) edge_lanes(op, r, 0, head);
+  if (head > 0) edge_vector<V>(op, r, 0, head);
   lanes<V>(op, r, head, body_end, streaming);
-  if (body_end < r.n) edge_lanes(op, r, body_end, r.n);
+  if (body_end < r.n) edge_vector<V>(op, r, body_end, r.n);
   if (streaming && r.fence) simd::store_fence();
 }
 
@@ -357,10 +373,10 @@ template <class Op, int N>
 NPUEMU_TARGET_AVX512 void run_avx512(const Op& op, const Run<N>& r) { run_lanes<simd::Avx512>(op, r); }
 template <class Op, int N>
 NPUEMU_TARGET_AVX2 void run_avx2(const Op& op, const Run<N>& r) { run_lanes<simd::Avx2>(op, r); }
-// Plain x86-64 (no AVX2: machines from before 2013, or NPUEMU_VECTOR_ISA=baseline) takes the edges'
-// one loop for the whole run: the same bits, built once, slower.
+// Plain x86-64 (no AVX2: machines from before 2013, or NPUEMU_VECTOR_ISA=baseline): one lane at a
+// time, each operand by its dtype, through one loop: the same bits, built once, slower.
 template <class Op, int N>
-void run_scalar(const Op& op, const Run<N>& r) { edge_lanes(op, r, 0, r.n); }
+void run_scalar(const Op& op, const Run<N>& r) { lanes_by_step<simd::Scalar, ByDtype>(op, r, 0, r.n, false); }
 
 template <class Op, int N>
 void run(const Op& op, const Run<N>& r, simd::Isa isa = simd::isa()) {
@@ -426,12 +442,12 @@ void for_rows(const Operands<N>& ops, int64_t begin, int64_t end, Row&& row) {
 enum class Flat {
   kDense,     // in place: dense across the rows (its own dtype)
   kRepeated,  // in place: one element everywhere (a broadcast input)
-  kTiled,     // its one row repeated to a whole block, in fp32, once per call (the rows vary only along it)
+  kTiled,     // its one row repeated to a whole block, once per call (the rows vary only along it)
   kGathered,  // row by row into fp32 (any other layout; the output then is scattered back)
 };
 
-constexpr int64_t kShortRow = 64;     // rows shorter than this (elements) go in flat blocks
-constexpr int64_t kFlatBlock = 2048;  // elements of a flat block: a thread's fp32 buffers stay in L1/L2
+constexpr int64_t kShortRow = 256;    // rows shorter than this (elements) go in flat blocks
+constexpr int64_t kFlatBlock = 4096;  // elements of a flat block: a thread's fp32 buffers stay in L1/L2
 
 template <int N>
 std::array<Flat, N> flat_kinds(const Operands<N>& ops) {
@@ -469,15 +485,18 @@ void run_short_rows(const Op& op, const Operands<N>& ops, const Run<N>& base, in
   const int64_t block_rows = kFlatBlock / inner, blocks = (rows + block_rows - 1) / block_rows;
   const std::array<Flat, N> kinds = flat_kinds(ops);
   const auto& inner_strides = ops.strides[rank - 1];
-  std::vector<float> tiles;  // every tiled input's row, repeated to a whole block (every block starts a row)
+  // Every tiled input's row repeated to a whole block (every block starts a row), in its own dtype:
+  // with the other operands', the loop of one storage type reads it.
+  std::vector<char> tiles;
   std::array<int64_t, N> tile_at{};
   for (int k = 1; k < N; ++k) {
     if (kinds[k] != Flat::kTiled) continue;
-    tile_at[k] = static_cast<int64_t>(tiles.size());
-    tiles.resize(tiles.size() + block_rows * inner);
-    gather_as_float(ops.dtype[k], ops.data[k], inner_strides[k], tiles.data() + tile_at[k], inner);
-    for (int64_t row = 1; row < block_rows; ++row)
-      std::memcpy(tiles.data() + tile_at[k] + row * inner, tiles.data() + tile_at[k], inner * sizeof(float));
+    const int64_t size = ops.itemsize[k], row_bytes = inner * size;
+    tile_at[k] = (static_cast<int64_t>(tiles.size()) + 63) / 64 * 64;
+    tiles.resize(tile_at[k] + block_rows * row_bytes);
+    char* const tile = tiles.data() + tile_at[k];
+    for (int64_t i = 0; i < inner; ++i) std::memcpy(tile + i * size, ops.data[k] + i * inner_strides[k], size);
+    for (int64_t row = 1; row < block_rows; ++row) std::memcpy(tile + row * row_bytes, tile, row_bytes);
   }
   bool gathers = false;
   for (int k = 1; k < N; ++k) gathers |= kinds[k] == Flat::kGathered;
@@ -495,7 +514,7 @@ void run_short_rows(const Op& op, const Operands<N>& ops, const Run<N>& base, in
         switch (kinds[k]) {
           case Flat::kDense: r.data[k] = ops.data[k] + first * inner * ops.itemsize[k]; break;
           case Flat::kRepeated: r.data[k] = ops.data[k]; break;
-          case Flat::kTiled: r.data[k] = reinterpret_cast<char*>(tiles.data() + tile_at[k]), r.dtype[k] = kFloat; break;
+          case Flat::kTiled: r.data[k] = tiles.data() + tile_at[k]; break;
           case Flat::kGathered: r.data[k] = reinterpret_cast<char*>(buffer[k]), r.dtype[k] = kFloat; break;
         }
       }
