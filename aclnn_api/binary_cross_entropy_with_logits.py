@@ -194,10 +194,12 @@ def sample_inputs(rng: np.random.Generator) -> list:
         _sample("no elements, sum", ((2, 0), (0,), ()), SUM, rng, out_shape=()),
     ]
     # rows of 5: the kernel computes blocks of whole rows, the weight's one row repeated and posWeight
-    # gathered (transposed: every tensor gathered, out scattered)
+    # gathered (transposed: every tensor gathered, out scattered); the mean's blocks of 4096 losses
+    # start within rows
     short_rows = _sample("short rows broadcast", ((4000, 5), (5,), (4000, 1)), NONE, rng)
+    short_mean = _sample("short rows broadcast, mean", ((4000, 5), (5,), (4000, 1)), MEAN, rng)
     return (samples + [samples[k].with_layout(layout) for k in (2, 4, 5) for layout in ("transposed", "strided", "offset")]
-            + [short_rows, short_rows.with_layout("transposed")])
+            + [short_rows, short_rows.with_layout("transposed"), short_mean, short_mean.with_layout("transposed")])
 
 
 F, H, B, D, I32, C64, U16, NCHW = (ACL_FLOAT, ACL_FLOAT16, ACL_BF16, ACL_DOUBLE, ACL_INT32, ACL_COMPLEX64, ACL_UINT16,

@@ -14,7 +14,9 @@
 //   converted from their dtype as they are loaded, the result rounded to the output dtype and
 //   stored, streamed past the caches for large outputs (one pass over memory, no fp32 copies), with
 //   the widest instructions of the machine (chosen at run time);
-// - any other run is gathered into fp32 blocks, computed by the same code, and scattered back.
+//   a run's ends (fewer elements than a vector) are copied into one vector's worth of storage;
+// - any other run is gathered into fp32 blocks, computed by the same code, and scattered back;
+// - rows shorter than kShortRow elements are computed in flat blocks of whole rows, not a run each.
 // Every path rounds the same way (simd.h), so the result never depends on the path, the machine or
 // the threads, which take blocks of elements (whole rows) as they come, in runs of consecutive
 // blocks (share_block_runs): a run's loops prefetch past each block's end into the next one.
@@ -449,8 +451,9 @@ enum class Flat {
 constexpr int64_t kShortRow = 256;    // rows shorter than this (elements) go in flat blocks
 constexpr int64_t kFlatBlock = 4096;  // elements of a flat block: a thread's fp32 buffers stay in L1/L2
 
+// Operands [0, first_input) are outputs: written in place or scattered.
 template <int N>
-std::array<Flat, N> flat_kinds(const Operands<N>& ops) {
+std::array<Flat, N> flat_kinds(const Operands<N>& ops, int first_input = 1) {
   const int rank = static_cast<int>(ops.shape.size());
   std::array<Flat, N> kinds;
   for (int k = 0; k < N; ++k) {
@@ -463,7 +466,7 @@ std::array<Flat, N> flat_kinds(const Operands<N>& ops) {
       if (d < rank - 1) tiled &= stride == 0;
       step *= ops.shape[d];
     }
-    const bool input = k > 0;  // the output is written in place or scattered
+    const bool input = k >= first_input;
     kinds[k] = dense ? Flat::kDense : input && repeated ? Flat::kRepeated : input && tiled ? Flat::kTiled : Flat::kGathered;
   }
   return kinds;

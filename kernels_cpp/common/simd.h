@@ -1,6 +1,6 @@
 // Vectors of fp32 lanes for the kernels' arithmetic, one struct per instruction set: Scalar (one
-// lane: any x86-64, and the per-element tails), Avx2 (8 lanes, with FMA and F16C), Avx512 (16) and
-// Avx512Bf16 (the same, rounding to bf16 in one instruction).
+// lane: any x86-64, the softmax rows' single lanes, KlDivBackward's sums), Avx2 (8 lanes, with FMA
+// and F16C), Avx512 (16) and Avx512Bf16 (the same, rounding to bf16 in one instruction).
 //
 // Math is written once, as templates over such a struct V (see vmath.h), with GCC's vector
 // extensions: + - * / and comparisons work lane by lane on V::F whatever the width, `m ? a : b`

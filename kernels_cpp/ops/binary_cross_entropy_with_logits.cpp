@@ -21,10 +21,13 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "common/dispatch.h"
 #include "common/elementwise.h"
@@ -155,12 +158,53 @@ float pairwise_sum(float* a, int64_t n, Pacer& pacer) {
   return a[0];
 }
 
-// The inputs' fp32 values of the elements [begin, begin + n) in row-major order of the coalesced
-// shape: dense runs converted a vector at a time, others (broadcast, strided) one by one.
+// How the sum reads its inputs: each by its kind (elementwise.h's Flat), an input that only varies
+// along the rows from its one row converted once and repeated to a block and a row more (`tiles`).
+// Row by row, rows of a few elements cost more than their losses (self (20000, 5) with a weight
+// [5], reduction mean, one thread, Intel Xeon: 4.2 ms, PyTorch 0.63 ms).
 template <int M>
-void gather_range(const elementwise_detail::Operands<M>& ops, int64_t begin, int64_t n, float (*dst)[kSumBlock]) {
+struct SumInputs {
+  elementwise_detail::Operands<M> ops;
+  std::array<elementwise_detail::Flat, M> kinds;
+  std::array<std::vector<float>, M> tiles;
+  std::array<float, M> repeated;  // the one element of a kRepeated input
+};
+
+template <int M>
+SumInputs<M> sum_inputs(const std::array<const TensorArg*, M>& inputs, const Dims& shape) {
+  using elementwise_detail::Flat;
+  SumInputs<M> in{elementwise_detail::coalesce<M>(inputs, shape)};
+  in.kinds = elementwise_detail::flat_kinds(in.ops, 0);
+  const int rank = static_cast<int>(in.ops.shape.size());
+  const int64_t inner = in.ops.shape[rank - 1];
+  for (int k = 0; k < M; ++k) {
+    if (in.kinds[k] == Flat::kRepeated) gather_as_float(in.ops.dtype[k], in.ops.data[k], 0, &in.repeated[k], 1);
+    if (in.kinds[k] != Flat::kTiled) continue;
+    std::vector<float>& tile = in.tiles[k];
+    tile.resize(kSumBlock + inner);  // any block, from wherever in a row it starts
+    gather_as_float(in.ops.dtype[k], in.ops.data[k], in.ops.strides[rank - 1][k], tile.data(), inner);
+    for (int64_t i = inner; i < static_cast<int64_t>(tile.size()); ++i) tile[i] = tile[i - inner];
+  }
+  return in;
+}
+
+// The inputs' fp32 values of the elements [begin, begin + n) in row-major order of the coalesced shape.
+template <int M>
+void gather_range(const SumInputs<M>& in, int64_t begin, int64_t n, float (*dst)[kSumBlock]) {
+  using elementwise_detail::Flat;
+  const auto& ops = in.ops;
   const int rank = static_cast<int>(ops.shape.size());
   const int64_t inner = ops.shape[rank - 1];
+  bool gathers = false;
+  for (int k = 0; k < M; ++k) {
+    switch (in.kinds[k]) {
+      case Flat::kDense: load_as_float(ops.dtype[k], ops.data[k] + begin * ops.itemsize[k], dst[k], n); break;
+      case Flat::kRepeated: std::fill(dst[k], dst[k] + n, in.repeated[k]); break;
+      case Flat::kTiled: std::memcpy(dst[k], in.tiles[k].data() + begin % inner, n * sizeof(float)); break;
+      case Flat::kGathered: gathers = true; break;
+    }
+  }
+  if (!gathers) return;
   Dims index(rank, 0);
   int64_t remaining = begin;
   for (int d = rank - 1; d >= 0; --d) {
@@ -170,11 +214,10 @@ void gather_range(const elementwise_detail::Operands<M>& ops, int64_t begin, int
   for (int64_t done = 0; done < n;) {
     const int64_t count = std::min(n - done, inner - index[rank - 1]);
     for (int k = 0; k < M; ++k) {
+      if (in.kinds[k] != Flat::kGathered) continue;
       const char* p = ops.data[k];
       for (int d = 0; d < rank; ++d) p += index[d] * ops.strides[d][k];
-      const int64_t stride = ops.strides[rank - 1][k];
-      if (stride == ops.itemsize[k]) load_as_float(ops.dtype[k], p, dst[k] + done, count);
-      else gather_as_float(ops.dtype[k], p, stride, dst[k] + done, count);
+      gather_as_float(ops.dtype[k], p, ops.strides[rank - 1][k], dst[k] + done, count);
     }
     done += count;
     index[rank - 1] = 0;
@@ -200,7 +243,7 @@ float sum_losses(const Op& op, const std::array<const TensorArg*, Op::kInputs>& 
   constexpr int M = Op::kInputs;
   int64_t total = 1;
   for (int64_t d : shape) total *= d;
-  const Operands<M> ops = coalesce<M>(inputs, shape);
+  const SumInputs<M> reads = sum_inputs<M>(inputs, shape);
   const int64_t tasks = (block_count + kBlocksPerTask - 1) / kBlocksPerTask;
   const int64_t participants = std::min<int64_t>(threads(), (total + kGrain - 1) / kGrain);
   share_blocks(tasks, participants, [&](const auto& take) {
@@ -216,7 +259,7 @@ float sum_losses(const Op& op, const std::array<const TensorArg*, Op::kInputs>& 
     for (int64_t task = take(); task >= 0; task = take()) {
       for (int64_t b = task * kBlocksPerTask; b < std::min(block_count, (task + 1) * kBlocksPerTask); ++b) {
         const int64_t begin = b * kSumBlock, n = std::min(kSumBlock, total - begin);
-        gather_range<M>(ops, begin, n, in);
+        gather_range<M>(reads, begin, n, in);
         run_dense(op, data, dtype, n, false);
         partials[b] = pairwise_sum(loss, n, pacer);
       }
