@@ -160,6 +160,9 @@ SHAPES = (  # label: self and target shapes, reduction, logTarget, out shape (No
     ("0-D target", (3, 7), (), NONE, True, None),
     ("0-D target, batchmean", (3, 7), (), BATCHMEAN, False, (1,)),
     ("0-D self, batchmean", (), (5, 3), BATCHMEAN, False, None),
+    # rows of 5 whose chunks of 4096 start within rows: target's one row repeated, self gathered
+    ("short rows, target broadcast", (4000, 5), (5,), MEAN, False, (1,)),
+    ("short rows, self broadcast", (4000, 1), (4000, 5), SUM, True, None),
 )
 # Labels that start with "empty" write nothing (reduction none); the others fill out.
 EMPTY = (

@@ -472,6 +472,12 @@ std::array<Flat, N> flat_kinds(const Operands<N>& ops, int first_input = 1) {
   return kinds;
 }
 
+// The first row_bytes of `tile` repeated until it holds total_bytes (each copy doubles what is there).
+inline void repeat_row(char* tile, int64_t row_bytes, int64_t total_bytes) {
+  for (int64_t filled = row_bytes; filled < total_bytes; filled *= 2)
+    std::memcpy(tile + filled, tile, std::min(filled, total_bytes - filled));
+}
+
 template <int N>
 struct FlatBlock {
   alignas(64) float values[N][kFlatBlock];
@@ -499,7 +505,7 @@ void run_short_rows(const Op& op, const Operands<N>& ops, const Run<N>& base, in
     tiles.resize(tile_at[k] + block_rows * row_bytes);
     char* const tile = tiles.data() + tile_at[k];
     for (int64_t i = 0; i < inner; ++i) std::memcpy(tile + i * size, ops.data[k] + i * inner_strides[k], size);
-    for (int64_t row = 1; row < block_rows; ++row) std::memcpy(tile + row * row_bytes, tile, row_bytes);
+    repeat_row(tile, row_bytes, block_rows * row_bytes);
   }
   bool gathers = false;
   for (int k = 1; k < N; ++k) gathers |= kinds[k] == Flat::kGathered;

@@ -183,7 +183,7 @@ SumInputs<M> sum_inputs(const std::array<const TensorArg*, M>& inputs, const Dim
     std::vector<float>& tile = in.tiles[k];
     tile.resize(kSumBlock + inner);  // any block, from wherever in a row it starts
     gather_as_float(in.ops.dtype[k], in.ops.data[k], in.ops.strides[rank - 1][k], tile.data(), inner);
-    for (int64_t i = inner; i < static_cast<int64_t>(tile.size()); ++i) tile[i] = tile[i - inner];
+    elementwise_detail::repeat_row(reinterpret_cast<char*>(tile.data()), inner * sizeof(float), tile.size() * sizeof(float));
   }
   return in;
 }

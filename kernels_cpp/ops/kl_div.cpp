@@ -21,6 +21,8 @@
 #include <pybind11/pybind11.h>
 
 #include <algorithm>
+#include <array>
+#include <cstring>
 #include <vector>
 
 #include "common/dispatch.h"
@@ -132,8 +134,15 @@ class PairwiseSum {
 
 // self and target over B, their dims coalesced where both step evenly (the first operand is a
 // dense fp32 stand-in for B itself, so that coalescing keeps B's row-major order).
+// A chunk reads each of them by its kind (elementwise.h's Flat): in place, its one element, from a
+// tile of its one row repeated (in its own dtype, a chunk and a row long, made once), or gathered
+// row by row. Chunk by chunk rather than row by row: rows of a few elements cost more than their
+// losses (self (20000, 5) with a target [5], reduction mean, one thread, Intel Xeon: 2.9-3.1 ms,
+// PyTorch 0.46 ms).
 struct Walk {
   elementwise_detail::Operands<3> ops;
+  std::array<elementwise_detail::Flat, 3> kinds;
+  std::array<std::vector<char>, 3> tiles;
   int rank = 0;
   int64_t inner = 0;
   int64_t prefetch = 0;  // the memory plan's, as for the element-wise engine's runs
@@ -154,6 +163,15 @@ Walk walk_of(const TensorArg& self, const TensorArg& target) {
   const MemoryPlan plan = memory_plan();  // inputs read in place are prefetched ahead of the loads
   w.prefetch = plan.prefetch_for(2);  // self and target
   w.hint = plan.hint;
+  w.kinds = elementwise_detail::flat_kinds(w.ops);
+  for (int k = 1; k < 3; ++k) {
+    if (w.kinds[k] != elementwise_detail::Flat::kTiled) continue;
+    const int64_t size = w.ops.itemsize[k], step = w.ops.strides[w.rank - 1][k];
+    std::vector<char>& tile = w.tiles[k];
+    tile.resize((kChunk + w.inner) * size);  // any chunk, from wherever in a row it starts
+    for (int64_t i = 0; i < w.inner; ++i) std::memcpy(tile.data() + i * size, w.ops.data[k] + i * step, size);
+    elementwise_detail::repeat_row(tile.data(), w.inner * size, static_cast<int64_t>(tile.size()));
+  }
   return w;
 }
 
@@ -166,46 +184,53 @@ struct LossChunk {
   alignas(64) float loss[kChunk];
 };
 
-// L of B's elements [begin, begin + n) (row-major), into `loss`, with the engine's arithmetic.
+// L of B's elements [begin, begin + n) (row-major), into `loss`, with the engine's arithmetic: one run.
 template <class Op>
 void chunk_loss(const Op& op, const Walk& w, int64_t begin, int64_t n, float* loss) {
   using namespace elementwise_detail;
-  Dims index(w.rank, 0);
-  for (int64_t rest = begin, d = w.rank - 1; d >= 0; --d) {
-    index[d] = rest % w.ops.shape[d];
-    rest /= w.ops.shape[d];
+  Run<3> r{};
+  r.data[0] = reinterpret_cast<char*>(loss);
+  r.dtype[0] = kFloat;
+  r.n = n;
+  r.prefetch = w.prefetch;  // the loss block is in L1; a gathered input too, prefetched for nothing
+  r.hint = w.hint;
+  bool gathers = false;
+  for (int k = 1; k < 3; ++k) {
+    r.dtype[k] = w.ops.dtype[k];
+    switch (w.kinds[k]) {
+      case Flat::kDense: r.data[k] = w.ops.data[k] + begin * w.ops.itemsize[k]; break;
+      case Flat::kRepeated: r.data[k] = w.ops.data[k], r.broadcast[k] = true; break;
+      case Flat::kTiled: r.data[k] = const_cast<char*>(w.tiles[k].data()) + begin % w.inner * w.ops.itemsize[k]; break;
+      case Flat::kGathered:
+        r.data[k] = reinterpret_cast<char*>(thread_scratch<GatheredChunk>().inputs[k - 1]), r.dtype[k] = kFloat;
+        gathers = true;
+        break;
+    }
   }
-  for (int64_t done = 0; done < n;) {
-    const int64_t length = std::min(w.inner - index[w.rank - 1], n - done);
-    Run<3> r{};
-    r.data[0] = reinterpret_cast<char*>(loss + done);
-    r.dtype[0] = kFloat;
-    r.n = length;
-    r.prefetch = w.prefetch;  // the loss block is in L1; a gathered input too, prefetched for nothing
-    r.hint = w.hint;
-    for (int k = 1; k < 3; ++k) {
-      char* p = w.ops.data[k];
-      for (int d = 0; d < w.rank; ++d) p += index[d] * w.ops.strides[d][k];
-      const int64_t step = w.ops.strides[w.rank - 1][k];
-      if (step == 0 || step == w.ops.itemsize[k]) {  // dense or broadcast: read in place
-        r.data[k] = p;
-        r.dtype[k] = w.ops.dtype[k];
-        r.broadcast[k] = step == 0;
-      } else {  // any other stride: gathered into fp32 first
-        float* gathered = thread_scratch<GatheredChunk>().inputs[k - 1];
-        gather_as_float(w.ops.dtype[k], p, step, gathered, length);
-        r.data[k] = reinterpret_cast<char*>(gathered);
-        r.dtype[k] = kFloat;
+  if (gathers) {
+    Dims index(w.rank, 0);
+    for (int64_t rest = begin, d = w.rank - 1; d >= 0; --d) {
+      index[d] = rest % w.ops.shape[d];
+      rest /= w.ops.shape[d];
+    }
+    for (int64_t done = 0; done < n;) {
+      const int64_t length = std::min(w.inner - index[w.rank - 1], n - done);
+      for (int k = 1; k < 3; ++k) {
+        if (w.kinds[k] != Flat::kGathered) continue;
+        const char* p = w.ops.data[k];
+        for (int d = 0; d < w.rank; ++d) p += index[d] * w.ops.strides[d][k];
+        gather_as_float(w.ops.dtype[k], p, w.ops.strides[w.rank - 1][k],
+                        reinterpret_cast<float*>(r.data[k]) + done, length);
+      }
+      done += length;
+      index[w.rank - 1] += length - 1;
+      for (int d = w.rank - 1; d >= 0; --d) {  // the next element
+        if (++index[d] < w.ops.shape[d]) break;
+        index[d] = 0;
       }
     }
-    run(op, r);
-    done += length;
-    index[w.rank - 1] += length - 1;
-    for (int d = w.rank - 1; d >= 0; --d) {  // the next element
-      if (++index[d] < w.ops.shape[d]) break;
-      index[d] = 0;
-    }
   }
+  run(op, r);
 }
 
 template <class Op>
