@@ -472,10 +472,48 @@ std::array<Flat, N> flat_kinds(const Operands<N>& ops, int first_input = 1) {
   return kinds;
 }
 
-// The first row_bytes of `tile` repeated until it holds total_bytes (each copy doubles what is there).
-inline void repeat_row(char* tile, int64_t row_bytes, int64_t total_bytes) {
-  for (int64_t filled = row_bytes; filled < total_bytes; filled *= 2)
-    std::memcpy(tile + filled, tile, std::min(filled, total_bytes - filled));
+// Operand k's one row (a Flat::kTiled input) repeated to `elements` elements (at least a row), in
+// its own dtype: element i is the row's element i % inner, whatever i a block starts at.
+template <int N>
+std::vector<char> row_tile(const Operands<N>& ops, int k, int64_t elements) {
+  const int rank = static_cast<int>(ops.shape.size());
+  const int64_t inner = ops.shape[rank - 1], size = ops.itemsize[k], step = ops.strides[rank - 1][k];
+  std::vector<char> tile(elements * size);
+  for (int64_t i = 0; i < inner; ++i) std::memcpy(tile.data() + i * size, ops.data[k] + i * step, size);
+  const int64_t total = static_cast<int64_t>(tile.size());
+  for (int64_t filled = inner * size; filled < total; filled *= 2)  // each copy doubles what is there
+    std::memcpy(tile.data() + filled, tile.data(), std::min(filled, total - filled));
+  return tile;
+}
+
+// Each Flat::kGathered operand k >= first: its elements [begin, begin + n), in row-major order of the
+// coalesced shape, converted to fp32 at dst[k] (row by row; the range may start and end within rows).
+// (N comes from `ops` alone: std::array's size is a size_t.)
+template <int N>
+void gather_rows(const Operands<N>& ops, const std::common_type_t<std::array<Flat, N>>& kinds, int first,
+                 int64_t begin, int64_t n, const std::common_type_t<std::array<float*, N>>& dst) {
+  const int rank = static_cast<int>(ops.shape.size());
+  const int64_t inner = ops.shape[rank - 1];
+  Dims index(rank, 0);
+  for (int64_t rest = begin, d = rank - 1; d >= 0; --d) {
+    index[d] = rest % ops.shape[d];
+    rest /= ops.shape[d];
+  }
+  for (int64_t done = 0; done < n;) {
+    const int64_t count = std::min(inner - index[rank - 1], n - done);
+    for (int k = first; k < N; ++k) {
+      if (kinds[k] != Flat::kGathered) continue;
+      const char* p = ops.data[k];
+      for (int d = 0; d < rank; ++d) p += index[d] * ops.strides[d][k];
+      gather_as_float(ops.dtype[k], p, ops.strides[rank - 1][k], dst[k] + done, count);
+    }
+    done += count;
+    index[rank - 1] = 0;
+    for (int d = rank - 2; d >= 0; --d) {  // the next row
+      if (++index[d] < ops.shape[d]) break;
+      index[d] = 0;
+    }
+  }
 }
 
 template <int N>
@@ -496,22 +534,17 @@ void run_short_rows(const Op& op, const Operands<N>& ops, const Run<N>& base, in
   const auto& inner_strides = ops.strides[rank - 1];
   // Every tiled input's row repeated to a whole block (every block starts a row), in its own dtype:
   // with the other operands', the loop of one storage type reads it.
-  std::vector<char> tiles;
-  std::array<int64_t, N> tile_at{};
-  for (int k = 1; k < N; ++k) {
-    if (kinds[k] != Flat::kTiled) continue;
-    const int64_t size = ops.itemsize[k], row_bytes = inner * size;
-    tile_at[k] = (static_cast<int64_t>(tiles.size()) + 63) / 64 * 64;
-    tiles.resize(tile_at[k] + block_rows * row_bytes);
-    char* const tile = tiles.data() + tile_at[k];
-    for (int64_t i = 0; i < inner; ++i) std::memcpy(tile + i * size, ops.data[k] + i * inner_strides[k], size);
-    repeat_row(tile, row_bytes, block_rows * row_bytes);
-  }
+  std::array<std::vector<char>, N> tiles;
   bool gathers = false;
-  for (int k = 1; k < N; ++k) gathers |= kinds[k] == Flat::kGathered;
+  for (int k = 1; k < N; ++k) {
+    if (kinds[k] == Flat::kTiled) tiles[k] = row_tile(ops, k, block_rows * inner);
+    gathers |= kinds[k] == Flat::kGathered;
+  }
   const bool streaming = base.streaming && kinds[0] == Flat::kDense;
   share_block_runs(blocks, participants, [&](const auto& take) {
     float(*buffer)[kFlatBlock] = thread_scratch<FlatBlock<N>>().values;
+    std::array<float*, N> buffers;
+    for (int k = 0; k < N; ++k) buffers[k] = buffer[k];
     for (RunBlock taken = take(); taken.index >= 0; taken = take()) {
       const int64_t first = taken.index * block_rows, count = std::min(block_rows, rows - first);
       Run<N> r = base;
@@ -523,21 +556,14 @@ void run_short_rows(const Op& op, const Operands<N>& ops, const Run<N>& base, in
         switch (kinds[k]) {
           case Flat::kDense: r.data[k] = ops.data[k] + first * inner * ops.itemsize[k]; break;
           case Flat::kRepeated: r.data[k] = ops.data[k]; break;
-          case Flat::kTiled: r.data[k] = tiles.data() + tile_at[k]; break;
+          case Flat::kTiled: r.data[k] = tiles[k].data(); break;
           case Flat::kGathered: r.data[k] = reinterpret_cast<char*>(buffer[k]), r.dtype[k] = kFloat; break;
         }
       }
-      int64_t row = 0;
-      if (gathers) {
-        for_rows(ops, first, first + count, [&](const std::array<char*, N>& p) {
-          for (int k = 1; k < N; ++k)
-            if (kinds[k] == Flat::kGathered) gather_as_float(ops.dtype[k], p[k], inner_strides[k], buffer[k] + row * inner, inner);
-          ++row;
-        });
-      }
+      if (gathers) gather_rows(ops, kinds, 1, first * inner, r.n, buffers);
       run(op, r);  // every gathered input is read before the output is written: in place is safe
       if (kinds[0] == Flat::kGathered) {
-        row = 0;
+        int64_t row = 0;
         for_rows(ops, first, first + count, [&](const std::array<char*, N>& p) {
           scatter_from_float(ops.dtype[0], buffer[0] + row++ * inner, p[0], inner_strides[0], inner);
         });

@@ -164,14 +164,8 @@ Walk walk_of(const TensorArg& self, const TensorArg& target) {
   w.prefetch = plan.prefetch_for(2);  // self and target
   w.hint = plan.hint;
   w.kinds = elementwise_detail::flat_kinds(w.ops);
-  for (int k = 1; k < 3; ++k) {
-    if (w.kinds[k] != elementwise_detail::Flat::kTiled) continue;
-    const int64_t size = w.ops.itemsize[k], step = w.ops.strides[w.rank - 1][k];
-    std::vector<char>& tile = w.tiles[k];
-    tile.resize((kChunk + w.inner) * size);  // any chunk, from wherever in a row it starts
-    for (int64_t i = 0; i < w.inner; ++i) std::memcpy(tile.data() + i * size, w.ops.data[k] + i * step, size);
-    elementwise_detail::repeat_row(tile.data(), w.inner * size, static_cast<int64_t>(tile.size()));
-  }
+  for (int k = 1; k < 3; ++k)  // a chunk and a row long: any chunk, from wherever in a row it starts
+    if (w.kinds[k] == elementwise_detail::Flat::kTiled) w.tiles[k] = elementwise_detail::row_tile(w.ops, k, kChunk + w.inner);
   return w;
 }
 
@@ -208,27 +202,9 @@ void chunk_loss(const Op& op, const Walk& w, int64_t begin, int64_t n, float* lo
     }
   }
   if (gathers) {
-    Dims index(w.rank, 0);
-    for (int64_t rest = begin, d = w.rank - 1; d >= 0; --d) {
-      index[d] = rest % w.ops.shape[d];
-      rest /= w.ops.shape[d];
-    }
-    for (int64_t done = 0; done < n;) {
-      const int64_t length = std::min(w.inner - index[w.rank - 1], n - done);
-      for (int k = 1; k < 3; ++k) {
-        if (w.kinds[k] != Flat::kGathered) continue;
-        const char* p = w.ops.data[k];
-        for (int d = 0; d < w.rank; ++d) p += index[d] * w.ops.strides[d][k];
-        gather_as_float(w.ops.dtype[k], p, w.ops.strides[w.rank - 1][k],
-                        reinterpret_cast<float*>(r.data[k]) + done, length);
-      }
-      done += length;
-      index[w.rank - 1] += length - 1;
-      for (int d = w.rank - 1; d >= 0; --d) {  // the next element
-        if (++index[d] < w.ops.shape[d]) break;
-        index[d] = 0;
-      }
-    }
+    std::array<float*, 3> dst;
+    for (int k = 0; k < 3; ++k) dst[k] = reinterpret_cast<float*>(r.data[k]);
+    gather_rows(w.ops, w.kinds, 1, begin, n, dst);
   }
   run(op, r);
 }
